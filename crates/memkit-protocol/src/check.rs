@@ -1,0 +1,104 @@
+//! Codec invariants, shared by the cargo-fuzz target and the stable fuzz test.
+
+use crate::{DecodeError, Limits, Request, decode_request, encode_request};
+
+/// Decodes `input` as a stream and panics if an invariant breaks:
+/// 1. every `Ok` consumes `1..=len` bytes and every `Reject` at least one line;
+/// 2. re-encoding a decoded request and decoding that gives the same request back;
+/// 3. feeding the bytes in two pieces (split anywhere) yields the same sequence of events.
+pub fn fuzz_one(input: &[u8]) {
+    let limits = Limits {
+        max_item_size: 64 * 1024,
+        ..Limits::default()
+    };
+    let whole = events(input, &limits, None);
+    // A handful of split points keeps each run bounded while covering the interesting ones.
+    let n = input.len();
+    for split in [1, n / 3, n / 2, n.saturating_sub(1)] {
+        if split > 0 && split < n {
+            assert_eq!(
+                whole,
+                events(input, &limits, Some(split)),
+                "split at {split}"
+            );
+        }
+    }
+}
+
+/// Runs the decoder over `input` like a server would, revealing only `input[..split]` until
+/// the decoder asks for more. Returns a printable trace of what happened.
+fn events(input: &[u8], limits: &Limits, split: Option<usize>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    let mut visible = split.unwrap_or(input.len());
+    let mut swallow = 0u64;
+    // Each round consumes at least one byte or reveals more, so this terminates.
+    loop {
+        if swallow > 0 {
+            let avail = (visible - pos) as u64;
+            let eat = swallow.min(avail);
+            pos += eat as usize;
+            swallow -= eat;
+        }
+        let buf = &input[pos..visible];
+        let res = if swallow > 0 {
+            Err(DecodeError::Incomplete)
+        } else {
+            decode_request(buf, limits)
+        };
+        match res {
+            Ok((req, used)) => {
+                assert!(
+                    used >= 1 && used <= buf.len(),
+                    "consumed {used} of {}",
+                    buf.len()
+                );
+                roundtrip(&req, limits);
+                out.push(format!("{req:?}"));
+                pos += used;
+            }
+            Err(DecodeError::Reject(r)) => {
+                assert!(r.consumed >= 1 && r.consumed <= buf.len());
+                out.push(format!(
+                    "{:?} noreply={} swallow={}",
+                    r.reply, r.noreply, r.swallow
+                ));
+                pos += r.consumed;
+                swallow = r.swallow;
+            }
+            Err(DecodeError::Close) => {
+                out.push("close".into());
+                return out;
+            }
+            Err(DecodeError::Malformed) => panic!("Malformed is for responses"),
+            Err(DecodeError::Incomplete) => {
+                if visible == input.len() {
+                    out.push(format!("incomplete swallow={swallow}"));
+                    return out;
+                }
+                visible = input.len();
+            }
+        }
+    }
+}
+
+/// `decode(encode(req)) == req`, consuming exactly the encoding.
+pub fn roundtrip(req: &Request<'_>, limits: &Limits) {
+    let mut enc = Vec::new();
+    encode_request(req, &mut enc);
+    match decode_request(&enc, limits) {
+        Ok((back, used)) => {
+            assert_eq!(
+                &back,
+                req,
+                "re-decoding {:?}",
+                String::from_utf8_lossy(&enc)
+            );
+            assert_eq!(used, enc.len());
+        }
+        Err(e) => panic!(
+            "re-decoding {:?} failed: {e:?}",
+            String::from_utf8_lossy(&enc)
+        ),
+    }
+}

@@ -1,0 +1,88 @@
+//! memkit-protocol: a sans-IO codec for memcached 1.6's text and meta protocols.
+//!
+//! One codec serves both ends of the wire: the server decodes requests and encodes replies,
+//! the client encodes requests and decodes replies. It never touches a socket or storage.
+//!
+//! Map:
+//! - [`decode`]: [`decode_request`] — one request per call, zero-copy, with memcached's exact
+//!   error replies and byte accounting ([`DecodeError`], [`Reject`]).
+//! - [`request`]: [`Request`] and [`encode_request`] (client side).
+//! - [`meta`]: [`MetaFlags`], the flags of `mg`/`ms`/`md`/`ma`, in request order.
+//! - [`render`]: the server's reply writers — hot-path functions (`VALUE`, `STORED`, numbers,
+//!   `STAT`), meta replies built from the request's flags and an [`ItemMeta`], and the quiet
+//!   (`q`) suppression rules.
+//! - [`response`]: [`Response`], its `encode`, and [`decode_response`] (client side).
+//! - [`error`]: [`ErrorReply`] (every error line), [`Reject`], [`DecodeError`].
+//! - [`check`]: the invariants the fuzzer and the stable fuzz test assert.
+//! - `token`, `num`, `base64`: memcached's line splitting, number parsing and base64, quirks
+//!   included, because they are observable.
+//!
+//! Goals: byte-exact agreement with memcached 1.6.18 (the reference binary) on every reply
+//! and on how many bytes each command consumes; no panic, no unbounded loop and no allocation
+//! proportional to an untrusted length on any input.
+//!
+//! Non-goals: the binary protocol, SASL/auth, UDP framing, the proxy's commands; deciding
+//! anything that depends on server state (that lives in the server's dispatch). Differences
+//! from memcached are listed in `docs/protocol-notes.md`.
+
+pub mod base64;
+pub mod check;
+pub mod decode;
+pub mod error;
+pub mod meta;
+mod num;
+pub mod render;
+pub mod request;
+pub mod response;
+mod token;
+
+pub use decode::decode_request;
+pub use error::{DecodeError, ErrorReply, Reject};
+pub use memkit_types::MAX_KEY_LEN;
+pub use meta::MetaFlags;
+pub use num::{write_i64, write_u64};
+pub use render::{ItemMeta, MetaCmd, MetaStatus};
+pub use request::{AdminCmd, KeyBuf, Request, ShutdownMode, StoreCmd, encode_request, meta_key};
+pub use response::{MetaCode, Response, decode_response};
+pub use token::{MAX_TOKENS, Words};
+
+/// Size limits the decoder enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// memcached's `-I`: the largest item, header and key included.
+    pub max_item_size: usize,
+    /// Per-item overhead counted against `max_item_size`, as memcached's `item_make_header`
+    /// counts it (48-byte header + 8-byte CAS on 64-bit builds).
+    pub item_header: usize,
+    /// Bytes without a newline after which only a multi-get may keep buffering (2048).
+    pub max_line_len: usize,
+    /// Cap on a multi-get line without a newline. memcached has none (it reallocs its read
+    /// buffer without bound); we close the connection past this.
+    pub max_multiget_line: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_item_size: memkit_types::DEFAULT_ITEM_SIZE_MAX,
+            item_header: 56,
+            max_line_len: 2048,
+            max_multiget_line: 4 * 1024 * 1024,
+        }
+    }
+}
+
+impl Limits {
+    /// Whether an item with this key length, client flags and value length fits: memcached's
+    /// `item_size_ok`, i.e. header + key + NUL + value + `\r\n` (+ 4 bytes of flags if
+    /// nonzero) within the item size.
+    pub fn item_fits(&self, key_len: usize, flags: u32, value_len: usize) -> bool {
+        let flags_len = if flags != 0 { 4 } else { 0 };
+        let total = self
+            .item_header
+            .saturating_add(key_len + 1)
+            .saturating_add(value_len)
+            .saturating_add(2 + flags_len);
+        total <= self.max_item_size
+    }
+}
