@@ -1,1 +1,40 @@
-//! placeholder
+//! memkit's test kit: a reference model, one conformance suite, and model-based property
+//! testing, shared by every backend (embedded engine, memkitd, client, cluster).
+//!
+//! Map:
+//! - [`model`]: [`Model`], the simplest obviously-correct [`memkit_types::Memcache`]: a
+//!   mutex around a `BTreeMap`, an injected clock, memcached 1.6's rules written out plainly.
+//! - [`suite`]: the behavioural conformance suite, a table of named async cases.
+//! - [`ops`]: an [`ops::Op`] language over the trait, proptest strategies for op sequences,
+//!   and [`ops::compare`], which runs a sequence on a backend and on the model and reports
+//!   the first divergence.
+//!
+//! Entry points for a backend's own tests:
+//!
+//! ```ignore
+//! // Conformance (embedded: time is a ManualClock shared with the backend).
+//! let clock = ManualClock::default();
+//! let store = Engine::new(config, clock.clone());
+//! memkit_testkit::suite::run(&store, &clock).await.assert_all_passed();
+//!
+//! // Conformance against a server through a client: time really passes.
+//! memkit_testkit::suite::run(&client, &memkit_testkit::suite::WallClock).await.assert_all_passed();
+//!
+//! // Against a model, op sequence by op sequence.
+//! proptest!(|(ops in memkit_testkit::ops::ops(1..60))| {
+//!     let clock = ManualClock::default();
+//!     let store = Engine::new(config, clock.clone());
+//!     block_on(memkit_testkit::ops::compare(&store, &clock, &ops)).map_err(TestCaseError::fail)?;
+//! });
+//! ```
+//!
+//! Goals: one statement of the semantics, checked against real memcached where it can be
+//! (see the comments in [`model`]). Non-goals: memory limits and eviction (the model never
+//! evicts, so compare a backend configured large enough), speed.
+
+pub mod model;
+pub mod ops;
+pub mod suite;
+
+pub use model::Model;
+pub use suite::{Report, SuiteOptions, TimeControl, WallClock};
