@@ -18,7 +18,11 @@ fn run(input: &[u8]) -> Vec<String> {
                 pos += used;
             }
             Err(DecodeError::Reject(r)) => {
-                out.push(if r.noreply { String::new() } else { r.reply.as_str().into() });
+                out.push(if r.noreply {
+                    String::new()
+                } else {
+                    r.reply.as_str().into()
+                });
                 pos += r.consumed + r.swallow as usize;
             }
             Err(DecodeError::Close) => {
@@ -47,24 +51,52 @@ fn one(input: &[u8]) -> Request<'_> {
 #[test]
 fn storage() {
     match one(b"set k 5 -1 3 noreply\r\nabc\r\n") {
-        Request::Store { cmd: StoreCmd::Set, key: b"k", flags: 5, exptime: -1, data: b"abc", noreply: true } => {}
+        Request::Store {
+            cmd: StoreCmd::Set,
+            key: b"k",
+            flags: 5,
+            exptime: -1,
+            data: b"abc",
+            noreply: true,
+        } => {}
         r => panic!("{r:?}"),
     }
     match one(b"cas k 0 0 1 99\r\na\r\n") {
-        Request::Store { cmd: StoreCmd::Cas(99), .. } => {}
+        Request::Store {
+            cmd: StoreCmd::Cas(99),
+            ..
+        } => {}
         r => panic!("{r:?}"),
     }
     // STORED: the length is an int32_t, truncated.
-    assert!(matches!(one(b"set k 0 0 4294967297\r\na\r\n"), Request::Store { data: b"a", .. }));
+    assert!(matches!(
+        one(b"set k 0 0 4294967297\r\na\r\n"),
+        Request::Store { data: b"a", .. }
+    ));
     // STORED: a 7th token that is not "noreply" is ignored.
-    assert!(matches!(one(b"set k 0 0 1 junk\r\na\r\n"), Request::Store { noreply: false, .. }));
+    assert!(matches!(
+        one(b"set k 0 0 1 junk\r\na\r\n"),
+        Request::Store { noreply: false, .. }
+    ));
     // CLIENT_ERROR bad command line format, then the data line is a command: ERROR.
-    assert_eq!(run(b"set k -1 0 1\r\na\r\n"), ["CLIENT_ERROR bad command line format", "ERROR"]);
+    assert_eq!(
+        run(b"set k -1 0 1\r\na\r\n"),
+        ["CLIENT_ERROR bad command line format", "ERROR"]
+    );
     let long = [b"set ".as_slice(), &[b'k'; 251], b" 0 0 1\r\na\r\n"].concat();
-    assert_eq!(run(&long), ["CLIENT_ERROR bad command line format", "ERROR"]);
+    assert_eq!(
+        run(&long),
+        ["CLIENT_ERROR bad command line format", "ERROR"]
+    );
     // CLIENT_ERROR bad data chunk: len + 2 bytes eaten, "\r\n" left is an empty command.
-    assert_eq!(run(b"set k 0 0 1\r\nabc\r\nmn\r\n"), [E::BadDataChunk.as_str(), "ERROR", "ok"]);
-    assert_eq!(run(b"set k 0 0 1\nab\r\n"), [E::BadDataChunk.as_str(), "ERROR"]);
+    assert_eq!(
+        run(b"set k 0 0 1\r\nabc\r\nmn\r\n"),
+        [E::BadDataChunk.as_str(), "ERROR", "ok"]
+    );
+    assert_eq!(
+        run(b"set k 0 0 1\nab\r\n"),
+        [E::BadDataChunk.as_str(), "ERROR"]
+    );
     assert_eq!(run(b"set k 0 0\r\n"), ["ERROR"]);
     assert_eq!(run(b"set k 0 0 x noreply\r\n"), [""]);
 }
@@ -74,7 +106,10 @@ fn too_large_swallows_the_block_without_buffering_it() {
     let limits = Limits::default();
     // memcached's largest 1-byte-key value with -I 1m is 1048516 bytes.
     let ok = format!("set k 0 0 {}\r\n", 1_048_516);
-    assert_eq!(decode_request(ok.as_bytes(), &limits), Err(DecodeError::Incomplete));
+    assert_eq!(
+        decode_request(ok.as_bytes(), &limits),
+        Err(DecodeError::Incomplete)
+    );
     let line = b"set k 0 0 1048517\r\n";
     match decode_request(line, &limits) {
         Err(DecodeError::Reject(r)) => {
@@ -85,7 +120,9 @@ fn too_large_swallows_the_block_without_buffering_it() {
         r => panic!("{r:?}"),
     }
     match decode_request(b"ms k 2000000000 T0\r\n", &limits) {
-        Err(DecodeError::Reject(r)) => assert_eq!((r.reply, r.swallow), (E::TooLarge, 2_000_000_002)),
+        Err(DecodeError::Reject(r)) => {
+            assert_eq!((r.reply, r.swallow), (E::TooLarge, 2_000_000_002))
+        }
         r => panic!("{r:?}"),
     }
     // add does not unlink.
@@ -98,14 +135,23 @@ fn too_large_swallows_the_block_without_buffering_it() {
 #[test]
 fn retrieval() {
     match one(b"get a  b\tc\r\n") {
-        Request::Get { cas: false, touch: None, keys } => {
+        Request::Get {
+            cas: false,
+            touch: None,
+            keys,
+        } => {
             assert_eq!(keys.iter().collect::<Vec<_>>(), [&b"a"[..], b"b\tc"]);
         }
         r => panic!("{r:?}"),
     }
     // `gat 10` with no key is valid (END).
-    assert!(matches!(one(b"gat 10\r\n"), Request::Get { touch: Some(10), keys, .. } if keys.is_empty()));
-    assert!(matches!(one(b"bget k\r\n"), Request::Get { cas: false, .. }));
+    assert!(
+        matches!(one(b"gat 10\r\n"), Request::Get { touch: Some(10), keys, .. } if keys.is_empty())
+    );
+    assert!(matches!(
+        one(b"bget k\r\n"),
+        Request::Get { cas: false, .. }
+    ));
     assert!(matches!(one(b"get k\0junk\r\n"), Request::Get { keys, .. } if keys.len() == 1));
     assert_eq!(run(b"get\r\ngets\r\ngat\r\n"), ["ERROR", "ERROR", "ERROR"]);
     assert_eq!(run(b"gat x k\r\n"), [E::BadExptime.as_str()]);
@@ -125,8 +171,14 @@ fn long_lines_without_newline() {
     assert_eq!(decode_request(&get, &limits), Err(DecodeError::Incomplete));
     let spaced = [&[b' '; 101][..], &get].concat();
     assert_eq!(decode_request(&spaced, &limits), Err(DecodeError::Close));
-    assert_eq!(decode_request(&[b'x'; 2048], &limits), Err(DecodeError::Incomplete));
-    assert_eq!(decode_request(b"GET / HTTP/1.1\r\n", &limits), Err(DecodeError::Close));
+    assert_eq!(
+        decode_request(&[b'x'; 2048], &limits),
+        Err(DecodeError::Incomplete)
+    );
+    assert_eq!(
+        decode_request(b"GET / HTTP/1.1\r\n", &limits),
+        Err(DecodeError::Close)
+    );
 }
 
 #[test]
@@ -136,17 +188,54 @@ fn other_text_commands() {
         run(b"delete k 0\r\ndelete k 1\r\ndelete k noreply\r\ndelete k 0 noreply\r\ndelete k x y z\r\n"),
         ["ok", E::DeleteUsage.as_str(), "ok", "ok", "ERROR"]
     );
-    assert!(matches!(one(b"delete k 0 noreply\r\n"), Request::Delete { noreply: true, .. }));
-    assert_eq!(run(b"incr k abc\r\nincr k -1\r\nincr k x noreply\r\n"), [E::BadDeltaArgument.as_str(), E::BadDeltaArgument.as_str(), ""]);
+    assert!(matches!(
+        one(b"delete k 0 noreply\r\n"),
+        Request::Delete { noreply: true, .. }
+    ));
+    assert_eq!(
+        run(b"incr k abc\r\nincr k -1\r\nincr k x noreply\r\n"),
+        [
+            E::BadDeltaArgument.as_str(),
+            E::BadDeltaArgument.as_str(),
+            ""
+        ]
+    );
     assert_eq!(run(b"touch k x\r\n"), [E::BadExptime.as_str()]);
     assert_eq!(run(b"flush_all x\r\n"), [E::BadExptime.as_str()]);
-    assert!(matches!(one(b"flush_all 0 noreply\r\n"), Request::FlushAll { delay: Some(0), noreply: true }));
-    assert!(matches!(one(b"flush_all noreply\r\n"), Request::FlushAll { delay: None, noreply: true }));
-    assert_eq!(run(b"verbosity\r\nverbosity x\r\n"), ["ERROR", E::BadFormat.as_str()]);
-    assert_eq!(run(b"cache_memlimit x\r\ncache_memlimit x noreply\r\n"), ["ERROR", ""]);
-    assert_eq!(run(b"foo\r\nm\r\nmz k\r\n\r\n"), ["ERROR", "ERROR", "ERROR", "ERROR"]);
-    assert!(matches!(one(b"shutdown x\r\n"), Request::Shutdown(ShutdownMode::Invalid)));
-    assert!(matches!(one(b"shutdown graceful\r\n"), Request::Shutdown(ShutdownMode::Graceful)));
+    assert!(matches!(
+        one(b"flush_all 0 noreply\r\n"),
+        Request::FlushAll {
+            delay: Some(0),
+            noreply: true
+        }
+    ));
+    assert!(matches!(
+        one(b"flush_all noreply\r\n"),
+        Request::FlushAll {
+            delay: None,
+            noreply: true
+        }
+    ));
+    assert_eq!(
+        run(b"verbosity\r\nverbosity x\r\n"),
+        ["ERROR", E::BadFormat.as_str()]
+    );
+    assert_eq!(
+        run(b"cache_memlimit x\r\ncache_memlimit x noreply\r\n"),
+        ["ERROR", ""]
+    );
+    assert_eq!(
+        run(b"foo\r\nm\r\nmz k\r\n\r\n"),
+        ["ERROR", "ERROR", "ERROR", "ERROR"]
+    );
+    assert!(matches!(
+        one(b"shutdown x\r\n"),
+        Request::Shutdown(ShutdownMode::Invalid)
+    ));
+    assert!(matches!(
+        one(b"shutdown graceful\r\n"),
+        Request::Shutdown(ShutdownMode::Graceful)
+    ));
     assert!(matches!(one(b"stats detail on\r\n"), Request::Stats { args } if args.len() == 2));
     assert_eq!(run(b"lru\r\n"), ["ERROR"]);
     assert!(matches!(one(b"version\r\n"), Request::Version));
@@ -160,20 +249,65 @@ fn meta_errors() {
     assert_eq!(run(b"mg k v O1234567890123456789012345678901\r\n"), ["ok"]);
     assert_eq!(
         run(b"mg k zz\r\nmg k v v\r\nmg k N\r\nmg k Fx\r\nmg k Mxx\r\nmg bm b\r\n"),
-        [E::InvalidFlag, E::DuplicateFlag, E::BadToken, E::BadFormat, E::BadMLength, E::KeyDecode].map(E::as_str)
+        [
+            E::InvalidFlag,
+            E::DuplicateFlag,
+            E::BadToken,
+            E::BadFormat,
+            E::BadMLength,
+            E::KeyDecode
+        ]
+        .map(E::as_str)
     );
     // ms: mode error wins over opaque; both swallow the block.
-    assert_eq!(run(b"ms k 1 MZ O123456789012345678901234567890123\r\na\r\nmn\r\n"), [E::BadMsMode.as_str(), "ok"]);
-    assert_eq!(run(b"ms k 1 O123456789012345678901234567890123 Fx\r\na\r\nmn\r\n"), [E::BadFormat.as_str(), "ok"]);
-    assert_eq!(run(b"ms k 1 Mq\r\na\r\nms k\r\nms k x\r\na\r\nmn\r\n"), [E::BadMsMode.as_str(), E::BadFormat.as_str(), E::BadFormat.as_str(), "ERROR", "ok"]);
-    assert_eq!(run(b"md k zz\r\nma k Mx\r\nma k MI MD\r\n"), [E::InvalidOrDuplicateFlag, E::BadMaMode, E::InvalidOrDuplicateFlag].map(E::as_str));
-    assert_eq!(run(b"md k O123456789012345678901234567890123\r\n"), [E::OpaqueTooLong.as_str()]);
-    assert_eq!(run(b"me\r\nme k b\r\n"), [E::BadFormat, E::BadFormat].map(E::as_str));
-    let many = [b"mg k".as_slice(), b" a b c d e f g h i j k l m n o p q r".as_slice(), b"\r\n"].concat();
+    assert_eq!(
+        run(b"ms k 1 MZ O123456789012345678901234567890123\r\na\r\nmn\r\n"),
+        [E::BadMsMode.as_str(), "ok"]
+    );
+    assert_eq!(
+        run(b"ms k 1 O123456789012345678901234567890123 Fx\r\na\r\nmn\r\n"),
+        [E::BadFormat.as_str(), "ok"]
+    );
+    assert_eq!(
+        run(b"ms k 1 Mq\r\na\r\nms k\r\nms k x\r\na\r\nmn\r\n"),
+        [
+            E::BadMsMode.as_str(),
+            E::BadFormat.as_str(),
+            E::BadFormat.as_str(),
+            "ERROR",
+            "ok"
+        ]
+    );
+    assert_eq!(
+        run(b"md k zz\r\nma k Mx\r\nma k MI MD\r\n"),
+        [
+            E::InvalidOrDuplicateFlag,
+            E::BadMaMode,
+            E::InvalidOrDuplicateFlag
+        ]
+        .map(E::as_str)
+    );
+    assert_eq!(
+        run(b"md k O123456789012345678901234567890123\r\n"),
+        [E::OpaqueTooLong.as_str()]
+    );
+    assert_eq!(
+        run(b"me\r\nme k b\r\n"),
+        [E::BadFormat, E::BadFormat].map(E::as_str)
+    );
+    let many = [
+        b"mg k".as_slice(),
+        b" a b c d e f g h i j k l m n o p q r".as_slice(),
+        b"\r\n",
+    ]
+    .concat();
     assert_eq!(run(&many), [E::MgFlagsTooLong.as_str()]);
     assert_eq!(run(b"ms k 1 c q\r\na\r\n"), ["ok"]);
     // Bad data chunk on ms: the reply is never silenced.
-    assert_eq!(run(b"ms k 1 q\r\nab\r\n"), [E::BadDataChunk.as_str(), "ERROR"]);
+    assert_eq!(
+        run(b"ms k 1 q\r\nab\r\n"),
+        [E::BadDataChunk.as_str(), "ERROR"]
+    );
 }
 
 #[test]
@@ -190,12 +324,22 @@ fn meta_requests() {
     match one(b"ms k 2 T0 c k O1 F5 MA I\r\nab\r\n") {
         Request::MetaSet { data, flags, .. } => {
             assert_eq!(data, b"ab");
-            assert_eq!((flags.ttl, flags.client_flags, flags.mode), (Some(0), Some(5), Some(b'A')));
+            assert_eq!(
+                (flags.ttl, flags.client_flags, flags.mode),
+                (Some(0), Some(5), Some(b'A'))
+            );
         }
         r => panic!("{r:?}"),
     }
-    assert!(matches!(one(b"ma k N0 J5 D10 MD q v\r\n"), Request::MetaArith { flags, .. } if flags.delta == Some(10) && flags.initial == Some(5)));
-    assert!(matches!(one(b"md k I T30 x E7\r\n"), Request::MetaDelete { flags, .. } if flags.invalidate && flags.remove_value && flags.new_cas == Some(7)));
+    assert!(
+        matches!(one(b"ma k N0 J5 D10 MD q v\r\n"), Request::MetaArith { flags, .. } if flags.delta == Some(10) && flags.initial == Some(5))
+    );
+    assert!(
+        matches!(one(b"md k I T30 x E7\r\n"), Request::MetaDelete { flags, .. } if flags.invalidate && flags.remove_value && flags.new_cas == Some(7))
+    );
     assert!(matches!(one(b"mn\r\n"), Request::MetaNoop));
-    assert!(matches!(one(b"me bmV3 b\r\n"), Request::MetaDebug { base64: true, .. }));
+    assert!(matches!(
+        one(b"me bmV3 b\r\n"),
+        Request::MetaDebug { base64: true, .. }
+    ));
 }

@@ -1,0 +1,100 @@
+//! The fuzz target's invariants on stable Rust: replay the checked-in seed corpus
+//! (`fuzz/corpus/decode_request/`), then mutate it with a fixed-seed generator for a bounded
+//! number of rounds. `cargo +nightly fuzz run decode_request` explores further.
+
+use std::path::PathBuf;
+
+use memkit_protocol::check::fuzz_one;
+
+fn corpus() -> Vec<Vec<u8>> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/decode_request");
+    let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| std::fs::read(e.ok()?.path()).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(!seeds.is_empty(), "no seeds in {}", dir.display());
+    seeds.sort();
+    seeds
+}
+
+/// xorshift64*: deterministic, so a failure reproduces.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+const INTERESTING: &[&[u8]] = &[
+    b" ",
+    b"\r\n",
+    b"\n",
+    b"\r",
+    b"\0",
+    b"noreply",
+    b"0",
+    b"-1",
+    b"4294967297",
+    b"2000000",
+    b"b",
+    b"q",
+    b"O",
+    b"Mx",
+    b"get ",
+    b"ms k 1 ",
+    b"HTTP/",
+    b"99999999999999999999",
+];
+
+fn mutate(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
+    let mut v = seeds[rng.below(seeds.len())].clone();
+    for _ in 0..=rng.below(4) {
+        let at = rng.below(v.len() + 1);
+        match rng.below(5) {
+            0 if !v.is_empty() => {
+                let i = rng.below(v.len());
+                v[i] = rng.next() as u8;
+            }
+            1 => {
+                let s = INTERESTING[rng.below(INTERESTING.len())];
+                v.splice(at..at, s.iter().copied());
+            }
+            2 if at < v.len() => {
+                let end = (at + rng.below(8)).min(v.len());
+                v.drain(at..end);
+            }
+            3 => {
+                let other = &seeds[rng.below(seeds.len())];
+                v.splice(at..at, other.iter().copied());
+            }
+            _ => v.truncate(at),
+        }
+    }
+    v
+}
+
+#[test]
+fn corpus_replays_clean() {
+    for seed in corpus() {
+        fuzz_one(&seed);
+    }
+}
+
+#[test]
+fn mutations_hold_the_invariants() {
+    let seeds = corpus();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // Bounded by count, not wall time, so the test is deterministic (about a second).
+    for _ in 0..20_000 {
+        let input = mutate(&mut rng, &seeds);
+        fuzz_one(&input);
+    }
+}
