@@ -1,1 +1,36 @@
-//! placeholder
+//! memkit-engine: memcached's semantics in-process — the store behind `memkitd` and the
+//! embedded mode.
+//!
+//! Map:
+//! - [`engine`]: [`Engine`] and [`EngineConfig`]: shards, time, the synchronous command API,
+//!   the item size rule, statistics snapshots.
+//! - `shard`: one lock's worth of store: the hash index and every command's semantics
+//!   (memcached 1.6's `do_store_item`, `do_add_delta`, the meta commands' N/R/I/W/X/Z rules).
+//! - `evict`: memory accounting against the budget, segment allocation, S3-FIFO eviction
+//!   over segments, proactive reclamation of expired items.
+//! - `segment`: segment memory (anonymous mappings) and the compact item record.
+//! - `numeric`: incr/decr's decimal parsing and rendering, as memcached does them.
+//! - [`stats`]: counters with memcached's names; size classes for `stats slabs`/`items`.
+//! - [`embedded`]: [`Embedded`], the engine behind the [`memkit_types::Memcache`] trait.
+//!
+//! Goals: exact memcached semantics; a real memory bound (every byte held counts); small
+//! per-item overhead (~10 B of record header plus ~12 B of index per item); a better hit
+//! ratio than LRU at equal memory; no global lock. Non-goals: persistence (memkit-persist),
+//! the wire protocol (memkit-protocol), threads of its own (callers run
+//! [`Engine::reclaim_expired`] on their own schedule; [`Embedded`] can spawn one).
+//!
+//! Locking rules are in `docs/locking.md`: one mutex per shard, held for one command, never
+//! two at once.
+
+pub mod embedded;
+pub mod engine;
+mod evict;
+mod numeric;
+mod segment;
+mod shard;
+pub mod stats;
+
+pub use embedded::Embedded;
+pub use engine::{Engine, EngineConfig, ItemMeta};
+pub use shard::ItemView;
+pub use stats::{ClassStats, Counters, EngineStats};

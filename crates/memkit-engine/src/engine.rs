@@ -1,0 +1,394 @@
+//! The engine: shards, configuration, time, and the synchronous command API.
+//!
+//! The engine turns memcached's wire-level time (expiry times relative or absolute, in
+//! seconds) into its own clock: seconds since a private epoch, read from the injected
+//! [`Clock`]. A key hashes to one shard; each command locks that one shard.
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use hashbrown::DefaultHashBuilder;
+use memkit_types::{
+    ArithOptions, ArithOutcome, Clock, DEFAULT_ITEM_SIZE_MAX, DeleteOptions, DeleteOutcome, Error,
+    Exptime, GetOptions, Item, MAX_KEY_LEN, Result, StoreMode, StoreOptions, Stored, SystemClock,
+};
+use parking_lot::Mutex;
+
+use crate::shard::{ItemView, Shard, ShardConfig, Times};
+use crate::stats::{ClassStats, EngineStats, class_sizes};
+
+/// How the engine is built. `Default` is memcached's defaults: 64 MiB, 1 MiB items, evict.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The memory limit in bytes (`-m`): everything the engine holds counts against it.
+    pub memory_limit: usize,
+    /// The largest item (`-I`), computed as memcached computes it.
+    pub item_size_max: usize,
+    /// Evict when full (default) or refuse stores with out-of-memory (`-M`).
+    pub evict: bool,
+    /// Number of shards (rounded up to a power of two); `None` picks from the budget.
+    pub shards: Option<usize>,
+    /// The time source.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            memory_limit: 64 << 20,
+            item_size_max: DEFAULT_ITEM_SIZE_MAX,
+            evict: true,
+            shards: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Default configuration with a memory limit of `bytes`.
+    pub fn with_memory(bytes: usize) -> Self {
+        EngineConfig {
+            memory_limit: bytes,
+            ..Default::default()
+        }
+    }
+
+    /// The same configuration on another clock.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+}
+
+/// Padded so that two shards' locks never share a cache line.
+#[repr(align(128))]
+#[derive(Debug)]
+struct Padded(Mutex<Shard>);
+
+/// The in-process store. Thread-safe; share it with an `Arc`.
+#[derive(Debug)]
+pub struct Engine {
+    shards: Box<[Padded]>,
+    shard_mask: u64,
+    hasher: DefaultHashBuilder,
+    clock: Arc<dyn Clock>,
+    /// Unix second that engine time counts from. Two seconds before start-up, so that engine
+    /// time is always >= 2 and an exptime of 1 means "already expired".
+    epoch: u64,
+    item_size_max: usize,
+    memory_limit: std::sync::atomic::AtomicUsize,
+    seg_size: usize,
+}
+
+impl Engine {
+    /// Builds an engine. Nothing is allocated up front: segments are mapped as items arrive.
+    pub fn new(cfg: EngineConfig) -> Self {
+        let budget = cfg.memory_limit.max(1 << 20);
+        let shards = cfg
+            .shards
+            .unwrap_or_else(|| (budget / (8 << 20)).clamp(1, 16))
+            .clamp(1, 256)
+            .next_power_of_two();
+        let per_shard = budget / shards;
+        // About 64 segments a shard: evicting one takes back under 2% of it, and the three
+        // partly filled segments a shard keeps (two heads, one spare) stay a small share.
+        let seg_size = prev_power_of_two(per_shard / 64).clamp(16 << 10, 1 << 20);
+        let class_sizes: Arc<[u32]> = class_sizes((cfg.item_size_max / 2).max(1024))
+            .into_boxed_slice()
+            .into();
+        let hasher = DefaultHashBuilder::default();
+        let shard_bits = shards.trailing_zeros();
+        let shard_cfg = ShardConfig {
+            seg_size,
+            large_threshold: seg_size / 4,
+            budget: per_shard,
+            evict: cfg.evict,
+            class_sizes,
+            item_size_max: cfg.item_size_max,
+        };
+        let shards_vec: Vec<Padded> = (0..shards)
+            .map(|i| {
+                Padded(Mutex::new(Shard::new(
+                    shard_cfg.clone(),
+                    i as u64,
+                    shard_bits,
+                    hasher,
+                )))
+            })
+            .collect();
+        Engine {
+            shards: shards_vec.into_boxed_slice(),
+            shard_mask: (shards - 1) as u64,
+            hasher,
+            epoch: cfg.clock.now_secs().saturating_sub(2),
+            clock: cfg.clock,
+            item_size_max: cfg.item_size_max,
+            memory_limit: budget.into(),
+            seg_size,
+        }
+    }
+
+    fn now(&self) -> u32 {
+        self.clock
+            .now_secs()
+            .saturating_sub(self.epoch)
+            .min(u64::from(u32::MAX - 1)) as u32
+    }
+
+    /// Engine-relative expiry second for `e` given now; 0 = never, 1 = already expired.
+    fn rel_exptime(&self, e: Exptime) -> u32 {
+        match e.deadline(self.clock.now_secs()) {
+            None => 0,
+            Some(d) if d <= self.epoch => 1,
+            Some(d) => (d - self.epoch).min(u64::from(u32::MAX - 1)) as u32,
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> (u64, parking_lot::MutexGuard<'_, Shard>) {
+        let h = self.hasher.hash_one(key);
+        // Hashbrown probes with the low bits and tags with the top seven, so the shard is
+        // taken from the middle of the hash to keep both uncorrelated with it.
+        let s = ((h >> 32) & self.shard_mask) as usize;
+        (h, self.shards[s].0.lock())
+    }
+
+    fn check_key(key: &[u8]) -> Result<()> {
+        if key.is_empty() || key.len() > MAX_KEY_LEN {
+            return Err(Error::InvalidKey);
+        }
+        Ok(())
+    }
+
+    /// Whether memcached would accept an item of this shape under `-I`.
+    /// The rule is memcached's own formula, so the same value is accepted or refused by
+    /// memkit and by memcached.
+    pub fn item_fits(&self, key_len: usize, value_len: usize, flags: u32) -> bool {
+        crate::shard::item_fits(self.item_size_max, key_len, value_len, flags)
+    }
+
+    /// The item size limit (`-I`).
+    pub fn item_size_max(&self) -> usize {
+        self.item_size_max
+    }
+
+    /// Reads one key and hands a borrowed view of it to `f` while the shard is locked, so a
+    /// server can copy the value straight into its output buffer.
+    pub fn get_view<R>(
+        &self,
+        key: &[u8],
+        opts: &GetOptions,
+        f: impl FnOnce(ItemView<'_>) -> R,
+    ) -> Result<Option<R>> {
+        Self::check_key(key)?;
+        let now = self.now();
+        let (h, mut shard) = self.shard(key);
+        shard.get(h, key, opts, now, |e| self.rel_exptime(e), f)
+    }
+
+    /// Reads one key into an owned [`Item`].
+    pub fn get(&self, key: &[u8], opts: &GetOptions) -> Result<Option<Item>> {
+        self.get_view(key, opts, |v| Item {
+            value: bytes::Bytes::copy_from_slice(v.value),
+            flags: v.flags,
+            cas: v.cas,
+            ttl: opts.meta.then_some(v.ttl),
+            fetched: opts.meta.then_some(v.fetched),
+            last_access: opts.meta.then_some(v.last_access),
+            win: v.win,
+            stale: v.stale,
+            win_taken: v.win_taken,
+        })
+    }
+
+    /// Every storage command (`set`, `add`, `replace`, `append`, `prepend`, `cas`, `ms`).
+    pub fn store(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> Result<Stored> {
+        Self::check_key(key)?;
+        let now = self.now();
+        let exptime = self.rel_exptime(opts.exptime);
+        let vivify = opts.vivify.map(|e| self.rel_exptime(e));
+        let (h, mut shard) = self.shard(key);
+        if !self.item_fits(key.len(), value.len(), opts.flags) {
+            shard.stats.store_too_large += 1;
+            // As memcached: a failed set must not leave the old value readable.
+            if opts.mode == StoreMode::Set {
+                shard.drop_key(h, key, now);
+            }
+            return Err(Error::TooLarge);
+        }
+        shard.store(
+            h,
+            key,
+            value,
+            opts,
+            Times {
+                exptime,
+                vivify,
+                now,
+            },
+        )
+    }
+
+    /// `delete` and `md`.
+    pub fn delete(&self, key: &[u8], opts: &DeleteOptions) -> Result<DeleteOutcome> {
+        Self::check_key(key)?;
+        let now = self.now();
+        let stale_exptime = opts.stale_ttl.map(|e| self.rel_exptime(e));
+        let (h, mut shard) = self.shard(key);
+        shard.delete(h, key, opts, stale_exptime, now)
+    }
+
+    /// `incr`, `decr` and `ma`.
+    pub fn arithmetic(&self, key: &[u8], opts: &ArithOptions) -> Result<ArithOutcome> {
+        Self::check_key(key)?;
+        let now = self.now();
+        let ttl = opts.update_ttl.map(|e| self.rel_exptime(e));
+        let vivify = opts.vivify.map(|(_, e)| self.rel_exptime(e));
+        let (h, mut shard) = self.shard(key);
+        shard.arithmetic(
+            h,
+            key,
+            opts,
+            ttl,
+            Times {
+                exptime: 0,
+                vivify,
+                now,
+            },
+        )
+    }
+
+    /// `touch`.
+    pub fn touch(&self, key: &[u8], exptime: Exptime) -> Result<bool> {
+        Self::check_key(key)?;
+        let now = self.now();
+        let exp = self.rel_exptime(exptime);
+        let (h, mut shard) = self.shard(key);
+        shard.touch(h, key, exp, now)
+    }
+
+    /// `flush_all [delay]`: O(shards), whatever the number of items.
+    pub fn flush_all(&self, delay: u32) {
+        let at = (delay > 0).then(|| self.now().saturating_add(delay));
+        for s in self.shards.iter() {
+            s.0.lock().flush(at);
+        }
+    }
+
+    /// Reclaims the memory of expired and flushed items, walking at most `max_segments`
+    /// segments per shard. Run it periodically (the server and [`crate::Embedded`] do).
+    pub fn reclaim_expired(&self, max_segments: usize) -> u64 {
+        let now = self.now();
+        self.shards
+            .iter()
+            .map(|s| s.0.lock().reclaim_expired(now, max_segments))
+            .sum()
+    }
+
+    /// Changes the memory limit at run time (`cache_memlimit`). A smaller limit is reached
+    /// by eviction as new items arrive.
+    pub fn set_memory_limit(&self, bytes: usize) {
+        let bytes = bytes.max(1 << 20);
+        self.memory_limit
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
+        let per_shard = bytes / self.shards.len();
+        for s in self.shards.iter() {
+            s.0.lock().cfg.budget = per_shard;
+        }
+    }
+
+    /// Visits every live item: key, metadata (for `lru_crawler metadump`).
+    pub fn for_each_item(&self, mut f: impl FnMut(ItemMeta<'_>)) {
+        let now = self.now();
+        let now_unix = self.clock.now_secs();
+        for s in self.shards.iter() {
+            let shard = s.0.lock();
+            shard.for_each_live(now, &mut |key, hdr, cas, age| {
+                f(ItemMeta {
+                    key,
+                    exptime_unix: (hdr.exptime != 0).then(|| self.epoch + u64::from(hdr.exptime)),
+                    last_access_unix: now_unix.saturating_sub(u64::from(age)),
+                    cas,
+                    fetched: hdr.bits & crate::segment::FETCHED != 0,
+                    size: hdr.logical_len(),
+                    value_len: hdr.vlen as usize,
+                    flags: hdr.flags,
+                })
+            });
+        }
+    }
+
+    /// A statistics snapshot.
+    pub fn stats(&self) -> EngineStats {
+        let mut out = EngineStats {
+            limit_maxbytes: self.memory_limit.load(std::sync::atomic::Ordering::Relaxed) as u64,
+            segment_size: self.seg_size as u64,
+            shards: self.shards.len() as u64,
+            ..Default::default()
+        };
+        let now = self.now();
+        for s in self.shards.iter() {
+            let shard = s.0.lock();
+            out.counters.add(&shard.stats);
+            if out.classes.is_empty() {
+                out.classes = shard
+                    .classes
+                    .iter()
+                    .map(|c| ClassStats {
+                        size: c.size,
+                        ..Default::default()
+                    })
+                    .collect();
+            }
+            for (sum, c) in out.classes.iter_mut().zip(&shard.classes) {
+                sum.items += c.items;
+                sum.bytes += c.bytes;
+                sum.evicted += c.evicted;
+                sum.reclaimed += c.reclaimed;
+            }
+            out.mapped_bytes += shard.mapped as u64;
+            out.index_bytes += shard.index_bytes as u64;
+            out.segments += shard.segs.iter().filter(|s| s.is_mapped()).count() as u64;
+            let oldest = shard.small.front().into_iter().chain(shard.main.front());
+            for &seg in oldest {
+                out.oldest_age = out
+                    .oldest_age
+                    .max(now.saturating_sub(shard.segs[seg as usize].created));
+            }
+        }
+        out
+    }
+
+    /// The engine's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+}
+
+/// Metadata of one item, as `lru_crawler metadump` prints it.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemMeta<'a> {
+    /// The key.
+    pub key: &'a [u8],
+    /// Absolute expiry, `None` for never.
+    pub exptime_unix: Option<u64>,
+    /// Approximate last access time (see `docs/protocol-notes.md`).
+    pub last_access_unix: u64,
+    /// CAS.
+    pub cas: u64,
+    /// Fetched since written.
+    pub fetched: bool,
+    /// Stored size: header, key, value.
+    pub size: usize,
+    /// Value length.
+    pub value_len: usize,
+    /// Client flags.
+    pub flags: u32,
+}
+
+fn prev_power_of_two(n: usize) -> usize {
+    if n == 0 {
+        1
+    } else {
+        1 << (usize::BITS - 1 - n.leading_zeros())
+    }
+}

@@ -1,0 +1,415 @@
+//! Memory: the budget, segment allocation and eviction (S3-FIFO over segments).
+//!
+//! Every byte a shard holds from the OS is counted in `Shard::mapped`: mapped segments, the
+//! out-of-line blocks of large values (page-rounded, as the kernel hands them out) and the
+//! hash index (its allocation size). A shard never maps past its budget; to make room it
+//! evicts. That is what keeps the process's RSS next to `-m`.
+//!
+//! Eviction follows S3-FIFO (Yang et al., SOSP'23) at segment granularity:
+//! - new items are written to the *small* queue's head segment;
+//! - when the small queue holds more than a tenth of the sealed segments, its oldest segment
+//!   is evicted: items read since they were written (the `VISITED` bit) are promoted to the
+//!   *main* queue's head segment, the rest — mostly one-hit wonders — are dropped;
+//! - otherwise the oldest *main* segment is evicted: visited items are reinserted at the main
+//!   head with the bit cleared (a CLOCK lap), the rest are dropped.
+//!
+//! Both steps empty a whole segment, so eviction doubles as compaction: dead bytes of
+//! overwritten, deleted and expired items come back at the same time. Expired and flushed items
+//! met on the way are reclaimed, never retained. In no-evict mode (`-M`) live items are all
+//! retained and only dead ones go; if that frees nothing, the store answers out-of-memory.
+
+use std::hash::BuildHasher;
+
+use memkit_types::{Error, Result};
+
+use crate::segment::{Header, LargeBlock, Segment, VISITED, read_item, write_item};
+use crate::shard::{Shard, pack, seg_of, tag_of_hash};
+use crate::stats::class_of;
+
+const PAGE: usize = 4096;
+
+/// Bytes hashbrown allocates for a table holding `capacity` items: 8 bytes a bucket, one
+/// control byte a bucket, one group of trailing control bytes.
+pub(crate) fn table_bytes(capacity: usize) -> usize {
+    if capacity == 0 {
+        return 0;
+    }
+    let buckets = if capacity < 8 {
+        capacity + 1
+    } else {
+        capacity * 8 / 7
+    }
+    .next_power_of_two();
+    buckets * 9 + 16
+}
+
+impl Shard {
+    /// Makes sure a record of `len` bytes fits in the small head and, when `large > 0`, that a
+    /// large block of that many bytes fits in the budget. `new_entry` also reserves an index
+    /// slot. May evict.
+    pub(crate) fn make_room(
+        &mut self,
+        len: usize,
+        large: usize,
+        new_entry: bool,
+        now: u32,
+    ) -> Result<()> {
+        if new_entry && self.index.len() == self.index.capacity() {
+            let want = table_bytes(self.index.capacity() + 1);
+            self.reclaim(want.saturating_sub(self.index_bytes), now)?;
+            let (segs, hasher) = (&self.segs, &self.hasher);
+            self.index.reserve(1, |&x| {
+                let s = &segs[seg_of(x) as usize];
+                hasher.hash_one(
+                    read_item(s.bytes(), crate::shard::off_of(x), s.base_seq).key(s.bytes()),
+                )
+            });
+            let now_bytes = table_bytes(self.index.capacity());
+            self.mapped = self.mapped + now_bytes - self.index_bytes;
+            self.index_bytes = now_bytes;
+        }
+        let head_fits = self
+            .small_head
+            .is_some_and(|s| self.segs[s as usize].free_space() >= len);
+        if !head_fits {
+            if let Some(old) = self.small_head.take() {
+                self.seal_small(old);
+            }
+            let s = self.take_segment(now)?;
+            let seq = self.seq_value();
+            self.segs[s as usize].reset(seq, now);
+            self.small_head = Some(s);
+        }
+        if large > 0 {
+            self.reclaim(large.next_multiple_of(PAGE), now)?;
+        }
+        Ok(())
+    }
+
+    fn seal_small(&mut self, s: u32) {
+        if self.segs[s as usize].write_pos == 0 {
+            self.free.push(s);
+        } else {
+            self.small.push_back(s);
+        }
+    }
+
+    /// Frees budget until `bytes` more fit: gives back empty segments first, then evicts.
+    fn reclaim(&mut self, bytes: usize, now: u32) -> Result<()> {
+        let mut rounds = self.eviction_rounds();
+        while self.mapped + bytes > self.cfg.budget {
+            if let Some(s) = self.free.pop() {
+                self.segs[s as usize].unmap();
+                self.unmapped.push(s);
+                self.mapped -= self.cfg.seg_size;
+                continue;
+            }
+            if rounds == 0 {
+                self.stats.store_no_memory += 1;
+                return Err(Error::OutOfMemory);
+            }
+            rounds -= 1;
+            self.evict_one(now)?;
+        }
+        Ok(())
+    }
+
+    /// An empty segment: from the free list, newly mapped within budget, or by eviction.
+    fn take_segment(&mut self, now: u32) -> Result<u32> {
+        let mut rounds = self.eviction_rounds();
+        loop {
+            if let Some(s) = self.try_segment_without_eviction() {
+                return Ok(s);
+            }
+            if rounds == 0 {
+                self.stats.store_no_memory += 1;
+                return Err(Error::OutOfMemory);
+            }
+            rounds -= 1;
+            self.evict_one(now)?;
+        }
+    }
+
+    /// Bounds the work of one allocation: every segment evicted twice is more than enough
+    /// (the first lap clears every `VISITED` bit).
+    fn eviction_rounds(&self) -> usize {
+        2 * (self.small.len() + self.main.len()) + 4
+    }
+
+    fn try_segment_without_eviction(&mut self) -> Option<u32> {
+        self.try_segment_within(self.cfg.budget)
+    }
+
+    /// A free segment, or a newly mapped one if `limit` allows.
+    fn try_segment_within(&mut self, limit: usize) -> Option<u32> {
+        if let Some(s) = self.free.pop() {
+            return Some(s);
+        }
+        if self.mapped + self.cfg.seg_size > limit {
+            return None;
+        }
+        let s = match self.unmapped.pop() {
+            Some(s) => s,
+            None => {
+                if self.segs.len() >= (1 << 20) {
+                    return None;
+                }
+                self.segs.push(Segment::unmapped());
+                (self.segs.len() - 1) as u32
+            }
+        };
+        if self.segs[s as usize].map(self.cfg.seg_size).is_err() {
+            self.unmapped.push(s);
+            return None;
+        }
+        self.mapped += self.cfg.seg_size;
+        Some(s)
+    }
+
+    /// Empties the oldest segment of the queue S3-FIFO picks.
+    pub(crate) fn evict_one(&mut self, now: u32) -> Result<()> {
+        let sealed = self.small.len() + self.main.len();
+        let from_small =
+            !self.small.is_empty() && (self.main.is_empty() || self.small.len() * 10 > sealed);
+        let victim = if from_small {
+            self.small.pop_front()
+        } else {
+            self.main.pop_front()
+        };
+        let Some(s) = victim else {
+            // Nothing sealed: the heads are all there is, seal them and go round again.
+            if let Some(m) = self.main_head.take() {
+                self.main.push_back(m);
+                return self.evict_one(now);
+            }
+            self.stats.store_no_memory += 1;
+            return Err(Error::OutOfMemory);
+        };
+        match self.empty_segment(s, now) {
+            Ok(()) => {
+                self.segs[s as usize].reset(0, now);
+                if self.mapped > self.cfg.budget {
+                    // Repay the overdraft a move took (see `relocate`).
+                    self.segs[s as usize].unmap();
+                    self.unmapped.push(s);
+                    self.mapped -= self.cfg.seg_size;
+                } else {
+                    self.free.push(s);
+                }
+                self.stats.segments_evicted += 1;
+                Ok(())
+            }
+            Err(e) => {
+                // No-evict mode could not move a live item: the segment stays where it was.
+                if from_small {
+                    self.small.push_front(s);
+                } else {
+                    self.main.push_front(s);
+                }
+                self.stats.store_no_memory += 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// Drops, reclaims or moves every item of segment `s` so that it holds nothing live.
+    fn empty_segment(&mut self, s: u32, now: u32) -> Result<()> {
+        let mut off = 0;
+        let mut key = [0u8; 256];
+        while off < self.segs[s as usize].write_pos as usize {
+            let seg = &self.segs[s as usize];
+            let at = read_item(seg.bytes(), off, seg.base_seq);
+            let klen = at.header.klen as usize;
+            key[..klen].copy_from_slice(at.key(seg.bytes()));
+            let h = self.hasher.hash_one(&key[..klen]);
+            let e = pack(s, off, tag_of_hash(h));
+            off += at.len;
+            if self.index.find(h, |&x| x == e).is_none() {
+                continue; // overwritten or deleted earlier: already dead bytes
+            }
+            if let Some(why) = self.dead(&at.header, now) {
+                self.unlink_dead(h, e, &at, &why);
+                continue;
+            }
+            let keep = !self.cfg.evict || at.header.bits & VISITED != 0;
+            if keep && self.relocate(h, e, &at, now) {
+                self.stats.evict_retained += 1;
+                continue;
+            }
+            if !self.cfg.evict {
+                return Err(Error::OutOfMemory);
+            }
+            self.unlink(h, e, &at, false);
+            self.stats.evictions += 1;
+            let class = class_of(&self.cfg.class_sizes, at.header.logical_len());
+            self.classes[class].evicted += 1;
+            if at.header.bits & crate::segment::FETCHED == 0 {
+                self.stats.evicted_unfetched += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a live item to the main head with its `VISITED` bit cleared. Never evicts (this
+    /// runs inside an eviction): `false` when no segment can be had without one.
+    fn relocate(&mut self, h: u64, e: u64, at: &crate::segment::ItemAt, now: u32) -> bool {
+        let hdr = Header {
+            bits: at.header.bits & !VISITED,
+            ..at.header
+        };
+        let fits = |shard: &Shard, m: u32| {
+            let seg = &shard.segs[m as usize];
+            seg.free_space() >= hdr.total_len(seg.base_seq)
+        };
+        let m = match self.main_head {
+            Some(m) if fits(self, m) => m,
+            _ => {
+                // Within an eviction the budget may be overdrawn by up to two segments: the
+                // victim is being emptied and is unmapped at the end if it must be. Without
+                // this, a victim full of visited items could not move them all (re-based
+                // headers can grow a byte or two) and hot items would be dropped.
+                let overdraft = self.cfg.budget + 2 * self.cfg.seg_size;
+                let Some(fresh) = self.try_segment_within(overdraft) else {
+                    return false;
+                };
+                if let Some(old) = self.main_head.take() {
+                    self.main.push_back(old);
+                }
+                let seq = self.seq_value();
+                self.segs[fresh as usize].reset(seq, now);
+                self.main_head = Some(fresh);
+                if !fits(self, fresh) {
+                    return false;
+                }
+                fresh
+            }
+        };
+        let src = seg_of(e);
+        let Ok([from, to]) = self.segs.get_disjoint_mut([src as usize, m as usize]) else {
+            return false;
+        };
+        let dst_off = to.write_pos as usize;
+        let base = to.base_seq;
+        let n = write_item(
+            &mut to.bytes_mut()[dst_off..],
+            base,
+            &hdr,
+            at.key(from.bytes()),
+            &[at.stored_value(from.bytes())],
+        );
+        to.write_pos += n as u32;
+        to.live_bytes += n as u32;
+        from.live_bytes -= at.len as u32;
+        let new_e = pack(m, dst_off, tag_of_hash(h));
+        if let Some(slot) = self.index.find_mut(h, |&x| x == e) {
+            *slot = new_e;
+        }
+        true
+    }
+
+    /// Copies `parts` into a new large block; the budget was made room for by `make_room`.
+    pub(crate) fn alloc_large(&mut self, parts: [&[u8]; 2]) -> Result<u32> {
+        let len = parts[0].len() + parts[1].len();
+        let size = len.max(1).next_multiple_of(PAGE);
+        let mut block = LargeBlock::map_anon(size).map_err(|_| Error::OutOfMemory)?;
+        block[..parts[0].len()].copy_from_slice(parts[0]);
+        block[parts[0].len()..len].copy_from_slice(parts[1]);
+        self.mapped += size;
+        Ok(match self.large_free.pop() {
+            Some(h) => {
+                self.large[h as usize] = Some(block);
+                h
+            }
+            None => {
+                self.large.push(Some(block));
+                (self.large.len() - 1) as u32
+            }
+        })
+    }
+
+    pub(crate) fn free_large(&mut self, handle: u32) {
+        if let Some(block) = self.large.get_mut(handle as usize).and_then(Option::take) {
+            self.mapped -= block.len();
+            self.large_free.push(handle);
+        }
+    }
+
+    /// Proactive reclamation: walks up to `max_segments` sealed segments (a cursor goes round
+    /// both queues without reordering them) unlinking expired and flushed items, and frees
+    /// segments left empty, so dead items stop holding memory even if nobody reads them.
+    /// Returns the number of items reclaimed.
+    pub(crate) fn reclaim_expired(&mut self, now: u32, max_segments: usize) -> u64 {
+        self.apply_flush(now);
+        let before = self.stats.reclaimed;
+        for _ in 0..max_segments {
+            let total = self.small.len() + self.main.len();
+            if total == 0 {
+                break;
+            }
+            let pos = self.reclaim_cursor % total;
+            let in_small = pos < self.small.len();
+            let i = if in_small {
+                pos
+            } else {
+                pos - self.small.len()
+            };
+            let s = if in_small {
+                self.small[i]
+            } else {
+                self.main[i]
+            };
+            self.unlink_dead_in(s, now);
+            if self.segs[s as usize].live_bytes == 0 {
+                if in_small {
+                    self.small.remove(i);
+                } else {
+                    self.main.remove(i);
+                }
+                self.segs[s as usize].reset(0, now);
+                self.free.push(s);
+            } else {
+                self.reclaim_cursor = pos + 1;
+            }
+        }
+        // Memory of reclaimed segments goes back to the OS, but for one kept for the next head.
+        while self.free.len() > 1 {
+            if let Some(s) = self.free.pop() {
+                self.segs[s as usize].unmap();
+                self.unmapped.push(s);
+                self.mapped -= self.cfg.seg_size;
+            }
+        }
+        // The heads hold the newest items, but a short TTL expires there too. A head left
+        // with nothing live is rewound and written over.
+        for head in [self.small_head, self.main_head].into_iter().flatten() {
+            self.unlink_dead_in(head, now);
+            let seg = &mut self.segs[head as usize];
+            if seg.live_bytes == 0 {
+                let base = seg.base_seq;
+                seg.reset(base, seg.created);
+            }
+        }
+        self.stats.reclaimed - before
+    }
+
+    fn unlink_dead_in(&mut self, s: u32, now: u32) {
+        let mut off = 0;
+        let mut key = [0u8; 256];
+        while off < self.segs[s as usize].write_pos as usize {
+            let seg = &self.segs[s as usize];
+            let at = read_item(seg.bytes(), off, seg.base_seq);
+            let item_off = off;
+            off += at.len;
+            let Some(why) = self.dead(&at.header, now) else {
+                continue;
+            };
+            let klen = at.header.klen as usize;
+            key[..klen].copy_from_slice(at.key(seg.bytes()));
+            let h = self.hasher.hash_one(&key[..klen]);
+            let e = pack(s, item_off, tag_of_hash(h));
+            if self.index.find(h, |&x| x == e).is_some() {
+                self.unlink_dead(h, e, &at, &why);
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! Statistics with memcached's names and meanings.
+//!
+//! Each shard keeps plain counters under its own lock (no shared cache line on the hot path);
+//! [`crate::Engine::stats`] adds them up. Size classes follow memcached's default slab
+//! classes (96 bytes, factor 1.25, up to half the item size limit) so that `stats slabs` and
+//! `stats items` read like memcached's and seed 003's memory-by-item-size histogram can be
+//! drawn from them — but here a class only *counts*: no memory is reserved per class, so
+//! nothing is lost to rounding.
+
+/// Counters of one shard, or of the whole engine once summed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct Counters {
+    pub cmd_get: u64,
+    pub cmd_set: u64,
+    pub cmd_flush: u64,
+    pub cmd_touch: u64,
+    pub get_hits: u64,
+    pub get_misses: u64,
+    pub get_expired: u64,
+    pub get_flushed: u64,
+    pub delete_hits: u64,
+    pub delete_misses: u64,
+    pub incr_hits: u64,
+    pub incr_misses: u64,
+    pub decr_hits: u64,
+    pub decr_misses: u64,
+    pub cas_hits: u64,
+    pub cas_misses: u64,
+    pub cas_badval: u64,
+    pub touch_hits: u64,
+    pub touch_misses: u64,
+    pub store_too_large: u64,
+    pub store_no_memory: u64,
+    pub total_items: u64,
+    pub curr_items: u64,
+    /// Bytes of live items as stored: header, key and value.
+    pub bytes: u64,
+    pub evictions: u64,
+    pub evicted_unfetched: u64,
+    /// Dead items (expired or flushed) whose memory was taken back by the engine.
+    pub reclaimed: u64,
+    pub expired_unfetched: u64,
+    /// Live items an eviction kept by moving them (S3-FIFO promotions and reinsertions).
+    pub evict_retained: u64,
+    /// Segments emptied by eviction.
+    pub segments_evicted: u64,
+}
+
+impl Counters {
+    pub(crate) fn add(&mut self, o: &Counters) {
+        macro_rules! sum { ($($f:ident),*) => { $( self.$f += o.$f; )* } }
+        sum!(
+            cmd_get,
+            cmd_set,
+            cmd_flush,
+            cmd_touch,
+            get_hits,
+            get_misses,
+            get_expired,
+            get_flushed,
+            delete_hits,
+            delete_misses,
+            incr_hits,
+            incr_misses,
+            decr_hits,
+            decr_misses,
+            cas_hits,
+            cas_misses,
+            cas_badval,
+            touch_hits,
+            touch_misses,
+            store_too_large,
+            store_no_memory,
+            total_items,
+            curr_items,
+            bytes,
+            evictions,
+            evicted_unfetched,
+            reclaimed,
+            expired_unfetched,
+            evict_retained,
+            segments_evicted
+        );
+    }
+}
+
+/// One size class: items whose stored size (header + key + value) falls in it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClassStats {
+    /// Upper bound of the class in bytes (memcached's `chunk_size`).
+    pub size: u32,
+    /// Live items in the class.
+    pub items: u64,
+    /// Their stored bytes (memcached's `mem_requested`).
+    pub bytes: u64,
+    /// Items of this class evicted.
+    pub evicted: u64,
+    /// Dead items of this class reclaimed.
+    pub reclaimed: u64,
+}
+
+/// A snapshot of the engine's statistics.
+#[derive(Debug, Clone, Default)]
+pub struct EngineStats {
+    /// Summed counters.
+    pub counters: Counters,
+    /// Per size class, only classes ever used are non-zero.
+    pub classes: Vec<ClassStats>,
+    /// The memory limit in bytes (`limit_maxbytes`).
+    pub limit_maxbytes: u64,
+    /// Bytes the engine holds from the OS: segments, large blocks and index.
+    pub mapped_bytes: u64,
+    /// Bytes taken by the hash index.
+    pub index_bytes: u64,
+    /// Segment size in bytes, and how many are mapped.
+    pub segment_size: u64,
+    /// Mapped segments.
+    pub segments: u64,
+    /// Number of shards.
+    pub shards: u64,
+    /// Age in seconds of the oldest item's segment (memcached's `age` of the LRU tail).
+    pub oldest_age: u32,
+}
+
+/// memcached's default slab class sizes: 96 bytes growing by 1.25 (8-byte aligned) up to
+/// `chunk_max`, then `chunk_max` itself.
+pub(crate) fn class_sizes(chunk_max: usize) -> Vec<u32> {
+    let mut sizes = Vec::new();
+    let mut size = 96usize;
+    while size < chunk_max && sizes.len() < 62 {
+        sizes.push(size as u32);
+        size = ((size as f64 * 1.25) as usize).next_multiple_of(8);
+    }
+    sizes.push(chunk_max as u32);
+    sizes
+}
+
+/// The class for an item of `len` stored bytes: the first whose size holds it, else the last.
+pub(crate) fn class_of(sizes: &[u32], len: usize) -> usize {
+    sizes
+        .partition_point(|&s| (s as usize) < len)
+        .min(sizes.len() - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_match_memcached_defaults() {
+        let s = class_sizes(512 * 1024);
+        assert_eq!(&s[..6], &[96, 120, 152, 192, 240, 304]);
+        assert_eq!(*s.last().unwrap(), 524_288);
+        assert_eq!(class_of(&s, 1), 0);
+        assert_eq!(class_of(&s, 96), 0);
+        assert_eq!(class_of(&s, 97), 1);
+        assert_eq!(class_of(&s, 10 << 20), s.len() - 1);
+    }
+}

@@ -1,0 +1,269 @@
+//! Engine-specific behaviour: memory, eviction, expiry reclamation, statistics. The shared
+//! command semantics are checked by memkit-testkit's conformance suite (tests/conformance.rs).
+
+use std::sync::Arc;
+
+use memkit_engine::{Engine, EngineConfig};
+use memkit_types::{
+    ArithOptions, ArithOutcome, Error, Exptime, GetOptions, ManualClock, StoreMode, StoreOptions,
+    StoreOutcome,
+};
+
+fn engine(mb: usize) -> (Engine, ManualClock) {
+    let clock = ManualClock::default();
+    let cfg = EngineConfig::with_memory(mb << 20).clock(Arc::new(clock.clone()));
+    (Engine::new(cfg), clock)
+}
+
+fn set(e: &Engine, k: &[u8], v: &[u8], ttl: i64) -> memkit_types::Result<memkit_types::Stored> {
+    e.store(k, v, &StoreOptions::new(StoreMode::Set, 0, Exptime(ttl)))
+}
+
+fn get(e: &Engine, k: &[u8]) -> Option<Vec<u8>> {
+    e.get(k, &GetOptions::default())
+        .unwrap()
+        .map(|i| i.value.to_vec())
+}
+
+#[test]
+fn basic_set_get_overwrite_delete() {
+    let (e, _) = engine(8);
+    set(&e, b"a", b"1", 0).unwrap();
+    assert_eq!(get(&e, b"a").as_deref(), Some(&b"1"[..]));
+    set(&e, b"a", b"22", 0).unwrap();
+    assert_eq!(get(&e, b"a").as_deref(), Some(&b"22"[..]));
+    assert_eq!(e.stats().counters.curr_items, 1);
+    assert_eq!(
+        e.delete(b"a", &Default::default()).unwrap(),
+        memkit_types::DeleteOutcome::Deleted
+    );
+    assert_eq!(get(&e, b"a"), None);
+    assert_eq!(e.stats().counters.curr_items, 0);
+    assert_eq!(e.stats().counters.bytes, 0);
+}
+
+#[test]
+fn large_values_live_out_of_line_and_come_back_exact() {
+    let (e, _) = engine(16);
+    let big: Vec<u8> = (0..900_000u32).map(|i| (i * 7) as u8).collect();
+    set(&e, b"big", &big, 0).unwrap();
+    assert_eq!(get(&e, b"big").unwrap(), big);
+    let appended = e.store(
+        b"big",
+        b"tail",
+        &StoreOptions::new(StoreMode::Append, 0, Exptime::NEVER),
+    );
+    assert_eq!(appended.unwrap().outcome, StoreOutcome::Stored);
+    let got = get(&e, b"big").unwrap();
+    assert_eq!(&got[..big.len()], &big[..]);
+    assert_eq!(&got[big.len()..], b"tail");
+}
+
+#[test]
+fn item_size_limit_matches_memcached_formula() {
+    let (e, _) = engine(16);
+    // memcached -I 1m, key of 1 byte, flags 0: 48 + 8 + (1+1) + (v+2) <= 1048576.
+    let max = 1_048_576 - 48 - 8 - 2 - 2;
+    assert!(set(&e, b"k", &vec![b'x'; max], 0).is_ok());
+    set(&e, b"k", b"small", 0).unwrap();
+    assert_eq!(set(&e, b"k", &vec![b'x'; max + 1], 0), Err(Error::TooLarge));
+    assert_eq!(
+        get(&e, b"k"),
+        None,
+        "a failed set drops the old value, as memcached does"
+    );
+}
+
+#[test]
+fn eviction_keeps_memory_within_budget_and_counts() {
+    let (e, _) = engine(4);
+    let v = vec![b'v'; 100];
+    for i in 0..200_000u32 {
+        set(&e, format!("key:{i}").as_bytes(), &v, 0).unwrap();
+    }
+    let s = e.stats();
+    assert!(
+        s.mapped_bytes <= s.limit_maxbytes,
+        "{} > {}",
+        s.mapped_bytes,
+        s.limit_maxbytes
+    );
+    assert!(s.counters.evictions > 0);
+    assert_eq!(s.counters.curr_items + s.counters.evictions, 200_000);
+    // Recently written keys survive; the first ones are gone.
+    assert!(get(&e, b"key:199999").is_some());
+    assert!(get(&e, b"key:0").is_none());
+}
+
+#[test]
+fn frequently_read_keys_survive_a_scan() {
+    let (e, _) = engine(4);
+    let v = vec![b'v'; 100];
+    for i in 0..1000u32 {
+        set(&e, format!("hot:{i}").as_bytes(), &v, 0).unwrap();
+    }
+    for round in 0..50u32 {
+        for i in 0..1000u32 {
+            assert!(
+                get(&e, format!("hot:{i}").as_bytes()).is_some(),
+                "hot:{i} lost in round {round}"
+            );
+        }
+        for j in 0..2000u32 {
+            set(&e, format!("scan:{round}:{j}").as_bytes(), &v, 0).unwrap();
+        }
+    }
+}
+
+#[test]
+fn no_evict_mode_refuses_with_out_of_memory() {
+    let clock = ManualClock::default();
+    let cfg = EngineConfig {
+        evict: false,
+        ..EngineConfig::with_memory(2 << 20)
+    }
+    .clock(Arc::new(clock));
+    let e = Engine::new(cfg);
+    let v = vec![b'v'; 1000];
+    let mut stored = 0;
+    let mut oom = false;
+    for i in 0..10_000u32 {
+        match set(&e, format!("k{i}").as_bytes(), &v, 0) {
+            Ok(_) => stored += 1,
+            Err(Error::OutOfMemory) => {
+                oom = true;
+                break;
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert!(oom && stored > 1000, "stored {stored}");
+    for i in 0..stored {
+        assert!(
+            get(&e, format!("k{i}").as_bytes()).is_some(),
+            "k{i} was evicted in -M mode"
+        );
+    }
+    // Deleting makes room again once the dead bytes are compacted away.
+    for i in 0..stored {
+        e.delete(format!("k{i}").as_bytes(), &Default::default())
+            .unwrap();
+    }
+    set(&e, b"again", &v, 0).unwrap();
+}
+
+#[test]
+fn expired_items_are_reclaimed_without_being_read() {
+    let (e, clock) = engine(4);
+    let v = vec![b'v'; 100];
+    for i in 0..20_000u32 {
+        set(&e, format!("t{i}").as_bytes(), &v, 10).unwrap();
+    }
+    let before = e.stats();
+    assert_eq!(before.counters.curr_items, 20_000);
+    clock.advance(11);
+    let reclaimed = e.reclaim_expired(usize::MAX);
+    assert_eq!(reclaimed, 20_000);
+    let after = e.stats();
+    assert_eq!(after.counters.curr_items, 0);
+    assert_eq!(after.counters.expired_unfetched, 20_000);
+    assert!(after.segments < before.segments, "empty segments are freed");
+}
+
+#[test]
+fn incr_pads_like_memcached_and_vivifies() {
+    let (e, _) = engine(4);
+    set(&e, b"n", b"10", 0).unwrap();
+    let r = e.arithmetic(b"n", &ArithOptions::decr(1)).unwrap();
+    assert_eq!(r.value(), Some(9));
+    assert_eq!(get(&e, b"n").as_deref(), Some(&b"9 "[..]));
+    let r = e.arithmetic(b"n", &ArithOptions::incr(u64::MAX)).unwrap();
+    assert_eq!(r.value(), Some(8), "wraps at 2^64");
+    let viv = ArithOptions {
+        vivify: Some((5, Exptime::NEVER)),
+        ..ArithOptions::incr(1)
+    };
+    assert_eq!(e.arithmetic(b"fresh", &viv).unwrap().value(), Some(5));
+    assert_eq!(e.arithmetic(b"fresh", &viv).unwrap().value(), Some(6));
+    set(&e, b"s", b"abc", 0).unwrap();
+    assert_eq!(
+        e.arithmetic(b"s", &ArithOptions::incr(1)).unwrap(),
+        ArithOutcome::NonNumeric
+    );
+}
+
+#[test]
+fn flush_all_is_immediate_or_delayed() {
+    let (e, clock) = engine(4);
+    set(&e, b"a", b"1", 0).unwrap();
+    e.flush_all(0);
+    assert_eq!(get(&e, b"a"), None);
+    set(&e, b"b", b"2", 0).unwrap();
+    assert!(get(&e, b"b").is_some(), "items stored after a flush live");
+    e.flush_all(5);
+    clock.advance(4);
+    assert!(get(&e, b"b").is_some());
+    clock.advance(1);
+    assert_eq!(get(&e, b"b"), None);
+    set(&e, b"c", b"3", 0).unwrap();
+    assert!(get(&e, b"c").is_some());
+}
+
+#[test]
+fn concurrent_incr_cas_append_are_exact() {
+    let (e, _) = engine(16);
+    let e = Arc::new(e);
+    set(&e, b"ctr", b"0", 0).unwrap();
+    set(&e, b"cas", b"0", 0).unwrap();
+    set(&e, b"log", b"", 0).unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let e = e.clone();
+            std::thread::spawn(move || {
+                for i in 0..5000u32 {
+                    e.arithmetic(b"ctr", &ArithOptions::incr(1)).unwrap();
+                    // A CAS loop: read, add one, write back if unchanged.
+                    loop {
+                        let it = e.get(b"cas", &GetOptions::default()).unwrap().unwrap();
+                        let n: u64 = std::str::from_utf8(&it.value)
+                            .unwrap()
+                            .trim()
+                            .parse()
+                            .unwrap();
+                        let opts = StoreOptions {
+                            cas: Some(it.cas),
+                            ..StoreOptions::new(StoreMode::Set, 0, Exptime::NEVER)
+                        };
+                        if e.store(b"cas", (n + 1).to_string().as_bytes(), &opts)
+                            .unwrap()
+                            .outcome
+                            == StoreOutcome::Stored
+                        {
+                            break;
+                        }
+                    }
+                    if i < 500 {
+                        let rec = format!("{t}:{i};");
+                        e.store(
+                            b"log",
+                            rec.as_bytes(),
+                            &StoreOptions::new(StoreMode::Append, 0, Exptime::NEVER),
+                        )
+                        .unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(get(&e, b"ctr").as_deref(), Some(&b"20000"[..]));
+    assert_eq!(get(&e, b"cas").as_deref(), Some(&b"20000"[..]));
+    let log = String::from_utf8(get(&e, b"log").unwrap()).unwrap();
+    let mut recs: Vec<&str> = log.split(';').filter(|s| !s.is_empty()).collect();
+    assert_eq!(recs.len(), 2000);
+    recs.sort();
+    recs.dedup();
+    assert_eq!(recs.len(), 2000, "no record lost or duplicated");
+}
