@@ -245,7 +245,9 @@ impl<C: Clock> Model<C> {
                 st.link(key, fresh(Vec::new(), 0, cas, viv.deadline(now), now));
                 created = true;
             }
-            let e = st.live(key, now).expect("present or just created");
+            // Not `live` again: memcached answers from the item in hand even when `N`/`T`
+            // gave it a TTL in the past or a pending flush already covers it.
+            let e = st.map.get_mut(*key).expect("present or just created");
             let mut won = created;
             if let Some(t) = opts.touch {
                 e.deadline = t.deadline(now);
@@ -597,6 +599,69 @@ mod tests {
         assert_eq!(p(b" "), None);
         assert_eq!(p(b""), None);
         assert_eq!(p(b"+"), None);
+    }
+
+    fn get(m: &Model, key: &[u8]) -> Option<Vec<u8>> {
+        let items = m.get_multi_now(&[key], &GetOptions::default()).unwrap();
+        items.into_iter().next().flatten().map(|i| i.value.to_vec())
+    }
+
+    fn set(m: &Model, key: &[u8]) {
+        m.store_now(key, b"v", &StoreOptions::default()).unwrap();
+    }
+
+    #[test]
+    fn flush_boundaries_as_memcached_1_6_18_shows_them() {
+        let clock = ManualClock::new(1_000_000);
+        let m = Model::new(clock.clone());
+        // flush_all 0: everything now is gone, a set right after lives.
+        set(&m, b"a");
+        m.flush_all_now(0).unwrap();
+        assert_eq!(get(&m, b"a"), None);
+        set(&m, b"a");
+        assert!(get(&m, b"a").is_some());
+        // flush_all 1: even a set in the same second is hidden; the next second is free.
+        m.flush_all_now(1).unwrap();
+        set(&m, b"b");
+        assert_eq!(get(&m, b"b"), None);
+        clock.advance(1);
+        set(&m, b"b");
+        assert!(get(&m, b"b").is_some());
+        // flush_all 3 at T acts at T+2 on everything linked up to T+2.
+        m.flush_all_now(3).unwrap();
+        clock.advance(1);
+        set(&m, b"c");
+        assert!(get(&m, b"b").is_some() && get(&m, b"c").is_some());
+        clock.advance(1);
+        assert_eq!((get(&m, b"b"), get(&m, b"c")), (None, None));
+        set(&m, b"d");
+        assert_eq!(get(&m, b"d"), None, "linked in the flush second");
+        clock.advance(1);
+        set(&m, b"d");
+        assert!(get(&m, b"d").is_some());
+    }
+
+    #[test]
+    fn flush_all_0_cancels_a_pending_delayed_flush() {
+        let clock = ManualClock::new(1_000_000);
+        let m = Model::new(clock.clone());
+        m.flush_all_now(10).unwrap();
+        m.flush_all_now(0).unwrap();
+        set(&m, b"a");
+        clock.advance(20);
+        assert!(get(&m, b"a").is_some());
+    }
+
+    #[test]
+    fn vivify_into_the_past_still_answers_once() {
+        let m = Model::new(ManualClock::default());
+        let opts = GetOptions {
+            vivify: Some(Exptime::EXPIRED),
+            ..Default::default()
+        };
+        let first = m.get_multi_now(&[b"k"], &opts).unwrap().remove(0).unwrap();
+        assert!(first.win && first.value.is_empty());
+        assert_eq!(get(&m, b"k"), None);
     }
 
     #[test]
