@@ -222,6 +222,23 @@ pub enum Request<'a> {
     },
 }
 
+impl Request<'_> {
+    /// Whether a classic command said `noreply`: send nothing back for it (meta commands
+    /// use `q` instead, see [`crate::render::suppressed`]).
+    pub fn noreply(&self) -> bool {
+        match *self {
+            Request::Store { noreply, .. }
+            | Request::Arith { noreply, .. }
+            | Request::Touch { noreply, .. }
+            | Request::Delete { noreply, .. }
+            | Request::FlushAll { noreply, .. }
+            | Request::Verbosity { noreply, .. }
+            | Request::CacheMemlimit { noreply, .. } => noreply,
+            _ => false,
+        }
+    }
+}
+
 /// A decoded key: meta keys sent with `b` are base64 on the wire and binary in storage.
 /// Lives on the stack: a 250-byte token decodes to at most 187 bytes.
 #[derive(Clone, Copy)]
