@@ -268,9 +268,11 @@ impl Engine {
 
     /// `flush_all [delay]`: O(shards), whatever the number of items.
     pub fn flush_all(&self, delay: u32) {
-        let at = (delay > 0).then(|| self.now().saturating_add(delay));
+        // memcached: `oldest_live = realtime(delay) - 1`, see `Shard::apply_flush`.
+        let now = self.now();
+        let at = (delay > 0).then(|| now.saturating_add(delay - 1));
         for s in self.shards.iter() {
-            s.0.lock().flush(at);
+            s.0.lock().flush(at, now);
         }
     }
 

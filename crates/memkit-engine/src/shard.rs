@@ -244,19 +244,30 @@ impl Shard {
         if let Some(at) = self.flush_at
             && now >= at
         {
+            // memcached flushes items linked up to and during the flush second itself
+            // (`oldest_live = now + delay - 1`): the mark keeps moving while that second
+            // lasts and becomes final at the first command after it.
             self.flush_seq = self.seq;
-            self.flush_at = None;
+            if now > at {
+                self.flush_at = None;
+            }
         }
     }
 
-    pub fn flush(&mut self, at: Option<u32>) {
+    /// `flush_all`: now (`at == None`) or at engine second `at`. A pending flush that is
+    /// already due takes effect before a new one replaces it.
+    pub fn flush(&mut self, at: Option<u32>, now: u32) {
         self.stats.cmd_flush += 1;
+        self.apply_flush(now);
         match at {
             None => {
                 self.flush_seq = self.seq;
                 self.flush_at = None;
             }
-            Some(t) => self.flush_at = Some(t),
+            Some(t) => {
+                self.flush_at = Some(t);
+                self.apply_flush(now);
+            }
         }
     }
 
@@ -454,8 +465,9 @@ impl Shard {
                     return Ok(None);
                 };
                 // `N`: a stub item whose creator wins the right to fill it.
+                let bump = if opts.no_bump { 0 } else { FETCHED | VISITED };
                 let hdr = Header {
-                    bits: WIN_SENT,
+                    bits: WIN_SENT | bump,
                     exptime: exptime(ttl),
                     ext_cas: opts.new_cas,
                     ..Header::default()
@@ -482,16 +494,18 @@ impl Shard {
             let new_exp = exptime(t);
             if let Some(new) = self.set_exptime(h, key, e, &at, new_exp, now)? {
                 e = new;
-                hdr = self.item_at(e).header;
             }
+            hdr = self.item_at(e).header;
         }
         let win_taken = hdr.bits & WIN_SENT != 0;
         let stale = hdr.bits & STALE != 0;
         let mut win = false;
+        // memcached compares `it->exptime < realtime(token)`: the token is an expiry time
+        // like any other, so `R0` (realtime 0) never wins, nor does an item without a TTL.
         if let Some(r) = opts.recache_below
             && !win_taken
             && hdr.exptime != 0
-            && u64::from(hdr.exptime) < u64::from(now) + u64::from(r)
+            && hdr.exptime < exptime(memkit_types::Exptime(i64::from(r)))
         {
             win = true;
         }
@@ -557,7 +571,8 @@ impl Shard {
         match self.lookup(h, key, now) {
             Found::Live(e, at) => {
                 self.stats.touch_hits += 1;
-                self.set_bits(e, at.header.bits | VISITED);
+                // memcached's touch bumps the item, which marks it fetched.
+                self.set_bits(e, at.header.bits | VISITED | FETCHED);
                 self.set_exptime(h, key, e, &at, new_exp, now)?;
                 Ok(true)
             }
@@ -568,7 +583,11 @@ impl Shard {
         }
     }
 
-    /// Every storage command.
+    /// Every storage command, following memcached's `do_store_item`.
+    ///
+    /// A CAS token makes a `set`/`replace` a `cas` command (memcached's `NREAD_CAS`); with
+    /// append/prepend it is only compared, and `add` ignores it. A token of 0 means "none"
+    /// to memcached, so a `cas` carrying it never matches.
     pub fn store(
         &mut self,
         h: u64,
@@ -584,66 +603,78 @@ impl Shard {
         } = t;
         self.stats.cmd_set += 1;
         let not = |outcome| Ok(Stored { outcome, cas: 0 });
-        let existing = match self.lookup(h, key, now) {
-            Found::Live(e, at) => Some((e, at)),
-            _ => None,
-        };
+        let cas_mode =
+            opts.cas.is_some() && matches!(opts.mode, StoreMode::Set | StoreMode::Replace);
         let mut hdr = Header {
             flags: opts.flags,
             exptime,
             ext_cas: opts.new_cas,
             ..Header::default()
         };
-        if let Some(want) = opts.cas {
-            let Some((_, at)) = &existing else {
-                self.stats.cas_misses += 1;
-                return not(StoreOutcome::NotFound);
-            };
-            let have = self.cas_of(&at.header);
-            if want == have {
-                self.stats.cas_hits += 1;
-            } else if opts.invalidate && want < have {
-                // A late writer with an older version: accepted, but readers are told the
-                // value is stale; the TTL and any handed-out win token carry over.
-                self.stats.cas_hits += 1;
-                hdr.bits |= STALE | (at.header.bits & WIN_SENT);
-                hdr.exptime = at.header.exptime;
-            } else {
-                self.stats.cas_badval += 1;
-                return not(StoreOutcome::Exists);
+        let Found::Live(e, at) = self.lookup(h, key, now) else {
+            match opts.mode {
+                _ if cas_mode => {
+                    self.stats.cas_misses += 1;
+                    return not(StoreOutcome::NotFound);
+                }
+                StoreMode::Add | StoreMode::Set => {}
+                StoreMode::Append | StoreMode::Prepend if vivify_exptime.is_some() => {
+                    hdr.exptime = vivify_exptime.unwrap_or(0);
+                }
+                _ => return not(StoreOutcome::NotStored),
             }
-        }
-        match (opts.mode, &existing) {
-            (StoreMode::Add, Some((e, at))) => {
+            let cas = self.write_new(h, key, hdr, [value, &[]], now)?;
+            return Ok(Stored {
+                outcome: StoreOutcome::Stored,
+                cas,
+            });
+        };
+        let have = self.cas_of(&at.header);
+        let cas_match = match opts.cas {
+            None | Some(0) => None,
+            Some(c) => Some(c == have),
+        };
+        match opts.mode {
+            StoreMode::Add => {
                 // memcached bumps the existing item on a failed add.
-                self.set_bits(*e, at.header.bits | VISITED);
+                self.set_bits(e, at.header.bits | VISITED);
                 return not(StoreOutcome::NotStored);
             }
-            (StoreMode::Replace | StoreMode::Append | StoreMode::Prepend, None) => {
-                let vivify = matches!(opts.mode, StoreMode::Append | StoreMode::Prepend)
-                    .then_some(vivify_exptime)
-                    .flatten();
-                let Some(exp) = vivify else {
-                    return not(StoreOutcome::NotStored);
-                };
-                hdr.exptime = exp;
+            _ if cas_mode => {
+                if cas_match == Some(true) {
+                    self.stats.cas_hits += 1;
+                } else if opts.invalidate && opts.cas.is_some_and(|c| c != 0 && c < have) {
+                    // A late writer with an older version: accepted, but readers are told
+                    // the value is stale; the TTL and any handed-out win token carry over.
+                    self.stats.cas_hits += 1;
+                    hdr.bits |= STALE | (at.header.bits & WIN_SENT);
+                    hdr.exptime = at.header.exptime;
+                } else {
+                    self.stats.cas_badval += 1;
+                    return not(StoreOutcome::Exists);
+                }
             }
-            (StoreMode::Append | StoreMode::Prepend, Some((e, at))) => {
-                // memcached cannot allocate the combined item and answers NOT_STORED.
+            StoreMode::Set | StoreMode::Replace => {}
+            StoreMode::Append | StoreMode::Prepend => {
+                if cas_match == Some(false) {
+                    return not(StoreOutcome::Exists);
+                }
+                let joined = at.header.vlen as usize + value.len();
+                // memcached allocates the joined item with one byte more than a set of the
+                // same length would, and answers NOT_STORED when that does not fit.
                 if !item_fits(
                     self.cfg.item_size_max,
                     key.len(),
-                    at.header.vlen as usize + value.len(),
+                    joined + 1,
                     at.header.flags,
                 ) {
                     return not(StoreOutcome::NotStored);
                 }
                 hdr.flags = at.header.flags;
                 hdr.exptime = at.header.exptime;
-                hdr.bits |= at.header.bits & (STALE | WIN_SENT);
                 let mut scratch = std::mem::take(&mut self.scratch);
                 scratch.clear();
-                scratch.extend_from_slice(self.value_of(*e, at));
+                scratch.extend_from_slice(self.value_of(e, &at));
                 let parts: [&[u8]; 2] = if opts.mode == StoreMode::Append {
                     [&scratch, value]
                 } else {
@@ -656,7 +687,6 @@ impl Shard {
                     cas,
                 });
             }
-            _ => {}
         }
         let cas = self.write_new(h, key, hdr, [value, &[]], now)?;
         Ok(Stored {
@@ -750,6 +780,8 @@ impl Shard {
                 return Ok(ArithOutcome::NotFound);
             };
             let digits = initial.to_string();
+            // `T` on a vivified counter overrides `N`'s TTL.
+            let exp = ttl_exptime.unwrap_or(exp);
             let hdr = Header {
                 exptime: exp,
                 ext_cas: opts.new_cas,
@@ -763,11 +795,20 @@ impl Shard {
             });
         };
         let value = self.value_of(e, &at);
-        if value.is_empty() || at.header.large {
+        // memcached refuses empty values and chunked items (over half the item size limit)
+        // before looking at the CAS or the digits.
+        let chunked = !item_fits(
+            self.cfg.item_size_max / 2,
+            key.len(),
+            value.len(),
+            at.header.flags,
+        );
+        if value.is_empty() || chunked {
             return Ok(ArithOutcome::NonNumeric);
         }
-        if let Some(want) = opts.cas
-            && want != self.cas_of(&at.header)
+        if opts
+            .cas
+            .is_some_and(|c| c != 0 && c != self.cas_of(&at.header))
         {
             return Ok(ArithOutcome::Exists);
         }
@@ -784,8 +825,15 @@ impl Shard {
         };
         let mut digits = std::mem::take(&mut self.scratch);
         numeric::render(new, old_len, &mut digits);
+        // When the digits fit, memcached rewrites in place: padded, keeping the item's
+        // stale/win/fetched marks. A longer number is a new item without them.
+        let in_place = digits.len() == old_len;
         let hdr = Header {
-            bits: at.header.bits & (FETCHED | STALE | WIN_SENT),
+            bits: if in_place {
+                at.header.bits & (FETCHED | STALE | WIN_SENT)
+            } else {
+                0
+            },
             flags: at.header.flags,
             exptime: ttl_exptime.unwrap_or(at.header.exptime),
             ext_cas: opts.new_cas,

@@ -200,11 +200,16 @@ fn flush_all_is_immediate_or_delayed() {
     assert_eq!(get(&e, b"a"), None);
     set(&e, b"b", b"2", 0).unwrap();
     assert!(get(&e, b"b").is_some(), "items stored after a flush live");
+    // memcached's delayed flush lands one second early (`oldest_live = now + delay - 1`).
     e.flush_all(5);
-    clock.advance(4);
+    clock.advance(3);
     assert!(get(&e, b"b").is_some());
     clock.advance(1);
     assert_eq!(get(&e, b"b"), None);
+    // Items linked during the flush second itself are flushed too; later ones live.
+    set(&e, b"c", b"3", 0).unwrap();
+    assert_eq!(get(&e, b"c"), None);
+    clock.advance(1);
     set(&e, b"c", b"3", 0).unwrap();
     assert!(get(&e, b"c").is_some());
 }
