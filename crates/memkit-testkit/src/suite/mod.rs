@@ -19,6 +19,7 @@ mod meta;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use memkit_types::{Clock, Error, ManualClock, Memcache, SystemClock};
 
@@ -28,6 +29,11 @@ pub trait TimeControl: Send + Sync {
     fn advance(&self, secs: u64) -> impl Future<Output = ()> + Send;
     /// The backend's current Unix time in seconds (for absolute expiry times).
     fn now_unix(&self) -> u64;
+    /// Whether cases may run interleaved. Only when time passes by itself: with a manual
+    /// clock one case's `advance` would age another case's items.
+    fn interleave_cases(&self) -> bool {
+        false
+    }
 }
 
 impl TimeControl for ManualClock {
@@ -51,6 +57,9 @@ impl TimeControl for WallClock {
     }
     fn now_unix(&self) -> u64 {
         SystemClock.now_secs()
+    }
+    fn interleave_cases(&self) -> bool {
+        true
     }
 }
 
@@ -194,25 +203,85 @@ pub async fn run_with<M: Memcache, T: TimeControl>(
     // Stable sort: table order within each group.
     cases.sort_by_key(|c| c.flushes);
     let mut report = Report::default();
+    let mut selected = Vec::new();
     for case in &cases {
-        let selected = case.needs <= opts.max_needs
+        let wanted = case.needs <= opts.max_needs
             && (opts.flush || !case.flushes)
             && opts.filter.as_deref().is_none_or(|f| case.name.contains(f));
-        if !selected {
+        if wanted {
+            let cx = Ctx {
+                store,
+                time,
+                prefix: format!("mkt{run_id:08x}:{}", case.name),
+            };
+            selected.push((case, cx));
+        } else {
             report.skipped.push(case.name);
-            continue;
-        }
-        let cx = Ctx {
-            store,
-            time,
-            prefix: format!("mkt{run_id:08x}:{}", case.name),
-        };
-        match (case.run)(&cx).await {
-            Ok(()) => report.passed.push(case.name),
-            Err(Failure(msg)) => report.failed.push((case.name, msg)),
         }
     }
+    let mut record = |name, result| match result {
+        Ok(()) => report.passed.push(name),
+        Err(Failure(msg)) => report.failed.push((name, msg)),
+    };
+    let (flushing, independent): (Vec<_>, Vec<_>) = selected.iter().partition(|(c, _)| c.flushes);
+    if time.interleave_cases() {
+        // With real time the sleeps overlap: the whole table takes about as long as its
+        // slowest case instead of the sum of them.
+        let futures = independent.iter().map(|(c, cx)| (c.run)(cx)).collect();
+        for ((case, _), result) in independent.iter().zip(JoinAll::new(futures).await) {
+            record(case.name, result);
+        }
+    } else {
+        for (case, cx) in &independent {
+            record(case.name, (case.run)(cx).await);
+        }
+    }
+    for (case, cx) in &flushing {
+        record(case.name, (case.run)(cx).await);
+    }
     report
+}
+
+/// Polls every case future until all are done (no executor-specific join needed).
+struct JoinAll<'a> {
+    futures: Vec<Option<CaseFuture<'a>>>,
+    results: Vec<Option<CaseResult>>,
+}
+
+impl<'a> JoinAll<'a> {
+    fn new(futures: Vec<CaseFuture<'a>>) -> Self {
+        let results = futures.iter().map(|_| None).collect();
+        JoinAll {
+            futures: futures.into_iter().map(Some).collect(),
+            results,
+        }
+    }
+}
+
+impl Future for JoinAll<'_> {
+    type Output = Vec<CaseResult>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        for (slot, result) in this.futures.iter_mut().zip(this.results.iter_mut()) {
+            if let Some(fut) = slot
+                && let Poll::Ready(r) = fut.as_mut().poll(cx)
+            {
+                *result = Some(r);
+                *slot = None;
+            }
+        }
+        if this.futures.iter().all(Option::is_none) {
+            Poll::Ready(
+                this.results
+                    .iter_mut()
+                    .map(|r| r.take().expect("done"))
+                    .collect(),
+            )
+        } else {
+            Poll::Pending
+        }
+    }
 }
 
 /// The whole table.
