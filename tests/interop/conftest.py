@@ -1,0 +1,127 @@
+"""Fixtures: `memkitd`, `memcached` (fresh servers on free loopback ports, killed by PID at
+the end), `server` (parametrized over both, so a failure shows whether memcached itself
+behaves that way), `server_pair` (both at once, for the differential test) and `spawn`
+(a server of a given kind with extra flags)."""
+
+import pytest
+
+import mkinterop as mk
+
+KINDS = ["memkitd", "memcached"]
+
+
+def _binary(kind):
+    if kind == "memkitd":
+        p = mk.memkitd_path()
+        if not p.exists():
+            pytest.fail(
+                f"memkitd binary not found at {p} (set MEMKITD or build with "
+                "`cargo build -p memkit-server`)",
+                pytrace=False,
+            )
+        return p
+    p = mk.memcached_path()
+    if not p.exists():
+        pytest.fail(f"memcached binary not found at {p}", pytrace=False)
+    return p
+
+
+class _Pool:
+    """Session-wide pool of servers keyed by (kind, extra flags); restarted if one died."""
+
+    def __init__(self):
+        self.procs = {}
+
+    def get(self, kind, flags=()):
+        key = (kind, tuple(flags))
+        sp = self.procs.get(key)
+        if sp is None:
+            sp = mk.ServerProcess(kind, _binary(kind), flags)
+            self.procs[key] = sp
+        try:
+            sp.ensure_running()
+        except RuntimeError as e:
+            pytest.fail(str(e), pytrace=False)
+        return sp
+
+    def stop_all(self):
+        for sp in self.procs.values():
+            sp.stop()
+
+
+@pytest.fixture(scope="session")
+def pool():
+    p = _Pool()
+    yield p
+    p.stop_all()
+
+
+def _fresh(pool, kind, flags=()):
+    sp = pool.get(kind, flags)
+    mk.flush(sp.addr)
+    return sp
+
+
+def _check_alive(sp):
+    if not sp.alive():
+        pytest.fail(
+            f"{sp.kind} died during the test (exit {sp.proc.returncode}); output:\n{sp.output()}",
+            pytrace=False,
+        )
+
+
+@pytest.fixture
+def memkitd(pool):
+    sp = _fresh(pool, "memkitd")
+    yield sp.addr
+    _check_alive(sp)
+
+
+@pytest.fixture
+def memcached(pool):
+    sp = _fresh(pool, "memcached")
+    yield sp.addr
+    _check_alive(sp)
+
+
+@pytest.fixture(params=KINDS)
+def server(request, pool):
+    """(host, port) of a flushed server; the test runs once per kind."""
+    sp = _fresh(pool, request.param)
+    yield sp.addr
+    _check_alive(sp)
+
+
+@pytest.fixture
+def server_kind(request):
+    return request.node.callspec.params.get("server")
+
+
+@pytest.fixture
+def server_pair(pool):
+    """{'memkitd': ServerProcess, 'memcached': ServerProcess}: same flags, both flushed.
+    (Validate the differential test itself with MEMKITD=/usr/bin/memcached.)"""
+    a = _fresh(pool, "memkitd")
+    b = _fresh(pool, "memcached")
+    yield {"memkitd": a, "memcached": b}
+    _check_alive(a)
+    _check_alive(b)
+
+
+@pytest.fixture
+def spawn():
+    """spawn(kind, flags) -> ServerProcess with extra flags; stopped at test end."""
+    started = []
+
+    def _spawn(kind, flags=()):
+        sp = mk.ServerProcess(kind, _binary(kind), flags)
+        started.append(sp)
+        try:
+            sp.start()
+        except RuntimeError as e:
+            pytest.fail(str(e), pytrace=False)
+        return sp
+
+    yield _spawn
+    for sp in started:
+        sp.stop()

@@ -1,0 +1,317 @@
+"""Shared helpers for the interop tests: spawning servers, raw sockets, reply parsing.
+
+Everything talks to 127.0.0.1 only. Every blocking call has a timeout.
+"""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+HOST = "127.0.0.1"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BASE_FLAGS = ["-U", "0", "-m", "64"]
+
+
+def memkitd_path():
+    """Path of the memkitd binary under test: env MEMKITD, else target/debug/memkitd."""
+    env = os.environ.get("MEMKITD")
+    if env:
+        p = Path(env)
+        if not p.is_absolute():
+            p = (Path.cwd() / p).resolve()
+        return p
+    return REPO_ROOT / "target" / "debug" / "memkitd"
+
+
+def memcached_path():
+    return Path(os.environ.get("MEMCACHED") or shutil.which("memcached") or "/usr/bin/memcached")
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """One server process we started ourselves; stopped by its PID only."""
+
+    def __init__(self, kind, binary, extra_flags=()):
+        self.kind = kind
+        self.binary = Path(binary)
+        self.extra_flags = list(extra_flags)
+        self.proc = None
+        self.port = None
+        self.log = None
+        self.restarts = 0
+
+    @property
+    def addr(self):
+        return (HOST, self.port)
+
+    def argv(self, port):
+        argv = [str(self.binary), "-p", str(port), "-l", HOST] + BASE_FLAGS + self.extra_flags
+        if self.binary.name == "memcached" and os.geteuid() == 0:
+            argv += ["-u", "root"]  # memcached refuses to run as root without -u
+        return argv
+
+    def start(self, timeout=10.0):
+        if not self.binary.exists():
+            raise RuntimeError(f"{self.kind} binary not found: {self.binary}")
+        last_err = None
+        for _attempt in range(5):
+            port = free_port()
+            self.log = tempfile.TemporaryFile()
+            self.proc = subprocess.Popen(
+                self.argv(port), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT
+            )
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    last_err = f"{self.kind} exited with {self.proc.returncode}: {self.output()}"
+                    break
+                try:
+                    with socket.create_connection((HOST, port), timeout=0.5):
+                        self.port = port
+                        return self
+                except OSError:
+                    time.sleep(0.02)
+            else:
+                last_err = f"{self.kind} did not accept connections on {port} within {timeout}s"
+                self.stop()
+        raise RuntimeError(last_err)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def ensure_running(self):
+        if not self.alive():
+            if self.proc is not None:
+                self.restarts += 1
+            self.start()
+        return self
+
+    def output(self, limit=4000):
+        if self.log is None:
+            return ""
+        try:
+            self.log.flush()
+            self.log.seek(0)
+            data = self.log.read()
+        except (OSError, ValueError):
+            return ""
+        return data[-limit:].decode("utf-8", "replace")
+
+    def stop(self):
+        p = self.proc
+        if p is None:
+            return
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=5)
+
+
+# ---------------------------------------------------------------- raw sockets
+
+def connect(addr, timeout=5.0):
+    s = socket.create_connection(addr, timeout=timeout)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.settimeout(timeout)
+    return s
+
+
+def parse_units(buf):
+    """Split reply bytes into units: (line, data) where data is the value block of
+    VALUE/VA lines (else None). Returns (units, rest) with `rest` the unparsed tail."""
+    units = []
+    i = 0
+    n = len(buf)
+    while i < n:
+        j = buf.find(b"\r\n", i)
+        if j < 0:
+            break
+        line = buf[i:j]
+        size = None
+        parts = line.split(b" ")
+        try:
+            if parts[0] == b"VALUE" and len(parts) >= 4:
+                size = int(parts[3])
+            elif parts[0] == b"VA" and len(parts) >= 2:
+                size = int(parts[1])
+        except ValueError:
+            size = None
+        if size is not None and size >= 0:
+            end = j + 2 + size + 2
+            if end > n:
+                break
+            units.append((line, buf[j + 2 : j + 2 + size] if buf[j + 2 + size : end] == b"\r\n" else buf[j + 2 : end]))
+            i = end
+        else:
+            units.append((line, None))
+            i = j + 2
+    return units, buf[i:]
+
+
+class Reply:
+    def __init__(self, raw, units, rest, closed, timed_out):
+        self.raw = raw
+        self.units = units
+        self.rest = rest
+        self.closed = closed
+        self.timed_out = timed_out
+
+    def lines(self):
+        return [u[0] for u in self.units]
+
+
+def read_reply(sock, done=None, idle=0.2, total=5.0):
+    """Read until done(units, rest) is true, the peer closes, `idle` seconds pass with
+    no byte, or `total` seconds pass. The same procedure is used for every server."""
+    buf = b""
+    closed = False
+    timed_out = False
+    start = time.monotonic()
+    while True:
+        if done is not None:
+            units, rest = parse_units(buf)
+            if not rest and done(units):
+                break
+        left = total - (time.monotonic() - start)
+        if left <= 0:
+            timed_out = True
+            break
+        sock.settimeout(min(idle, left))
+        try:
+            chunk = sock.recv(1 << 20)
+        except socket.timeout:
+            timed_out = done is not None
+            break
+        except ConnectionResetError:
+            closed = True
+            break
+        if not chunk:
+            closed = True
+            break
+        buf += chunk
+    units, rest = parse_units(buf)
+    return Reply(buf, units, rest, closed, timed_out)
+
+
+def ends_with_mn(units):
+    return bool(units) and units[-1] == (b"MN", None)
+
+
+def request(addr_or_sock, data, done=None, idle=0.2, total=5.0):
+    """Send `data` on a fresh connection (or the given socket) and read the reply."""
+    own = not isinstance(addr_or_sock, socket.socket)
+    s = connect(addr_or_sock) if own else addr_or_sock
+    try:
+        s.sendall(data)
+        return read_reply(s, done=done, idle=idle, total=total)
+    finally:
+        if own:
+            s.close()
+
+
+def until_lines(n):
+    return lambda units: len(units) >= n
+
+
+def until_end(units):
+    return bool(units) and units[-1][0] in (b"END",) or (
+        bool(units) and units[-1][0].split(b" ")[0] in (b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR")
+    )
+
+
+def cmd(addr_or_sock, data, nlines=1, total=5.0):
+    """Send a command expecting `nlines` reply units; return the reply lines joined."""
+    r = request(addr_or_sock, data, done=until_lines(nlines), idle=total, total=total)
+    return r
+
+
+def flush(addr):
+    r = request(addr, b"flush_all\r\n", done=until_lines(1), idle=5.0, total=5.0)
+    assert r.lines() == [b"OK"], r.raw
+
+
+# ---------------------------------------------------------------- normalisation
+
+_META_CODES = {b"HD", b"VA", b"EN", b"NF", b"NS", b"EX", b"MN"}
+
+
+class CasCanon:
+    """Maps raw CAS values to c1, c2, ... in order of first appearance, so equal
+    structure of CAS values is compared while the numbers themselves are not."""
+
+    def __init__(self):
+        self.map = {}
+        self.last = None
+        self.by_key = {}
+
+    def canon(self, raw, key=None):
+        self.last = raw
+        if key is not None:
+            self.by_key[key] = raw
+        if raw not in self.map:
+            self.map[raw] = b"c%d" % (len(self.map) + 1)
+        return self.map[raw]
+
+
+def normalize(units, canon, stats_names_only=True):
+    """Turn reply units into comparable byte strings, masking the fields that
+    legitimately differ between two servers (version, CAS, stats numbers, timings,
+    `me` debug lines)."""
+    out = []
+    stat_block = []
+
+    def flush_stats():
+        if stat_block:
+            out.append(b"STAT-NAMES " + b" ".join(sorted(set(stat_block))))
+            stat_block.clear()
+
+    for line, data in units:
+        parts = line.split(b" ")
+        head = parts[0]
+        if head == b"STAT" and len(parts) >= 2 and stats_names_only:
+            stat_block.append(re.sub(rb":\d+:", b":*:", parts[1]))
+            continue
+        flush_stats()
+        if head == b"VERSION":
+            out.append(b"VERSION <v>")
+        elif head == b"VALUE" and len(parts) == 5:
+            c = canon.canon(parts[4], key=parts[1])
+            out.append(b" ".join(parts[:4] + [c]))
+        elif head in _META_CODES and line == line.strip():
+            start = 2 if head == b"VA" else 1
+            key = None
+            for t in parts[start:]:
+                if t.startswith(b"k"):
+                    key = t[1:]
+            new = list(parts[:start])
+            for t in parts[start:]:
+                if t[:1] == b"c" and t[1:].isdigit():
+                    t = canon.canon(t[1:], key=key)
+                elif t[:1] == b"t" and t != b"t-1" and re.fullmatch(rb"t-?\d+", t):
+                    t = b"t<n>"
+                elif t[:1] == b"l" and re.fullmatch(rb"l\d+", t):
+                    t = b"l<n>"
+                new.append(t)
+            out.append(b" ".join(new))
+        elif head == b"ME" and len(parts) >= 2:
+            names = [p.split(b"=")[0] for p in parts[2:]]
+            out.append(b"ME " + parts[1] + b" " + b" ".join(names))
+        else:
+            out.append(line)
+        if data is not None:
+            out.append(b"  data " + repr(data).encode())
+    flush_stats()
+    return out
