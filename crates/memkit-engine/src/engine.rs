@@ -210,7 +210,7 @@ impl Engine {
         if !self.item_fits(key.len(), value.len(), opts.flags) {
             shard.stats.store_too_large += 1;
             // As memcached: a failed set must not leave the old value readable.
-            if opts.mode == StoreMode::Set {
+            if opts.mode == StoreMode::Set && opts.cas.is_none() {
                 shard.drop_key(h, key, now);
             }
             return Err(Error::TooLarge);
@@ -226,6 +226,19 @@ impl Engine {
                 now,
             },
         )
+    }
+
+    /// Counts a store refused before it reached the engine (the codec knows the size limit
+    /// first) and, for `set`, removes the old value as memcached does, without counting a
+    /// delete.
+    pub fn refuse_too_large(&self, unlink: Option<&[u8]>) {
+        let key = unlink.unwrap_or(b"-");
+        let now = self.now();
+        let (h, mut shard) = self.shard(key);
+        shard.stats.store_too_large += 1;
+        if unlink.is_some() {
+            shard.drop_key(h, key, now);
+        }
     }
 
     /// `delete` and `md`.
@@ -271,8 +284,12 @@ impl Engine {
         // memcached: `oldest_live = realtime(delay) - 1`, see `Shard::apply_flush`.
         let now = self.now();
         let at = (delay > 0).then(|| now.saturating_add(delay - 1));
-        for s in self.shards.iter() {
-            s.0.lock().flush(at, now);
+        for (i, s) in self.shards.iter().enumerate() {
+            let mut shard = s.0.lock();
+            if i == 0 {
+                shard.stats.cmd_flush += 1;
+            }
+            shard.flush(at, now);
         }
     }
 
@@ -316,6 +333,23 @@ impl Engine {
                     flags: hdr.flags,
                 })
             });
+        }
+    }
+
+    /// Zeroes the counters (`stats reset`); gauges such as `curr_items` and `bytes` stay.
+    pub fn reset_stats(&self) {
+        for s in self.shards.iter() {
+            let mut shard = s.0.lock();
+            let keep = crate::stats::Counters {
+                curr_items: shard.stats.curr_items,
+                bytes: shard.stats.bytes,
+                ..Default::default()
+            };
+            shard.stats = keep;
+            for c in shard.classes.iter_mut() {
+                c.evicted = 0;
+                c.reclaimed = 0;
+            }
         }
     }
 

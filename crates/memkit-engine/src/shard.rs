@@ -257,7 +257,6 @@ impl Shard {
     /// `flush_all`: now (`at == None`) or at engine second `at`. A pending flush that is
     /// already due takes effect before a new one replaces it.
     pub fn flush(&mut self, at: Option<u32>, now: u32) {
-        self.stats.cmd_flush += 1;
         self.apply_flush(now);
         match at {
             None => {

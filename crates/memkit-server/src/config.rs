@@ -1,0 +1,318 @@
+//! memcached's command line, with the same meanings.
+//!
+//! Known flags are applied; flags that have no meaning here (slab tuning, large pages, UDP,
+//! SASL...) are accepted and reported with a warning, never a crash, so that an existing
+//! memcached command line starts memkitd unchanged. One deliberate difference: with no `-l`,
+//! memkitd listens on 127.0.0.1, not on every interface (see `docs/protocol-notes.md`).
+
+use clap::{ArgAction, Parser};
+
+/// memkitd — a memcached 1.6 compatible server.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "memkitd",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (memcached 1.6 compatible)"),
+    about = "memkitd: a memcached 1.6 drop-in server (text and meta protocol).",
+    long_about = "memkitd: a memcached 1.6 drop-in server (text and meta protocol).\n\
+        Takes memcached's flags with the same meaning. Listens on 127.0.0.1:11211 unless -l \
+        says otherwise (memcached listens on all interfaces); UDP is off."
+)]
+pub struct Args {
+    /// TCP port to listen on.
+    #[arg(short = 'p', long = "port", default_value_t = 11211)]
+    pub port: u16,
+    /// UDP port; only 0 (off) is supported.
+    #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
+    pub udp_port: u16,
+    /// Interface(s) to listen on, comma separated (default 127.0.0.1, loopback only).
+    #[arg(short = 'l', long = "listen", default_value = "127.0.0.1")]
+    pub listen: String,
+    /// Item memory in megabytes (also accepts k/m/g suffixes).
+    #[arg(short = 'm', long = "memory-limit", default_value = "64", value_parser = parse_megabytes)]
+    pub memory_limit: usize,
+    /// Return an error on memory exhausted instead of evicting.
+    #[arg(short = 'M', long = "disable-evictions")]
+    pub disable_evictions: bool,
+    /// Max simultaneous connections.
+    #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
+    pub conn_limit: usize,
+    /// Number of worker threads.
+    #[arg(short = 't', long = "threads", default_value_t = 4)]
+    pub threads: usize,
+    /// Maximum number of requests per event (accepted; memkitd batches all ready requests).
+    #[arg(short = 'R', long = "max-reqs-per-event", default_value_t = 20)]
+    pub reqs_per_event: usize,
+    /// Disable use of CAS (accepted with a warning: CAS stays on).
+    #[arg(short = 'C', long = "disable-cas")]
+    pub disable_cas: bool,
+    /// Enable the ascii "shutdown" command.
+    #[arg(short = 'A', long = "enable-shutdown")]
+    pub enable_shutdown: bool,
+    /// Protocol: ascii only (auto and binary are accepted with a warning).
+    #[arg(short = 'B', long = "protocol", default_value = "ascii")]
+    pub protocol: String,
+    /// Maximum item size, with k/m suffix (default 1m, minimum 1k, at most half of -m).
+    #[arg(short = 'I', long = "max-item-size", default_value = "1m", value_parser = parse_size)]
+    pub max_item_size: usize,
+    /// Verbose (repeat for more: -vv prints every command).
+    #[arg(short = 'v', action = ArgAction::Count)]
+    pub verbose: u8,
+    /// Comma-separated extended options, e.g. -o idle_timeout=60.
+    #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
+    pub extended: Vec<String>,
+    /// TCP backlog queue length.
+    #[arg(short = 'b', long = "listen-backlog", default_value_t = 1024)]
+    pub backlog: u32,
+    /// Write the process id to this file.
+    #[arg(short = 'P', long = "pidfile")]
+    pub pidfile: Option<String>,
+    /// Disable `stats cachedump` and `lru_crawler metadump`.
+    #[arg(short = 'X', long = "disable-dumping")]
+    pub disable_dumping: bool,
+    /// Disable `watch` (the logger).
+    #[arg(short = 'W', long = "disable-watch")]
+    pub disable_watch: bool,
+    /// Chunk size growth factor (accepted: memkitd has no slab classes).
+    #[arg(short = 'f', long = "slab-growth-factor")]
+    pub factor: Option<f64>,
+    /// Minimum space allocated for key+value+flags (accepted, unused).
+    #[arg(short = 'n', long = "slab-min-size")]
+    pub min_size: Option<usize>,
+    /// Run as a daemon (accepted: run memkitd under a supervisor instead).
+    #[arg(short = 'd', long = "daemon")]
+    pub daemon: bool,
+    /// Assume the identity of this user (accepted, ignored).
+    #[arg(short = 'u', long = "user")]
+    pub user: Option<String>,
+    /// Lock down all paged memory (accepted, ignored).
+    #[arg(short = 'k', long = "lock-memory")]
+    pub lock_memory: bool,
+    /// Try to use large memory pages (accepted, ignored).
+    #[arg(short = 'L', long = "enable-largepages")]
+    pub large_pages: bool,
+    /// Stats prefix delimiter (accepted, ignored).
+    #[arg(short = 'D')]
+    pub delimiter: Option<String>,
+    /// UNIX socket path (not supported: warned about).
+    #[arg(short = 's', long = "unix-socket")]
+    pub unix_socket: Option<String>,
+    /// SASL (not supported: warned about).
+    #[arg(short = 'S', long = "enable-sasl")]
+    pub sasl: bool,
+}
+
+/// The settings the server runs with, after applying and checking the flags.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub port: u16,
+    pub listen: Vec<String>,
+    pub memory_limit: usize,
+    pub evict: bool,
+    pub conn_limit: usize,
+    pub threads: usize,
+    pub reqs_per_event: usize,
+    pub enable_shutdown: bool,
+    pub item_size_max: usize,
+    pub verbose: u8,
+    /// Close connections idle for this many seconds (`-o idle_timeout=`); 0 = never.
+    pub idle_timeout: u64,
+    pub backlog: u32,
+    pub dumping: bool,
+    pub watch: bool,
+    pub factor: f64,
+    pub min_size: usize,
+    pub pidfile: Option<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings::from_args(Args::parse_from(["memkitd"])).0
+    }
+}
+
+impl Settings {
+    /// Applies the flags. Returns the settings and the warnings to print; `Err` for what
+    /// memcached also refuses to start with.
+    pub fn from_args(a: Args) -> (Settings, Vec<String>) {
+        let mut warn = Vec::new();
+        let mut s = Settings {
+            port: a.port,
+            listen: a.listen.split(',').map(|l| l.trim().to_string()).collect(),
+            memory_limit: a.memory_limit,
+            evict: !a.disable_evictions,
+            conn_limit: a.conn_limit.max(1),
+            threads: a.threads.max(1),
+            reqs_per_event: a.reqs_per_event,
+            enable_shutdown: a.enable_shutdown,
+            item_size_max: a.max_item_size,
+            verbose: a.verbose,
+            idle_timeout: 0,
+            backlog: a.backlog,
+            dumping: !a.disable_dumping,
+            watch: !a.disable_watch,
+            factor: a.factor.unwrap_or(1.25),
+            min_size: a.min_size.unwrap_or(48),
+            pidfile: a.pidfile,
+        };
+        if a.udp_port != 0 {
+            warn.push("UDP is not supported; -U ignored (UDP stays off)".into());
+        }
+        if a.unix_socket.is_some() {
+            warn.push("UNIX sockets are not supported; -s ignored".into());
+        }
+        if a.sasl {
+            warn.push("SASL is not supported; -S ignored".into());
+        }
+        if a.disable_cas {
+            warn.push("-C accepted, but CAS stays enabled".into());
+        }
+        if a.protocol != "ascii" {
+            warn.push(format!(
+                "-B {}: only the ascii protocol is supported",
+                a.protocol
+            ));
+        }
+        for (set, name) in [
+            (a.daemon, "-d"),
+            (a.user.is_some(), "-u"),
+            (a.lock_memory, "-k"),
+            (a.large_pages, "-L"),
+            (a.delimiter.is_some(), "-D"),
+        ] {
+            if set {
+                warn.push(format!("{name} accepted and ignored"));
+            }
+        }
+        for opt in a.extended.iter().flat_map(|o| o.split(',')) {
+            let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
+            match k {
+                "idle_timeout" => match v.parse() {
+                    Ok(n) => s.idle_timeout = n,
+                    Err(_) => warn.push(format!("-o idle_timeout: bad value {v:?}")),
+                },
+                "item_size_max" => match parse_size(v) {
+                    Ok(n) => s.item_size_max = n,
+                    Err(e) => warn.push(format!("-o item_size_max: {e}")),
+                },
+                // memcached's tuning knobs for machinery memkitd does not have.
+                "modern"
+                | "hashpower"
+                | "slab_reassign"
+                | "slab_automove"
+                | "lru_crawler"
+                | "no_lru_crawler"
+                | "lru_maintainer"
+                | "no_lru_maintainer"
+                | "maxconns_fast"
+                | "no_maxconns_fast"
+                | "tail_repair_time"
+                | "hash_algorithm"
+                | "slab_chunk_max"
+                | "temporary_ttl"
+                | "watcher_logbuf_size"
+                | "worker_logbuf_size"
+                | "track_sizes"
+                | "no_hashexpand"
+                | "hot_lru_pct"
+                | "warm_lru_pct" => warn.push(format!("-o {k}: accepted, no effect in memkitd")),
+                "" => {}
+                other => warn.push(format!("-o {other}: unknown option, ignored")),
+            }
+        }
+        s.item_size_max = s.item_size_max.max(1024);
+        (s, warn)
+    }
+
+    /// What memcached refuses at start-up, with its message.
+    pub fn check(&self) -> Result<(), String> {
+        if self.item_size_max > 1024 * 1024 * 1024 {
+            return Err("Cannot set item size limit higher than 1 gigabyte.".into());
+        }
+        if self.item_size_max > self.memory_limit / 2 {
+            return Err("Cannot set item size limit higher than 1/2 of memory max.".into());
+        }
+        Ok(())
+    }
+}
+
+/// `-m`: megabytes, or a size with a k/m/g suffix.
+fn parse_megabytes(s: &str) -> Result<usize, String> {
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        return s
+            .parse::<usize>()
+            .map(|mb| mb << 20)
+            .map_err(|e| e.to_string());
+    }
+    parse_size(s)
+}
+
+/// `-I`: bytes, or with a k/m/g suffix.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (num, shift) = match s.as_bytes().last() {
+        Some(b'k' | b'K') => (&s[..s.len() - 1], 10),
+        Some(b'm' | b'M') => (&s[..s.len() - 1], 20),
+        Some(b'g' | b'G') => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    let n: usize = num.parse().map_err(|_| format!("bad size {s:?}"))?;
+    n.checked_shl(shift)
+        .filter(|v| v >> shift == n)
+        .ok_or_else(|| format!("size {s:?} too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memcached_command_lines_parse() {
+        let a = Args::parse_from([
+            "memkitd",
+            "-p",
+            "12345",
+            "-U",
+            "0",
+            "-m",
+            "128",
+            "-c",
+            "10",
+            "-t",
+            "2",
+            "-I",
+            "2m",
+            "-M",
+            "-A",
+            "-vv",
+            "-o",
+            "idle_timeout=30,modern",
+            "-B",
+            "ascii",
+            "-R",
+            "5",
+        ]);
+        let (s, warn) = Settings::from_args(a);
+        assert_eq!(
+            (s.port, s.memory_limit, s.conn_limit, s.threads),
+            (12345, 128 << 20, 10, 2)
+        );
+        assert_eq!(
+            (s.item_size_max, s.evict, s.enable_shutdown, s.verbose),
+            (2 << 20, false, true, 2)
+        );
+        assert_eq!(s.idle_timeout, 30);
+        assert_eq!(s.listen, vec!["127.0.0.1"]);
+        assert_eq!(warn.len(), 1, "{warn:?}");
+        assert!(s.check().is_ok());
+    }
+
+    #[test]
+    fn unknown_extended_options_warn_and_bad_sizes_refuse() {
+        let (s, warn) = Settings::from_args(Args::parse_from(["memkitd", "-o", "frobnicate=1"]));
+        assert!(warn[0].contains("unknown option"));
+        assert_eq!(s.port, 11211);
+        let (s, _) = Settings::from_args(Args::parse_from(["memkitd", "-m", "1", "-I", "1m"]));
+        assert!(s.check().is_err());
+        assert!(Args::try_parse_from(["memkitd", "-I", "lots"]).is_err());
+    }
+}

@@ -1,0 +1,173 @@
+//! One client connection: read, decode every complete request, dispatch, write the replies
+//! in one batch, repeat.
+//!
+//! Pipelined requests are answered in order with one write per batch of whatever arrived
+//! together. The data block of a refused store is swallowed as it arrives, never buffered.
+//! The input buffer only grows to hold one request (a value is bounded by `-I`, a multi-get
+//! line by the codec); the output is flushed once it passes [`FLUSH_AT`], so one request
+//! cannot make the server buffer without limit on a client that sends but never reads.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use memkit_protocol::{DecodeError, ErrorReply, Request, decode_request, meta_key};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{broadcast, watch};
+
+use crate::dispatch::{Action, dispatch};
+use crate::server::Shared;
+
+/// Write out pending replies once they reach this many bytes.
+const FLUSH_AT: usize = 256 * 1024;
+
+/// Serves one connection until the client leaves, sends `quit`, goes idle for longer than
+/// `-o idle_timeout`, or the server stops (`stop` turns true: requests already read are
+/// answered first).
+pub async fn serve(
+    mut stream: TcpStream,
+    sh: Arc<Shared>,
+    id: u64,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut rbuf = BytesMut::with_capacity(16 * 1024);
+    let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut swallow: u64 = 0;
+    let idle = match sh.settings.idle_timeout {
+        0 => Duration::MAX,
+        s => Duration::from_secs(s),
+    };
+    loop {
+        let mut action = Action::Continue;
+        while action == Action::Continue {
+            if swallow > 0 {
+                let n = swallow.min(rbuf.len() as u64);
+                rbuf.advance(n as usize);
+                swallow -= n;
+                if swallow > 0 {
+                    break;
+                }
+            }
+            if rbuf.is_empty() {
+                break;
+            }
+            match decode_request(&rbuf, &sh.limits) {
+                Ok((req, used)) => {
+                    trace_request(&sh, id, &req, &rbuf[..used]);
+                    action = dispatch(&req, &sh, id, &mut out);
+                    rbuf.advance(used);
+                }
+                Err(DecodeError::Incomplete) => break,
+                Err(DecodeError::Reject(r)) => {
+                    r.encode(&mut out);
+                    if r.reply == ErrorReply::TooLarge {
+                        let key = r.unlink.and_then(|(k, b64)| meta_key(k, b64));
+                        sh.engine.refuse_too_large(key.as_deref());
+                    }
+                    swallow = r.swallow;
+                    rbuf.advance(r.consumed);
+                }
+                Err(DecodeError::Close | DecodeError::Malformed) => action = Action::Close,
+            }
+            if out.len() >= FLUSH_AT && write_out(&mut stream, &sh, &mut out).await.is_err() {
+                return;
+            }
+        }
+        if write_out(&mut stream, &sh, &mut out).await.is_err() {
+            return;
+        }
+        match action {
+            Action::Continue => {}
+            Action::Close => return,
+            Action::Shutdown => {
+                sh.shutdown.notify_one();
+                return;
+            }
+            Action::Watch(mask) => return watch_stream(stream, &sh, mask).await,
+        }
+        if *stop.borrow() {
+            return;
+        }
+        if rbuf.capacity() - rbuf.len() < 4096 {
+            rbuf.reserve(16 * 1024);
+        }
+        let read = tokio::select! {
+            r = tokio::time::timeout(idle, stream.read_buf(&mut rbuf)) => r,
+            _ = stop.changed() => return,
+        };
+        match read {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,
+            Ok(Ok(n)) => {
+                sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
+                if let Some(c) = sh.conns.lock().get_mut(&id) {
+                    c.last_cmd = Instant::now();
+                }
+            }
+        }
+    }
+}
+
+async fn write_out(stream: &mut TcpStream, sh: &Shared, out: &mut Vec<u8>) -> std::io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    stream.write_all(out).await?;
+    sh.counters
+        .bytes_written
+        .fetch_add(out.len() as u64, Relaxed);
+    // Keep a modest buffer around; give back what one huge reply needed.
+    out.clear();
+    if out.capacity() > 4 * FLUSH_AT {
+        out.shrink_to(16 * 1024);
+    }
+    Ok(())
+}
+
+fn trace_request(sh: &Shared, id: u64, req: &Request<'_>, raw: &[u8]) {
+    if matches!(
+        req,
+        Request::MetaGet { .. }
+            | Request::MetaSet { .. }
+            | Request::MetaDelete { .. }
+            | Request::MetaArith { .. }
+            | Request::MetaNoop
+            | Request::MetaDebug { .. }
+    ) {
+        sh.counters.cmd_meta.fetch_add(1, Relaxed);
+    }
+    if sh.verbosity.load(Relaxed) >= 2 {
+        let line = raw.split(|&b| b == b'\n').next().unwrap_or_default();
+        eprintln!("<{id} {}", String::from_utf8_lossy(line).trim_end());
+    }
+}
+
+/// After `watch`: stream log lines until the client goes away; input is ignored.
+async fn watch_stream(mut stream: TcpStream, sh: &Shared, mask: u8) {
+    let mut sub = sh.watchers.subscribe(mask);
+    let mut scratch = [0u8; 512];
+    loop {
+        tokio::select! {
+            ev = sub.rx.recv() => match ev {
+                Ok((kind, line)) => {
+                    if sub.wants(kind) && stream.write_all(line.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    let note = format!("ts=0 gid=0 type=skipped count={n}\n");
+                    if stream.write_all(note.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            r = stream.read(&mut scratch) => {
+                if matches!(r, Ok(0) | Err(_)) {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! memkit-server: `memkitd`, a memcached 1.6 drop-in server on the memkit engine.
+//!
+//! Map:
+//! - [`config`]: memcached's command-line flags, applied with the same meanings.
+//! - [`server`]: shared state, the accept loop and connection limit, graceful shutdown;
+//!   [`server::run`] takes a bound listener and a shutdown future.
+//! - [`connection`]: one client: read, decode, dispatch, batched writes, swallowing refused
+//!   data, idle timeout.
+//! - [`dispatch`]: THE place where a decoded request meets the storage backend.
+//! - [`stats`]: `stats` and its subcommands with memcached's names; `lru_crawler metadump`.
+//! - [`watch`]: the `watch` event stream.
+//!
+//! Non-goals: UDP, the binary protocol, SASL (see `docs/protocol-notes.md`).
+
+pub mod config;
+pub mod connection;
+pub mod dispatch;
+pub mod server;
+pub mod stats;
+pub mod watch;
+
+pub use config::{Args, Settings};
+pub use server::{Shared, run};
+
+/// The version memkitd reports: memcached's protocol level, then memkit's own.
+pub const VERSION: &str = concat!("1.6.18-memkit-", env!("CARGO_PKG_VERSION"));
+/// The reply to `version`.
+pub const VERSION_LINE: &str = concat!("VERSION 1.6.18-memkit-", env!("CARGO_PKG_VERSION"));
+
+/// An engine for these settings.
+pub fn engine_for(settings: &Settings) -> memkit_engine::Engine {
+    memkit_engine::Engine::new(memkit_engine::EngineConfig {
+        memory_limit: settings.memory_limit,
+        item_size_max: settings.item_size_max,
+        evict: settings.evict,
+        ..Default::default()
+    })
+}

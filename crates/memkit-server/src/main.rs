@@ -1,0 +1,83 @@
+//! `memkitd`: parse memcached's flags, build the engine, listen, serve until SIGINT/SIGTERM
+//! or `shutdown`.
+
+use std::sync::Arc;
+
+use clap::Parser;
+use memkit_server::{Args, Settings, Shared, engine_for, run};
+
+fn main() {
+    let (settings, warnings) = Settings::from_args(Args::parse());
+    for w in &warnings {
+        eprintln!("memkitd: warning: {w}");
+    }
+    if let Err(msg) = settings.check() {
+        eprintln!("{msg}");
+        std::process::exit(71); // EX_OSERR, as memcached exits on bad settings
+    }
+    let level = match settings.verbose {
+        0 => tracing::Level::WARN,
+        1 => tracing::Level::INFO,
+        _ => tracing::Level::DEBUG,
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .init();
+    if let Some(path) = &settings.pidfile
+        && let Err(e) = std::fs::write(path, format!("{}\n", std::process::id()))
+    {
+        eprintln!("memkitd: could not write pid file {path}: {e}");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.threads)
+        .thread_name("memkitd-worker")
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| {
+            eprintln!("memkitd: cannot start runtime: {e}");
+            std::process::exit(71)
+        });
+    let code = runtime.block_on(async move {
+        let addr = settings
+            .listen
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "127.0.0.1".into());
+        if settings.listen.len() > 1 {
+            tracing::warn!("several -l addresses given; listening on {addr} only");
+        }
+        let listener = match tokio::net::TcpListener::bind((addr.as_str(), settings.port)).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("failed to listen on TCP port {}: {e}", settings.port);
+                return 71;
+            }
+        };
+        tracing::info!(
+            "listening on {}",
+            listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default()
+        );
+        let engine = Arc::new(engine_for(&settings));
+        let shared = Shared::new(engine, settings);
+        run(listener, shared, shutdown_signal()).await;
+        0
+    });
+    std::process::exit(code);
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("signal received, shutting down");
+}

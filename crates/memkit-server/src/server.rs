@@ -1,0 +1,167 @@
+//! The listener: shared state, the accept loop, the connection limit, shutdown.
+//!
+//! [`run`] takes a bound listener and a shutdown future (mini-redis's shape), so tests bind
+//! port 0 and stop the server by resolving the future: no fixed ports, no sleeps.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use memkit_engine::Engine;
+use memkit_protocol::Limits;
+use parking_lot::Mutex;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+use crate::config::Settings;
+use crate::watch::Watchers;
+
+/// Server-level counters (the engine keeps the item counters).
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub curr_connections: AtomicU64,
+    pub total_connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub cmd_meta: AtomicU64,
+}
+
+impl Counters {
+    /// `stats reset`: counters to zero, gauges kept.
+    pub fn reset(&self) {
+        for c in [
+            &self.total_connections,
+            &self.rejected_connections,
+            &self.bytes_read,
+            &self.bytes_written,
+            &self.cmd_meta,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What `stats conns` shows of a connection.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub state: &'static str,
+    pub last_cmd: Instant,
+}
+
+/// Everything connections share.
+#[derive(Debug)]
+pub struct Shared {
+    pub engine: Arc<Engine>,
+    pub settings: Settings,
+    pub limits: Limits,
+    pub started: Instant,
+    pub counters: Counters,
+    pub verbosity: AtomicU8,
+    pub conns: Mutex<HashMap<u64, ConnInfo>>,
+    pub watchers: Watchers,
+    pub class_sizes: Vec<u32>,
+    next_conn: AtomicU64,
+    /// Notified by the `shutdown` command.
+    pub shutdown: Notify,
+}
+
+impl Shared {
+    /// State for a server over `engine` with `settings`.
+    pub fn new(engine: Arc<Engine>, settings: Settings) -> Arc<Shared> {
+        let limits = Limits {
+            max_item_size: settings.item_size_max,
+            ..Limits::default()
+        };
+        let class_sizes = engine.stats().classes.iter().map(|c| c.size).collect();
+        Arc::new(Shared {
+            verbosity: AtomicU8::new(settings.verbose),
+            engine,
+            settings,
+            limits,
+            started: Instant::now(),
+            counters: Counters::default(),
+            conns: Mutex::new(HashMap::new()),
+            watchers: Watchers::default(),
+            class_sizes,
+            next_conn: AtomicU64::new(16),
+            shutdown: Notify::new(),
+        })
+    }
+}
+
+/// Serves connections accepted from `listener` until `shutdown` resolves or a client sends
+/// `shutdown` (with `-A`). Then it stops accepting, gives open connections up to two
+/// seconds to finish the requests they have read, and returns.
+pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
+    let reclaimer = tokio::spawn(reclaim_expired(shared.clone()));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = shared.shutdown.notified() => break,
+            accepted = listener.accept() => {
+                let (mut stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Out of file descriptors and the like: memcached backs off and
+                        // keeps going rather than dying.
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                let curr = shared.counters.curr_connections.load(Ordering::Relaxed);
+                if curr as usize >= shared.settings.conn_limit {
+                    shared.counters.rejected_connections.fetch_add(1, Ordering::Relaxed);
+                    // memcached's maxconns_fast: tell the client, then close.
+                    tokio::spawn(async move {
+                        let _ = stream.write_all(b"ERROR Too many open connections\r\n").await;
+                    });
+                    continue;
+                }
+                let _ = stream.set_nodelay(true);
+                let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+                shared.counters.curr_connections.fetch_add(1, Ordering::Relaxed);
+                shared.counters.total_connections.fetch_add(1, Ordering::Relaxed);
+                let local = stream.local_addr().unwrap_or(peer);
+                shared.conns.lock().insert(
+                    id,
+                    ConnInfo { peer, local, state: "conn_parse_cmd", last_cmd: Instant::now() },
+                );
+                let sh = shared.clone();
+                let stop = stop_rx.clone();
+                tokio::spawn(async move {
+                    crate::connection::serve(stream, sh.clone(), id, stop).await;
+                    sh.conns.lock().remove(&id);
+                    sh.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
+                });
+            }
+        }
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    reclaimer.abort();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while shared.counters.curr_connections.load(Ordering::Relaxed) > 0 && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Proactive reclamation of expired items: a bounded walk every second.
+async fn reclaim_expired(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let engine = shared.engine.clone();
+        let _ = tokio::task::spawn_blocking(move || engine.reclaim_expired(16)).await;
+    }
+}
