@@ -1,0 +1,374 @@
+//! memkitd end to end, in-process: listener on port 0, shutdown by future, raw sockets.
+//! Byte-exact comparison with real memcached lives in tests/interop (Python, run by .ci/run).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use memkit_server::{Args, Settings, Shared};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::timeout;
+
+struct Server {
+    addr: std::net::SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    async fn start(args: &[&str]) -> Server {
+        let mut argv = vec!["memkitd"];
+        argv.extend_from_slice(args);
+        let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(argv));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shared = Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(memkit_server::run(listener, shared.clone(), async move {
+            let _ = rx.await;
+        }));
+        Server {
+            addr,
+            stop: Some(tx),
+            task,
+            shared,
+        }
+    }
+
+    async fn conn(&self) -> Conn {
+        Conn(TcpStream::connect(self.addr).await.unwrap())
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        timeout(Duration::from_secs(5), self.task)
+            .await
+            .expect("server stops")
+            .unwrap();
+    }
+}
+
+struct Conn(TcpStream);
+
+impl Conn {
+    async fn send(&mut self, b: &[u8]) {
+        self.0.write_all(b).await.unwrap();
+    }
+
+    /// Reads until the reply ends with `end` (or fails the test after 5 s).
+    async fn until(&mut self, end: &[u8]) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 65536];
+        timeout(Duration::from_secs(5), async {
+            while !buf.ends_with(end) {
+                let n = self.0.read(&mut chunk).await.unwrap();
+                assert!(
+                    n > 0,
+                    "closed early; got {:?}",
+                    String::from_utf8_lossy(&buf)
+                );
+                buf.extend_from_slice(&chunk[..n]);
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("timed out; got {:?}", String::from_utf8_lossy(&buf)));
+        buf
+    }
+
+    async fn ask(&mut self, req: &[u8], end: &[u8]) -> String {
+        self.send(req).await;
+        String::from_utf8_lossy(&self.until(end).await).into_owned()
+    }
+
+    /// Whether the server closes the connection within 5 s.
+    async fn closed(&mut self) -> bool {
+        let mut chunk = [0u8; 1024];
+        let r = timeout(Duration::from_secs(5), async {
+            loop {
+                match self.0.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return true,
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        r.unwrap_or(false)
+    }
+}
+
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order() {
+    let s = Server::start(&[]).await;
+    let mut c = s.conn().await;
+    let mut req = Vec::new();
+    let mut want = String::new();
+    for i in 0..200 {
+        req.extend_from_slice(
+            format!("set k{i} {i} 0 {}\r\nv{i}\r\n", format!("v{i}").len()).as_bytes(),
+        );
+        want.push_str("STORED\r\n");
+    }
+    for i in 0..200 {
+        req.extend_from_slice(format!("get k{i}\r\n").as_bytes());
+        want.push_str(&format!(
+            "VALUE k{i} {i} {}\r\nv{i}\r\nEND\r\n",
+            format!("v{i}").len()
+        ));
+    }
+    req.extend_from_slice(b"mn\r\n");
+    want.push_str("MN\r\n");
+    assert_eq!(c.ask(&req, b"MN\r\n").await, want);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_large_multi_get_returns_every_key() {
+    let s = Server::start(&[]).await;
+    let mut c = s.conn().await;
+    let mut req = Vec::new();
+    for i in 0..1000 {
+        req.extend_from_slice(format!("set key:{i:04} 0 0 4\r\n{i:04}\r\n").as_bytes());
+    }
+    c.send(&req).await;
+    c.until(&b"STORED\r\n".repeat(1000)).await;
+    let keys: Vec<String> = (0..1000).map(|i| format!("key:{i:04}")).collect();
+    let line = format!("get {} missing\r\n", keys.join(" "));
+    assert!(
+        line.len() > 2048,
+        "longer than memcached's line guard, as multi-gets may be"
+    );
+    let reply = c.ask(line.as_bytes(), b"END\r\n").await;
+    assert_eq!(reply.matches("VALUE ").count(), 1000);
+    assert!(reply.contains("VALUE key:0999 0 4\r\n0999\r\n"));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn bad_input_gets_memcached_errors_and_the_connection_goes_on() {
+    let s = Server::start(&[]).await;
+    let mut c = s.conn().await;
+    let mut neighbour = s.conn().await;
+    let reply = c
+        .ask(b"bogus\r\nset k 0 0 2\r\nabcd\r\nincr\r\nmn\r\n", b"MN\r\n")
+        .await;
+    assert_eq!(
+        reply,
+        "ERROR\r\nCLIENT_ERROR bad data chunk\r\nERROR\r\nERROR\r\nMN\r\n"
+    );
+    // A value over -I is refused and its data swallowed, even when it arrives later.
+    c.send(b"set big 0 0 2000000\r\n").await;
+    c.send(&vec![b'x'; 1_000_000]).await;
+    c.send(&vec![b'x'; 1_000_000]).await;
+    let reply = c.ask(b"\r\nget big\r\n", b"END\r\n").await;
+    assert_eq!(reply, "SERVER_ERROR object too large for cache\r\nEND\r\n");
+    assert_eq!(
+        neighbour.ask(b"version\r\n", b"\r\n").await,
+        format!("{}\r\n", memkit_server::VERSION_LINE)
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_huge_line_without_newline_closes_only_that_connection() {
+    let s = Server::start(&[]).await;
+    let mut c = s.conn().await;
+    let mut other = s.conn().await;
+    c.send(&vec![b'a'; 10_000]).await;
+    assert!(c.closed().await);
+    assert_eq!(other.ask(b"mn\r\n", b"MN\r\n").await, "MN\r\n");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_connection_limit_is_enforced_like_memcached() {
+    let s = Server::start(&["-c", "2"]).await;
+    let mut a = s.conn().await;
+    let mut b = s.conn().await;
+    assert_eq!(a.ask(b"mn\r\n", b"MN\r\n").await, "MN\r\n");
+    assert_eq!(b.ask(b"mn\r\n", b"MN\r\n").await, "MN\r\n");
+    let mut c = s.conn().await;
+    assert_eq!(
+        c.until(b"\r\n").await,
+        b"ERROR Too many open connections\r\n"
+    );
+    assert!(c.closed().await);
+    drop(a);
+    // Once a slot frees, new connections are served again.
+    let mut ok = false;
+    for _ in 0..100 {
+        let mut d = s.conn().await;
+        d.send(b"mn\r\n").await;
+        if d.until(b"\r\n").await == b"MN\r\n" {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ok);
+    let stats = b.ask(b"stats\r\n", b"END\r\n").await;
+    assert!(stats.contains("STAT rejected_connections "), "{stats}");
+    assert!(!stats.contains("STAT rejected_connections 0\r"), "{stats}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn idle_connections_are_closed_after_the_idle_timeout() {
+    let s = Server::start(&["-o", "idle_timeout=1"]).await;
+    let mut c = s.conn().await;
+    assert_eq!(c.ask(b"mn\r\n", b"MN\r\n").await, "MN\r\n");
+    assert!(c.closed().await, "an idle connection is closed");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_needs_dash_a_and_then_stops_the_server() {
+    let s = Server::start(&[]).await;
+    let mut c = s.conn().await;
+    assert_eq!(
+        c.ask(b"shutdown\r\n", b"\r\n").await,
+        "ERROR: shutdown not enabled\r\n"
+    );
+    s.stop().await;
+
+    let s = Server::start(&["-A"]).await;
+    let mut c = s.conn().await;
+    c.send(b"shutdown\r\n").await;
+    assert!(c.closed().await);
+    timeout(Duration::from_secs(5), s.task)
+        .await
+        .expect("server stopped by the command")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn graceful_shutdown_answers_requests_already_sent() {
+    let s = Server::start(&[]).await;
+    let mut c = s.conn().await;
+    assert_eq!(c.ask(b"set a 0 0 1\r\n1\r\n", b"\r\n").await, "STORED\r\n");
+    c.send(b"get a\r\n").await;
+    let reply = c.until(b"END\r\n").await;
+    assert_eq!(reply, b"VALUE a 0 1\r\n1\r\nEND\r\n");
+    s.stop().await;
+    assert!(c.closed().await, "connections are closed at shutdown");
+}
+
+#[tokio::test]
+async fn stats_subcommands_and_metadump() {
+    let s = Server::start(&[]).await;
+    let mut c = s.conn().await;
+    c.ask(
+        b"set alpha 1 0 5\r\nhello\r\nset beta 0 100 3\r\nabc\r\nget alpha nope\r\n",
+        b"END\r\n",
+    )
+    .await;
+    let general = c.ask(b"stats\r\n", b"END\r\n").await;
+    for needle in [
+        "STAT curr_items 2\r",
+        "STAT get_hits 1\r",
+        "STAT get_misses 1\r",
+        "STAT cmd_set 2\r",
+        "STAT limit_maxbytes 67108864\r",
+    ] {
+        assert!(general.contains(needle), "{needle} missing in {general}");
+    }
+    let settings = c.ask(b"stats settings\r\n", b"END\r\n").await;
+    assert!(
+        settings.contains("STAT item_size_max 1048576\r")
+            && settings.contains("STAT evictions on\r")
+    );
+    let items = c.ask(b"stats items\r\n", b"END\r\n").await;
+    assert!(items.contains(":number 2\r"), "{items}");
+    let slabs = c.ask(b"stats slabs\r\n", b"END\r\n").await;
+    assert!(
+        slabs.contains(":chunk_size 96\r") && slabs.contains("STAT active_slabs 1\r"),
+        "{slabs}"
+    );
+    let sizes = c.ask(b"stats sizes\r\n", b"END\r\n").await;
+    assert!(sizes.contains("STAT sizes_status enabled\r"));
+    let conns = c.ask(b"stats conns\r\n", b"END\r\n").await;
+    assert!(conns.contains(":addr tcp:127.0.0.1:"), "{conns}");
+    let dump = c.ask(b"lru_crawler metadump all\r\n", b"END\r\n").await;
+    assert!(dump.contains("key=alpha exp=-1 "), "{dump}");
+    assert!(
+        dump.contains("key=beta exp=") && !dump.contains("key=beta exp=-1"),
+        "{dump}"
+    );
+    assert_eq!(c.ask(b"stats reset\r\n", b"\r\n").await, "RESET\r\n");
+    let after = c.ask(b"stats\r\n", b"END\r\n").await;
+    assert!(
+        after.contains("STAT get_hits 0\r") && after.contains("STAT curr_items 2\r"),
+        "{after}"
+    );
+    assert_eq!(c.ask(b"stats nonsense\r\n", b"\r\n").await, "ERROR\r\n");
+    assert_eq!(c.ask(b"cache_memlimit 128\r\n", b"\r\n").await, "OK\r\n");
+    assert!(
+        c.ask(b"stats\r\n", b"END\r\n")
+            .await
+            .contains("STAT limit_maxbytes 134217728\r")
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn watch_streams_fetches_and_mutations() {
+    let s = Server::start(&[]).await;
+    let mut w = s.conn().await;
+    assert_eq!(
+        w.ask(b"watch fetchers mutations\r\n", b"OK\r\n").await,
+        "OK\r\n"
+    );
+    let mut c = s.conn().await;
+    // The subscription is registered when the watcher's OK is written; keep sending until
+    // the events show up rather than sleeping a guessed amount.
+    let mut seen = String::new();
+    for _ in 0..50 {
+        c.ask(b"set wkey 0 0 1\r\nx\r\nget wkey\r\n", b"END\r\n")
+            .await;
+        let mut chunk = [0u8; 4096];
+        if let Ok(Ok(n)) = timeout(Duration::from_millis(100), w.0.read(&mut chunk)).await {
+            seen.push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+        if seen.contains("type=item_get key=wkey status=found")
+            && seen.contains("type=item_store key=wkey status=stored")
+        {
+            break;
+        }
+    }
+    assert!(
+        seen.contains("type=item_get key=wkey status=found"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("type=item_store key=wkey status=stored"),
+        "{seen}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_clients_increment_exactly() {
+    let s = Server::start(&["-t", "2"]).await;
+    let mut c = s.conn().await;
+    c.ask(b"set ctr 0 0 1\r\n0\r\n", b"\r\n").await;
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let mut conn = s.conn().await;
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..250 {
+                conn.ask(b"incr ctr 1\r\n", b"\r\n").await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        c.ask(b"get ctr\r\n", b"END\r\n").await,
+        "VALUE ctr 0 4\r\n2000\r\nEND\r\n"
+    );
+    assert_eq!(s.shared.engine.stats().counters.incr_hits, 2000);
+    s.stop().await;
+}
