@@ -54,6 +54,7 @@ impl Shard {
         new_entry: bool,
         now: u32,
     ) -> Result<()> {
+        self.reserved = 0;
         if new_entry && self.index.len() == self.index.capacity() {
             let want = table_bytes(self.index.capacity() + 1);
             self.reclaim(want.saturating_sub(self.index_bytes), now)?;
@@ -68,6 +69,13 @@ impl Shard {
             self.mapped = self.mapped + now_bytes - self.index_bytes;
             self.index_bytes = now_bytes;
         }
+        // The large block's budget first: freeing it may have to evict the small head
+        // itself (when every stub lives there), which the head step below then replaces.
+        if large > 0 {
+            let pages = large.next_multiple_of(PAGE);
+            self.reclaim(pages, now)?;
+            self.reserved = pages;
+        }
         let head_fits = self
             .small_head
             .is_some_and(|s| self.segs[s as usize].free_space() >= len);
@@ -79,9 +87,6 @@ impl Shard {
             let seq = self.seq_value();
             self.segs[s as usize].reset(seq, now);
             self.small_head = Some(s);
-        }
-        if large > 0 {
-            self.reclaim(large.next_multiple_of(PAGE), now)?;
         }
         Ok(())
     }
@@ -97,7 +102,7 @@ impl Shard {
     /// Frees budget until `bytes` more fit: gives back empty segments first, then evicts.
     fn reclaim(&mut self, bytes: usize, now: u32) -> Result<()> {
         let mut rounds = self.eviction_rounds();
-        while self.mapped + bytes > self.cfg.budget {
+        while self.mapped + self.reserved + bytes > self.cfg.budget {
             if let Some(s) = self.free.pop() {
                 self.segs[s as usize].unmap();
                 self.unmapped.push(s);
@@ -145,7 +150,7 @@ impl Shard {
         if let Some(s) = self.free.pop() {
             return Some(s);
         }
-        if self.mapped + self.cfg.seg_size > limit {
+        if self.mapped + self.reserved + self.cfg.seg_size > limit {
             return None;
         }
         let s = match self.unmapped.pop() {
@@ -180,6 +185,14 @@ impl Shard {
             // Nothing sealed: the heads are all there is, seal them and go round again.
             if let Some(m) = self.main_head.take() {
                 self.main.push_back(m);
+                return self.evict_one(now);
+            }
+            if let Some(h) = self
+                .small_head
+                .filter(|&h| self.segs[h as usize].write_pos > 0)
+            {
+                self.small_head = None;
+                self.small.push_back(h);
                 return self.evict_one(now);
             }
             self.stats.store_no_memory += 1;
@@ -315,6 +328,7 @@ impl Shard {
         block[..parts[0].len()].copy_from_slice(parts[0]);
         block[parts[0].len()..len].copy_from_slice(parts[1]);
         self.mapped += size;
+        self.reserved = 0;
         Ok(match self.large_free.pop() {
             Some(h) => {
                 self.large[h as usize] = Some(block);

@@ -127,6 +127,8 @@ pub(crate) struct Shard {
     /// Bytes held from the OS: mapped segments, large blocks, index.
     pub(crate) mapped: usize,
     pub(crate) index_bytes: usize,
+    /// Budget set aside by `make_room` for a large block about to be allocated.
+    pub(crate) reserved: usize,
     seq: u64,
     flush_seq: u64,
     flush_at: Option<u32>,
@@ -179,6 +181,7 @@ impl Shard {
             large_free: Vec::new(),
             mapped: 0,
             index_bytes: 0,
+            reserved: 0,
             seq: 0,
             flush_seq: 0,
             flush_at: None,
