@@ -60,6 +60,38 @@ impl EngineConfig {
     }
 }
 
+/// What an eviction reports to the hook.
+#[derive(Debug, Clone, Copy)]
+pub struct Evicted<'a> {
+    /// The key.
+    pub key: &'a [u8],
+    /// Whether it was ever read.
+    pub fetched: bool,
+    /// Remaining TTL in seconds; `None` for never.
+    pub ttl: Option<u32>,
+    /// Seconds since its segment was written (an upper bound of its age).
+    pub age: u32,
+    /// Stored size.
+    pub size: usize,
+}
+
+/// A callback run for every evicted item, inside the shard lock: keep it cheap and never
+/// call back into the engine.
+#[derive(Clone)]
+pub struct EvictHook(Arc<dyn Fn(&Evicted<'_>) + Send + Sync>);
+
+impl EvictHook {
+    pub(crate) fn call(&self, e: &Evicted<'_>) {
+        (self.0)(e)
+    }
+}
+
+impl std::fmt::Debug for EvictHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EvictHook")
+    }
+}
+
 /// Padded so that two shards' locks never share a cache line.
 #[repr(align(128))]
 #[derive(Debug)]
@@ -78,6 +110,7 @@ pub struct Engine {
     item_size_max: usize,
     memory_limit: std::sync::atomic::AtomicUsize,
     seg_size: usize,
+    evict_hook: Arc<std::sync::OnceLock<EvictHook>>,
 }
 
 impl Engine {
@@ -105,6 +138,7 @@ impl Engine {
             evict: cfg.evict,
             class_sizes,
             item_size_max: cfg.item_size_max,
+            evict_hook: Arc::default(),
         };
         let shards_vec: Vec<Padded> = (0..shards)
             .map(|i| {
@@ -117,6 +151,7 @@ impl Engine {
             })
             .collect();
         Engine {
+            evict_hook: shard_cfg.evict_hook.clone(),
             shards: shards_vec.into_boxed_slice(),
             shard_mask: (shards - 1) as u64,
             hasher,
@@ -334,6 +369,11 @@ impl Engine {
                 })
             });
         }
+    }
+
+    /// Installs the eviction callback (once; later calls are ignored and return `false`).
+    pub fn set_evict_hook(&self, hook: impl Fn(&Evicted<'_>) + Send + Sync + 'static) -> bool {
+        self.evict_hook.set(EvictHook(Arc::new(hook))).is_ok()
     }
 
     /// Zeroes the counters (`stats reset`); gauges such as `curr_items` and `bytes` stay.

@@ -252,6 +252,16 @@ impl Shard {
             if !self.cfg.evict {
                 return Err(Error::OutOfMemory);
             }
+            if let Some(hook) = self.cfg.evict_hook.get() {
+                let seg = &self.segs[s as usize];
+                hook.call(&crate::engine::Evicted {
+                    key: &key[..klen],
+                    fetched: at.header.bits & crate::segment::FETCHED != 0,
+                    ttl: (at.header.exptime != 0).then(|| at.header.exptime.saturating_sub(now)),
+                    age: now.saturating_sub(seg.created),
+                    size: at.header.logical_len(),
+                });
+            }
             self.unlink(h, e, &at, false);
             self.stats.evictions += 1;
             let class = class_of(&self.cfg.class_sizes, at.header.logical_len());

@@ -31,6 +31,6 @@ mod shard;
 pub mod stats;
 
 pub use embedded::Embedded;
-pub use engine::{Engine, EngineConfig, ItemMeta};
+pub use engine::{Engine, EngineConfig, EvictHook, Evicted, ItemMeta};
 pub use shard::ItemView;
 pub use stats::{ClassStats, Counters, EngineStats};

@@ -38,6 +38,8 @@ pub(crate) struct ShardConfig {
     pub class_sizes: std::sync::Arc<[u32]>,
     /// `-I`, applied with memcached's formula (see `Engine::item_fits`).
     pub item_size_max: usize,
+    /// Told about each eviction, if set (memkitd's `watch evictions`).
+    pub evict_hook: std::sync::Arc<std::sync::OnceLock<crate::engine::EvictHook>>,
 }
 
 /// The times a write needs, already in engine seconds: the item's expiry (`T`), the vivify

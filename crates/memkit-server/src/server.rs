@@ -80,7 +80,7 @@ impl Shared {
             ..Limits::default()
         };
         let class_sizes = engine.stats().classes.iter().map(|c| c.size).collect();
-        Arc::new(Shared {
+        let shared = Arc::new(Shared {
             verbosity: AtomicU8::new(settings.verbose),
             engine,
             settings,
@@ -92,7 +92,18 @@ impl Shared {
             class_sizes,
             next_conn: AtomicU64::new(16),
             shutdown: Notify::new(),
-        })
+        });
+        // Evictions happen inside the engine; `watch evictions` hears of them through this
+        // hook, which costs one upgrade and one relaxed load while nobody watches.
+        let weak = Arc::downgrade(&shared);
+        shared.engine.set_evict_hook(move |ev| {
+            if let Some(sh) = weak.upgrade()
+                && sh.watchers.watching(crate::watch::EVICTIONS)
+            {
+                crate::watch::emit(&sh, || crate::watch::Event::eviction(ev));
+            }
+        });
+        shared
     }
 }
 

@@ -67,6 +67,24 @@ impl Event {
     }
 }
 
+impl Event {
+    /// An eviction, in memcached's `type=eviction` format.
+    pub fn eviction(e: &memkit_engine::Evicted<'_>) -> Event {
+        let line = format!(
+            "type=eviction key={} fetch={} ttl={} la={} clsid=0 size={}",
+            uriencode(e.key),
+            if e.fetched { "yes" } else { "no" },
+            e.ttl.map_or(-1, i64::from),
+            e.age,
+            e.size
+        );
+        Event {
+            kind: EVICTIONS,
+            line,
+        }
+    }
+}
+
 /// The watchers of one server.
 #[derive(Debug)]
 pub struct Watchers {
@@ -106,6 +124,11 @@ pub struct Subscription<'a> {
 }
 
 impl Watchers {
+    /// Whether anyone watches events of `kind`.
+    pub fn watching(&self, kind: u8) -> bool {
+        self.mask.load(Ordering::Relaxed) & kind != 0
+    }
+
     /// Subscribes to the kinds in `mask`.
     pub fn subscribe(&self, mask: u8) -> Subscription<'_> {
         let rx = self.tx.subscribe();

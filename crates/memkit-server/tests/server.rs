@@ -372,3 +372,36 @@ async fn concurrent_clients_increment_exactly() {
     assert_eq!(s.shared.engine.stats().counters.incr_hits, 2000);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn watch_evictions_reports_evicted_keys() {
+    let s = Server::start(&["-m", "8"]).await;
+    let mut w = s.conn().await;
+    assert_eq!(w.ask(b"watch evictions\r\n", b"OK\r\n").await, "OK\r\n");
+    let mut c = s.conn().await;
+    let value = vec![b'v'; 1000];
+    let mut seen = String::new();
+    let mut i = 0u32;
+    // Fill well past 8 MiB until the watcher hears of an eviction.
+    while !seen.contains("type=eviction key=fill") && i < 100_000 {
+        let mut batch = Vec::new();
+        for _ in 0..500 {
+            batch.extend_from_slice(format!("set fill{i} 0 0 1000 noreply\r\n").as_bytes());
+            batch.extend_from_slice(&value);
+            batch.extend_from_slice(b"\r\n");
+            i += 1;
+        }
+        batch.extend_from_slice(b"mn\r\n");
+        c.ask(&batch, b"MN\r\n").await;
+        let mut chunk = [0u8; 65536];
+        if let Ok(Ok(n)) = timeout(Duration::from_millis(50), w.0.read(&mut chunk)).await {
+            seen.push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+    }
+    assert!(
+        seen.contains("type=eviction key=fill"),
+        "no eviction seen after {i} sets"
+    );
+    assert!(seen.contains(" fetch=no "), "{seen}");
+    s.stop().await;
+}
