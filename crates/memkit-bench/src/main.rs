@@ -1,0 +1,73 @@
+//! `memkit-bench`: command-line front of the [`memkit_bench`] library.
+//!
+//! Subcommands:
+//! - `engine`: the embedded engine against moka and LRU baselines (see
+//!   [`memkit_bench::engine_bench`]); prints markdown to stdout, progress to stderr.
+//! - (later) `server`: memkitd against memcached over the network.
+
+use clap::{Args, Parser, Subcommand};
+use memkit_bench::engine_bench::{self, EngineBenchConfig, Part};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "memkit-bench",
+    about = "memkit benchmarks, printed as markdown tables"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// The embedded engine vs moka and LRU: throughput, hit ratio, per-item overhead.
+    Engine(EngineArgs),
+}
+
+#[derive(Debug, Args)]
+struct EngineArgs {
+    /// Smoke-run sizes: 0.5 s per throughput cell, a 10x smaller hit-ratio trace.
+    #[arg(long)]
+    quick: bool,
+    /// Seconds per throughput cell (overrides the default of 3, or 0.5 with --quick).
+    #[arg(long)]
+    secs: Option<f64>,
+    /// Parts to run (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Part>,
+    /// Thread counts for the throughput part.
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Seed of every random choice.
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Engine(a) => {
+            let mut cfg = if a.quick {
+                EngineBenchConfig::quick()
+            } else {
+                EngineBenchConfig::full()
+            };
+            if let Some(s) = a.secs {
+                cfg.cell = std::time::Duration::from_secs_f64(s);
+            }
+            if !a.threads.is_empty() {
+                cfg.threads = a.threads;
+            }
+            if let Some(s) = a.seed {
+                cfg.seed = s;
+            }
+            let parts = if a.only.is_empty() {
+                vec![Part::Throughput, Part::HitRatio, Part::Overhead]
+            } else {
+                a.only
+            };
+            let report = engine_bench::run(&cfg, &parts, &mut |line| eprintln!("# {line}"));
+            print!("{}", report.to_markdown());
+        }
+    }
+}
