@@ -513,7 +513,7 @@ impl Shard {
         {
             win = true;
         }
-        if stale && !win_taken {
+        if stale && !win_taken && !opts.classic {
             win = true;
         }
         let mut bits = hdr.bits;

@@ -176,7 +176,10 @@ pub fn write_meta(
                 out.extend_from_slice(b" O");
                 out.extend_from_slice(flags.opaque.unwrap_or_default());
             }
-            (b'k', ..) => write_key(out, key, flags.base64),
+            // A hit on mg echoes the key the way the *item* was stored; every other reply
+            // echoes it the way the request sent it.
+            (b'k', MetaCmd::Get, Some(_)) => write_key(out, key, flags.base64, true),
+            (b'k', ..) => write_key(out, key, flags.base64, false),
             (b'c', MetaCmd::Get | MetaCmd::Arith, Some(i)) => {
                 out.extend_from_slice(b" c");
                 write_u64(out, i.cas);
@@ -238,10 +241,18 @@ pub fn write_meta_value(
     }
 }
 
-/// memcached's `META_KEY`: ` k<key>`, a binary key re-encoded from its decoded bytes plus ` b`.
-fn write_key(out: &mut Vec<u8>, key: &[u8], base64: bool) {
+/// memcached's `META_KEY`: ` k<key>`, or for a binary key its base64 form plus ` b`.
+///
+/// For an mg hit (`from_item`) memcached decides by a flag on the *item* (was it stored with
+/// a binary key?), so a key stored as text and read with `b` comes back raw. memkit keeps no
+/// such flag; it re-encodes exactly the keys that could not be sent raw (bytes the text
+/// protocol cannot carry), which agrees with memcached except for a printable key stored
+/// through `b` (raw here, base64 there).
+fn write_key(out: &mut Vec<u8>, key: &[u8], base64: bool, from_item: bool) {
     out.extend_from_slice(b" k");
-    match crate::request::meta_key(key, base64).filter(|_| base64) {
+    let binary =
+        |k: &crate::request::KeyBuf| !from_item || k.iter().any(|&b| b <= b' ' || b >= 0x7f);
+    match crate::request::meta_key(key, base64).filter(|k| base64 && binary(k)) {
         Some(bin) => {
             crate::base64::encode_into(&bin, out);
             out.extend_from_slice(b" b");

@@ -44,6 +44,7 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
         Request::Get { cas, touch, keys } => {
             let opts = GetOptions {
                 touch: touch.map(|t| Exptime(t.into())),
+                classic: true,
                 ..Default::default()
             };
             for key in keys.iter() {
@@ -277,6 +278,7 @@ fn meta_get(sh: &Shared, key: &[u8], f: &MetaFlags<'_>, conn_id: u64, out: &mut 
         meta: true,
         no_bump: f.no_bump,
         new_cas: f.new_cas,
+        classic: false,
     };
     let r = sh.engine.get_view(&k, &opts, |v| {
         let meta = meta_of(&v);

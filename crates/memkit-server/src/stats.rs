@@ -58,103 +58,133 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
     let c = &e.counters;
     let now = memkit_types::Clock::now_secs(&**sh.engine.clock());
     let (user, sys) = rusage();
-    let s = |out: &mut Vec<u8>, k: &str, v: u64| write_stat_u64(out, k, v);
-    s(out, "pid", u64::from(std::process::id()));
-    s(out, "uptime", sh.started.elapsed().as_secs());
-    s(out, "time", now);
-    write_stat(out, "version", crate::VERSION.as_bytes());
-    write_stat(out, "libevent", b"tokio");
-    s(out, "pointer_size", 64);
-    write_stat(out, "rusage_user", format!("{user:.6}").as_bytes());
-    write_stat(out, "rusage_system", format!("{sys:.6}").as_bytes());
-    s(out, "max_connections", sh.settings.conn_limit as u64);
-    s(
-        out,
-        "curr_connections",
-        sh.counters.curr_connections.load(Relaxed),
-    );
-    s(
-        out,
-        "total_connections",
-        sh.counters.total_connections.load(Relaxed),
-    );
-    s(
-        out,
-        "rejected_connections",
-        sh.counters.rejected_connections.load(Relaxed),
-    );
-    s(
-        out,
-        "connection_structures",
-        sh.counters.curr_connections.load(Relaxed),
-    );
-    s(out, "cmd_get", c.cmd_get);
-    s(out, "cmd_set", c.cmd_set);
-    s(out, "cmd_flush", c.cmd_flush);
-    s(out, "cmd_touch", c.cmd_touch);
-    s(out, "cmd_meta", sh.counters.cmd_meta.load(Relaxed));
-    for (k, v) in [
-        ("get_hits", c.get_hits),
-        ("get_misses", c.get_misses),
-        ("get_expired", c.get_expired),
-        ("get_flushed", c.get_flushed),
-        ("delete_misses", c.delete_misses),
-        ("delete_hits", c.delete_hits),
-        ("incr_misses", c.incr_misses),
-        ("incr_hits", c.incr_hits),
-        ("decr_misses", c.decr_misses),
-        ("decr_hits", c.decr_hits),
-        ("cas_misses", c.cas_misses),
-        ("cas_hits", c.cas_hits),
-        ("cas_badval", c.cas_badval),
-        ("touch_hits", c.touch_hits),
-        ("touch_misses", c.touch_misses),
-        ("store_too_large", c.store_too_large),
-        ("store_no_memory", c.store_no_memory),
-        ("auth_cmds", 0),
-        ("auth_errors", 0),
-    ] {
-        s(out, k, v);
-    }
-    s(out, "bytes_read", sh.counters.bytes_read.load(Relaxed));
-    s(
-        out,
-        "bytes_written",
-        sh.counters.bytes_written.load(Relaxed),
-    );
-    s(out, "limit_maxbytes", e.limit_maxbytes);
-    s(out, "accepting_conns", 1);
-    s(out, "threads", sh.settings.threads as u64);
-    s(out, "hash_bytes", e.index_bytes);
-    s(out, "hash_is_expanding", 0);
-    for (k, v) in [
-        ("evictions", c.evictions),
-        ("reclaimed", c.reclaimed),
-        ("curr_items", c.curr_items),
-        ("total_items", c.total_items),
-        ("expired_unfetched", c.expired_unfetched),
-        ("evicted_unfetched", c.evicted_unfetched),
-        ("evicted_active", 0),
-        ("bytes", c.bytes),
+    let conns = sh.counters.curr_connections.load(Relaxed);
+    let n = |v: u64| v.to_string();
+    // memcached 1.6.18's names, in its order. Fields about machinery memkitd does not have
+    // (slab rebalancing, LRU maintainer, extstore, NAPI) are reported as 0.
+    let rows: Vec<(&str, String)> = vec![
+        ("pid", n(u64::from(std::process::id()))),
+        ("uptime", n(sh.started.elapsed().as_secs())),
+        ("time", n(now)),
+        ("version", crate::VERSION.into()),
+        ("libevent", "tokio".into()),
+        ("pointer_size", "64".into()),
+        ("rusage_user", format!("{user:.6}")),
+        ("rusage_system", format!("{sys:.6}")),
+        ("max_connections", n(sh.settings.conn_limit as u64)),
+        ("curr_connections", n(conns)),
+        (
+            "total_connections",
+            n(sh.counters.total_connections.load(Relaxed)),
+        ),
+        (
+            "rejected_connections",
+            n(sh.counters.rejected_connections.load(Relaxed)),
+        ),
+        ("connection_structures", n(conns)),
+        ("response_obj_oom", "0".into()),
+        ("response_obj_count", n(conns)),
+        ("response_obj_bytes", "0".into()),
+        ("read_buf_count", n(conns)),
+        ("read_buf_bytes", "0".into()),
+        ("read_buf_bytes_free", "0".into()),
+        ("read_buf_oom", "0".into()),
+        ("reserved_fds", "20".into()),
+        ("cmd_get", n(c.cmd_get)),
+        ("cmd_set", n(c.cmd_set)),
+        ("cmd_flush", n(c.cmd_flush)),
+        ("cmd_touch", n(c.cmd_touch)),
+        ("cmd_meta", n(sh.counters.cmd_meta.load(Relaxed))),
+        ("get_hits", n(c.get_hits)),
+        ("get_misses", n(c.get_misses)),
+        ("get_expired", n(c.get_expired)),
+        ("get_flushed", n(c.get_flushed)),
+        ("delete_misses", n(c.delete_misses)),
+        ("delete_hits", n(c.delete_hits)),
+        ("incr_misses", n(c.incr_misses)),
+        ("incr_hits", n(c.incr_hits)),
+        ("decr_misses", n(c.decr_misses)),
+        ("decr_hits", n(c.decr_hits)),
+        ("cas_misses", n(c.cas_misses)),
+        ("cas_hits", n(c.cas_hits)),
+        ("cas_badval", n(c.cas_badval)),
+        ("touch_hits", n(c.touch_hits)),
+        ("touch_misses", n(c.touch_misses)),
+        ("store_too_large", n(c.store_too_large)),
+        ("store_no_memory", n(c.store_no_memory)),
+        ("auth_cmds", "0".into()),
+        ("auth_errors", "0".into()),
+        ("bytes_read", n(sh.counters.bytes_read.load(Relaxed))),
+        ("bytes_written", n(sh.counters.bytes_written.load(Relaxed))),
+        ("limit_maxbytes", n(e.limit_maxbytes)),
+        ("accepting_conns", "1".into()),
+        ("listen_disabled_num", "0".into()),
+        ("time_in_listen_disabled_us", "0".into()),
+        ("threads", n(sh.settings.threads as u64)),
+        ("conn_yields", "0".into()),
+        (
+            "hash_power_level",
+            n(u64::from((e.index_bytes / 9).max(1).ilog2())),
+        ),
+        ("hash_bytes", n(e.index_bytes)),
+        ("hash_is_expanding", "0".into()),
+        ("slab_reassign_rescues", "0".into()),
+        ("slab_reassign_chunk_rescues", "0".into()),
+        ("slab_reassign_evictions_nomem", "0".into()),
+        ("slab_reassign_inline_reclaim", "0".into()),
+        ("slab_reassign_busy_items", "0".into()),
+        ("slab_reassign_busy_deletes", "0".into()),
+        ("slab_reassign_running", "0".into()),
+        ("slabs_moved", "0".into()),
+        ("lru_crawler_running", "0".into()),
+        ("lru_crawler_starts", "0".into()),
+        ("lru_maintainer_juggles", "0".into()),
+        ("malloc_fails", "0".into()),
+        ("log_worker_dropped", "0".into()),
+        ("log_worker_written", "0".into()),
+        ("log_watcher_skipped", "0".into()),
+        ("log_watcher_sent", "0".into()),
+        ("log_watchers", "0".into()),
+        ("unexpected_napi_ids", "0".into()),
+        ("round_robin_fallback", "0".into()),
+        ("bytes", n(c.bytes)),
+        ("curr_items", n(c.curr_items)),
+        ("total_items", n(c.total_items)),
+        ("slab_global_page_pool", "0".into()),
+        ("expired_unfetched", n(c.expired_unfetched)),
+        ("evicted_unfetched", n(c.evicted_unfetched)),
+        ("evicted_active", "0".into()),
+        ("evictions", n(c.evictions)),
+        ("reclaimed", n(c.reclaimed)),
+        ("crawler_reclaimed", "0".into()),
+        ("crawler_items_checked", "0".into()),
+        ("lrutail_reflocked", "0".into()),
+        ("moves_to_cold", "0".into()),
+        ("moves_to_warm", "0".into()),
+        ("moves_within_lru", "0".into()),
+        ("direct_reclaims", "0".into()),
+        ("lru_bumps_dropped", "0".into()),
         // memkit's own: how its memory is held.
-        ("memkit_mapped_bytes", e.mapped_bytes),
-        ("memkit_index_bytes", e.index_bytes),
-        ("memkit_segments", e.segments),
-        ("memkit_segment_size", e.segment_size),
-        ("memkit_shards", e.shards),
-        ("memkit_evict_retained", c.evict_retained),
-    ] {
-        s(out, k, v);
+        ("memkit_mapped_bytes", n(e.mapped_bytes)),
+        ("memkit_index_bytes", n(e.index_bytes)),
+        ("memkit_segments", n(e.segments)),
+        ("memkit_segment_size", n(e.segment_size)),
+        ("memkit_shards", n(e.shards)),
+        ("memkit_evict_retained", n(c.evict_retained)),
+    ];
+    for (k, v) in rows {
+        write_stat(out, k, v.as_bytes());
     }
 }
 
 fn settings(sh: &Shared, out: &mut Vec<u8>) {
     let st = &sh.settings;
     let yes = |b: bool| if b { "yes" } else { "no" };
+    let n = |v: u64| v.to_string();
     let rows: Vec<(&str, String)> = vec![
-        ("maxbytes", sh.engine.stats().limit_maxbytes.to_string()),
-        ("maxconns", st.conn_limit.to_string()),
-        ("tcpport", st.port.to_string()),
+        ("maxbytes", n(sh.engine.stats().limit_maxbytes)),
+        ("maxconns", n(st.conn_limit as u64)),
+        ("tcpport", n(u64::from(st.port))),
         ("udpport", "0".into()),
         ("inter", st.listen.join(",")),
         ("verbosity", sh.verbosity.load(Relaxed).to_string()),
@@ -164,25 +194,70 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
         ("umask", "700".into()),
         ("shutdown_command", yes(st.enable_shutdown).into()),
         ("growth_factor", format!("{:.2}", st.factor)),
-        ("chunk_size", st.min_size.to_string()),
-        ("num_threads", st.threads.to_string()),
-        ("num_threads_per_udp", st.threads.to_string()),
+        ("chunk_size", n(st.min_size as u64)),
+        ("num_threads", n(st.threads as u64)),
+        ("num_threads_per_udp", n(st.threads as u64)),
         ("stat_key_prefix", ":".into()),
         ("detail_enabled", "no".into()),
-        ("reqs_per_event", st.reqs_per_event.to_string()),
+        ("reqs_per_event", n(st.reqs_per_event as u64)),
         ("cas_enabled", "yes".into()),
-        ("tcp_backlog", st.backlog.to_string()),
+        ("tcp_backlog", n(u64::from(st.backlog))),
         ("binding_protocol", "ascii".into()),
         ("auth_enabled_sasl", "no".into()),
         ("auth_enabled_ascii", "no".into()),
-        ("item_size_max", st.item_size_max.to_string()),
+        ("item_size_max", n(st.item_size_max as u64)),
         ("maxconns_fast", "yes".into()),
         ("hashpower_init", "0".into()),
         ("slab_reassign", "no".into()),
         ("slab_automove", "0".into()),
+        ("slab_automove_ratio", "0.80".into()),
+        ("slab_automove_window", "30".into()),
+        ("slab_chunk_max", n((st.item_size_max / 2) as u64)),
         ("lru_crawler", "yes".into()),
-        ("idle_timeout", st.idle_timeout.to_string()),
+        ("lru_crawler_sleep", "100".into()),
+        ("lru_crawler_tocrawl", "0".into()),
+        ("tail_repair_time", "0".into()),
+        ("flush_enabled", "yes".into()),
         ("dump_enabled", yes(st.dumping).into()),
+        ("hash_algorithm", "foldhash".into()),
+        ("lru_maintainer_thread", "no".into()),
+        ("lru_segmented", "no".into()),
+        ("hot_lru_pct", "0".into()),
+        ("warm_lru_pct", "0".into()),
+        ("hot_max_factor", "0.00".into()),
+        ("warm_max_factor", "0.00".into()),
+        ("temp_lru", "no".into()),
+        ("temporary_ttl", "0".into()),
+        ("idle_timeout", n(st.idle_timeout)),
+        ("watcher_logbuf_size", "262144".into()),
+        ("worker_logbuf_size", "65536".into()),
+        ("read_buf_mem_limit", "0".into()),
+        ("track_sizes", "yes".into()),
+        ("inline_ascii_response", "no".into()),
+        ("ext_item_size", "512".into()),
+        ("ext_item_age", "4294967295".into()),
+        ("ext_low_ttl", "0".into()),
+        ("ext_recache_rate", "2000".into()),
+        ("ext_wbuf_size", "4194304".into()),
+        ("ext_compact_under", "0".into()),
+        ("ext_drop_under", "0".into()),
+        ("ext_max_sleep", "1000000".into()),
+        ("ext_max_frag", "0.80".into()),
+        ("slab_automove_freeratio", "0.010".into()),
+        ("ext_drop_unread", "no".into()),
+        ("ssl_enabled", "no".into()),
+        ("ssl_chain_cert", "(null)".into()),
+        ("ssl_key", "(null)".into()),
+        ("ssl_verify_mode", "0".into()),
+        ("ssl_keyformat", "1".into()),
+        ("ssl_ciphers", "NULL".into()),
+        ("ssl_ca_cert", "NULL".into()),
+        ("ssl_wbuf_size", "16384".into()),
+        ("ssl_session_cache", "no".into()),
+        ("ssl_kernel_tls", "no".into()),
+        ("ssl_min_version", "tlsv1.2".into()),
+        ("num_napi_ids", "(null)".into()),
+        ("memory_file", "(null)".into()),
         ("watch_enabled", yes(st.watch).into()),
         ("memkit_eviction_policy", "s3fifo-segments".into()),
     ];
@@ -195,12 +270,15 @@ fn items(sh: &Shared, out: &mut Vec<u8>) {
     let e = sh.engine.stats();
     for (i, c) in e.classes.iter().enumerate().filter(|(_, c)| c.items > 0) {
         let id = i + 1;
+        let age = u64::from(e.oldest_age);
         for (k, v) in [
             ("number", c.items),
             ("number_hot", 0),
             ("number_warm", 0),
             ("number_cold", c.items),
-            ("age", u64::from(e.oldest_age)),
+            ("age_hot", 0),
+            ("age_warm", 0),
+            ("age", age),
             ("mem_requested", c.bytes),
             ("evicted", c.evicted),
             ("evicted_nonzero", 0),
@@ -210,6 +288,18 @@ fn items(sh: &Shared, out: &mut Vec<u8>) {
             ("reclaimed", c.reclaimed),
             ("expired_unfetched", 0),
             ("evicted_unfetched", 0),
+            ("evicted_active", 0),
+            ("crawler_reclaimed", 0),
+            ("crawler_items_checked", 0),
+            ("lrutail_reflocked", 0),
+            ("moves_to_cold", 0),
+            ("moves_to_warm", 0),
+            ("moves_within_lru", 0),
+            ("direct_reclaims", 0),
+            ("hits_to_hot", 0),
+            ("hits_to_warm", 0),
+            ("hits_to_cold", 0),
+            ("hits_to_temp", 0),
         ] {
             write_stat_u64(out, &format!("items:{id}:{k}"), v);
         }
@@ -224,7 +314,8 @@ fn slabs(sh: &Shared, out: &mut Vec<u8>) {
         let id = i + 1;
         let size = u64::from(c.size.max(1));
         // No pages are reserved per class here; a "page" is reported as the 1 MiB memcached
-        // would use, filled as tightly as memkit packs the items.
+        // would use, filled as tightly as memkit packs the items. Per-class command counters
+        // are not kept (the engine counts per shard): they read 0.
         let per_page = (1 << 20) / size;
         let pages = c.bytes.div_ceil(1 << 20);
         for (k, v) in [
@@ -235,7 +326,14 @@ fn slabs(sh: &Shared, out: &mut Vec<u8>) {
             ("used_chunks", c.items),
             ("free_chunks", 0),
             ("free_chunks_end", 0),
-            ("mem_requested", c.bytes),
+            ("get_hits", 0),
+            ("cmd_set", 0),
+            ("delete_hits", 0),
+            ("incr_hits", 0),
+            ("decr_hits", 0),
+            ("cas_hits", 0),
+            ("cas_badval", 0),
+            ("touch_hits", 0),
         ] {
             write_stat_u64(out, &format!("{id}:{k}"), v);
         }

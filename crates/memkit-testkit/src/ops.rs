@@ -186,6 +186,7 @@ fn get_op() -> impl Strategy<Value = Op> {
                 meta,
                 no_bump: no_bump.is_some(),
                 new_cas,
+                classic: false,
             },
         );
     (prop::collection::vec(key(), 1..4), opts).prop_map(|(keys, opts)| Op::Get { keys, opts })

@@ -99,6 +99,10 @@ pub struct GetOptions {
     pub no_bump: bool,
     /// `E`: the CAS value to give an item this read creates (with `vivify`).
     pub new_cas: Option<Cas>,
+    /// A classic text-protocol read (`get`/`gets`/`gat`/`gats`): memcached hands out win
+    /// tokens only to meta reads, so a classic read of a stale item neither wins nor takes
+    /// the token from the next `mg`.
+    pub classic: bool,
 }
 
 impl GetOptions {
