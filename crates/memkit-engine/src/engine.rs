@@ -117,15 +117,22 @@ impl Engine {
     /// Builds an engine. Nothing is allocated up front: segments are mapped as items arrive.
     pub fn new(cfg: EngineConfig) -> Self {
         let budget = cfg.memory_limit.max(1 << 20);
+        // Up to 16 shards of at least 8 MiB each; past 32 GiB more shards, so that no shard
+        // needs more segments than a location can name (4096 of at most 1 MiB).
         let shards = cfg
             .shards
-            .unwrap_or_else(|| (budget / (8 << 20)).clamp(1, 16))
+            .unwrap_or_else(|| {
+                (budget / (8 << 20))
+                    .clamp(1, 16)
+                    .max(budget.div_ceil(2 << 30))
+            })
             .clamp(1, 256)
             .next_power_of_two();
         let per_shard = budget / shards;
         // About 64 segments a shard: evicting one takes back under 2% of it, and the three
         // partly filled segments a shard keeps (two heads, one spare) stay a small share.
-        let seg_size = prev_power_of_two(per_shard / 64).clamp(16 << 10, 1 << 20);
+        let seg_size =
+            prev_power_of_two(per_shard / 64).clamp(16 << 10, crate::shard::MAX_SEGMENT_SIZE);
         let class_sizes: Arc<[u32]> = class_sizes((cfg.item_size_max / 2).max(1024))
             .into_boxed_slice()
             .into();

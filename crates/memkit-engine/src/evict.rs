@@ -23,12 +23,12 @@ use std::hash::BuildHasher;
 use memkit_types::{Error, Result};
 
 use crate::segment::{Header, LargeBlock, Segment, VISITED, read_item, write_item};
-use crate::shard::{Shard, pack, seg_of, tag_of_hash};
+use crate::shard::{Loc, MAX_SEGMENTS, Shard, pack, seg_of};
 use crate::stats::class_of;
 
 const PAGE: usize = 4096;
 
-/// Bytes hashbrown allocates for a table holding `capacity` items: 8 bytes a bucket, one
+/// Bytes hashbrown allocates for a table holding `capacity` items: 4 bytes a bucket, one
 /// control byte a bucket, one group of trailing control bytes.
 pub(crate) fn table_bytes(capacity: usize) -> usize {
     if capacity == 0 {
@@ -40,7 +40,7 @@ pub(crate) fn table_bytes(capacity: usize) -> usize {
         capacity * 8 / 7
     }
     .next_power_of_two();
-    buckets * 9 + 16
+    buckets * 5 + 16
 }
 
 impl Shard {
@@ -156,7 +156,7 @@ impl Shard {
         let s = match self.unmapped.pop() {
             Some(s) => s,
             None => {
-                if self.segs.len() >= (1 << 20) {
+                if self.segs.len() >= MAX_SEGMENTS {
                     return None;
                 }
                 self.segs.push(Segment::unmapped());
@@ -171,8 +171,19 @@ impl Shard {
         Some(s)
     }
 
-    /// Empties the oldest segment of the queue S3-FIFO picks.
+    /// Frees one segment: by compaction when dead bytes are what fills the shard, else by
+    /// S3-FIFO eviction of the oldest segment of the queue it picks.
     pub(crate) fn evict_one(&mut self, now: u32) -> Result<()> {
+        if let Some((in_small, i)) = self.sparse_victim() {
+            let s = if in_small {
+                self.small.remove(i)
+            } else {
+                self.main.remove(i)
+            };
+            if let Some(s) = s {
+                return self.finish_emptying(s, in_small, true, now);
+            }
+        }
         let sealed = self.small.len() + self.main.len();
         let from_small =
             !self.small.is_empty() && (self.main.is_empty() || self.small.len() * 10 > sealed);
@@ -198,7 +209,49 @@ impl Shard {
             self.stats.store_no_memory += 1;
             return Err(Error::OutOfMemory);
         };
-        match self.empty_segment(s, now) {
+        self.finish_emptying(s, from_small, false, now)
+    }
+
+    /// Overwrites and deletes leave dead bytes in sealed segments. When those, not live data,
+    /// are what fills the shard (its sealed segments are less than three quarters live), the
+    /// segment with the least live data is emptied keeping everything live in it — memcached
+    /// evicts nothing while the live data fits, and neither should we. With `-M` the sparsest
+    /// segment is always the one to compact.
+    fn sparse_victim(&self) -> Option<(bool, usize)> {
+        let sealed = self.small.len() + self.main.len();
+        if sealed < 2 {
+            return None;
+        }
+        let live_of = |s: &u32| self.segs[*s as usize].live_bytes as usize;
+        let live: usize = self.small.iter().chain(self.main.iter()).map(live_of).sum();
+        if self.cfg.evict && live * 4 >= sealed * self.cfg.seg_size * 3 {
+            return None;
+        }
+        let small = self
+            .small
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (live_of(s), true, i));
+        let main = self
+            .main
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (live_of(s), false, i));
+        let (least, in_small, i) = small.chain(main).min()?;
+        // Compacting a segment that is mostly live frees too little to be worth the copy.
+        (least * 2 <= self.cfg.seg_size).then_some((in_small, i))
+    }
+
+    /// Empties segment `s` (taken out of its queue) and frees it, or puts it back at the
+    /// front of its queue if a live item could not be moved in no-evict mode.
+    fn finish_emptying(
+        &mut self,
+        s: u32,
+        from_small: bool,
+        keep_all: bool,
+        now: u32,
+    ) -> Result<()> {
+        match self.empty_segment(s, keep_all, now) {
             Ok(()) => {
                 self.segs[s as usize].reset(0, now);
                 if self.mapped > self.cfg.budget {
@@ -226,7 +279,9 @@ impl Shard {
     }
 
     /// Drops, reclaims or moves every item of segment `s` so that it holds nothing live.
-    fn empty_segment(&mut self, s: u32, now: u32) -> Result<()> {
+    /// `keep_all` (compaction) moves every live item with its access bit as it is; otherwise
+    /// only visited items move, as S3-FIFO says, and spend their bit.
+    fn empty_segment(&mut self, s: u32, keep_all: bool, now: u32) -> Result<()> {
         let mut off = 0;
         let mut key = [0u8; 256];
         while off < self.segs[s as usize].write_pos as usize {
@@ -235,7 +290,7 @@ impl Shard {
             let klen = at.header.klen as usize;
             key[..klen].copy_from_slice(at.key(seg.bytes()));
             let h = self.hasher.hash_one(&key[..klen]);
-            let e = pack(s, off, tag_of_hash(h));
+            let e = pack(s, off);
             off += at.len;
             if self.index.find(h, |&x| x == e).is_none() {
                 continue; // overwritten or deleted earlier: already dead bytes
@@ -244,8 +299,8 @@ impl Shard {
                 self.unlink_dead(h, e, &at, &why);
                 continue;
             }
-            let keep = !self.cfg.evict || at.header.bits & VISITED != 0;
-            if keep && self.relocate(h, e, &at, now) {
+            let keep = keep_all || !self.cfg.evict || at.header.bits & VISITED != 0;
+            if keep && self.relocate(h, e, &at, !keep_all, now) {
                 self.stats.evict_retained += 1;
                 continue;
             }
@@ -273,13 +328,23 @@ impl Shard {
         Ok(())
     }
 
-    /// Moves a live item to the main head with its `VISITED` bit cleared. Never evicts (this
-    /// runs inside an eviction): `false` when no segment can be had without one.
-    fn relocate(&mut self, h: u64, e: u64, at: &crate::segment::ItemAt, now: u32) -> bool {
-        let hdr = Header {
-            bits: at.header.bits & !VISITED,
-            ..at.header
+    /// Moves a live item to the main head, its `VISITED` bit cleared if `spend_visit` (a
+    /// CLOCK lap). Never evicts (this runs inside an eviction): `false` when no segment can
+    /// be had without one.
+    fn relocate(
+        &mut self,
+        h: u64,
+        e: Loc,
+        at: &crate::segment::ItemAt,
+        spend_visit: bool,
+        now: u32,
+    ) -> bool {
+        let bits = if spend_visit {
+            at.header.bits & !VISITED
+        } else {
+            at.header.bits
         };
+        let hdr = Header { bits, ..at.header };
         let fits = |shard: &Shard, m: u32| {
             let seg = &shard.segs[m as usize];
             seg.free_space() >= hdr.total_len(seg.base_seq)
@@ -323,7 +388,7 @@ impl Shard {
         to.write_pos += n as u32;
         to.live_bytes += n as u32;
         from.live_bytes -= at.len as u32;
-        let new_e = pack(m, dst_off, tag_of_hash(h));
+        let new_e = pack(m, dst_off);
         if let Some(slot) = self.index.find_mut(h, |&x| x == e) {
             *slot = new_e;
         }
@@ -430,7 +495,7 @@ impl Shard {
             let klen = at.header.klen as usize;
             key[..klen].copy_from_slice(at.key(seg.bytes()));
             let h = self.hasher.hash_one(&key[..klen]);
-            let e = pack(s, item_off, tag_of_hash(h));
+            let e = pack(s, item_off);
             if self.index.find(h, |&x| x == e).is_some() {
                 self.unlink_dead(h, e, &at, &why);
             }

@@ -100,7 +100,7 @@ pub(crate) enum Dead {
 }
 
 enum Found {
-    Live(u64, ItemAt),
+    Live(Loc, ItemAt),
     Dead(Dead),
     Miss,
 }
@@ -111,7 +111,7 @@ pub(crate) struct Shard {
     id: u64,
     shard_bits: u32,
     pub(crate) hasher: DefaultHashBuilder,
-    pub(crate) index: HashTable<u64>,
+    pub(crate) index: HashTable<Loc>,
     pub(crate) segs: Vec<Segment>,
     /// Mapped, empty segments.
     pub(crate) free: Vec<u32>,
@@ -140,20 +140,25 @@ pub(crate) struct Shard {
     pub(crate) reclaim_cursor: usize,
 }
 
-const TAG_MASK: u64 = 0xF_FFFF;
-const OFF_MASK: u64 = 0xFF_FFFF;
+/// Where an item lives: segment (12 bits) and byte offset (20 bits). Four bytes a slot keep
+/// the index at 5 bytes a bucket with hashbrown's control byte; its 7-bit hash tag already
+/// turns away 127 of 128 non-matching probes before the key in the segment is compared.
+pub(crate) type Loc = u32;
 
-pub(crate) fn pack(seg: u32, off: usize, tag: u64) -> u64 {
-    (u64::from(seg) << 44) | ((off as u64 & OFF_MASK) << 20) | (tag & TAG_MASK)
+/// Segments a shard may have (12 bits of [`Loc`]).
+pub(crate) const MAX_SEGMENTS: usize = 1 << 12;
+/// The largest segment (20 bits of offset).
+pub(crate) const MAX_SEGMENT_SIZE: usize = 1 << 20;
+
+pub(crate) fn pack(seg: u32, off: usize) -> Loc {
+    debug_assert!((seg as usize) < MAX_SEGMENTS && off < MAX_SEGMENT_SIZE);
+    (seg << 20) | off as u32
 }
-pub(crate) fn seg_of(e: u64) -> u32 {
-    (e >> 44) as u32
+pub(crate) fn seg_of(e: Loc) -> u32 {
+    e >> 20
 }
-pub(crate) fn off_of(e: u64) -> usize {
-    ((e >> 20) & OFF_MASK) as usize
-}
-pub(crate) fn tag_of_hash(h: u64) -> u64 {
-    (h >> 40) & TAG_MASK
+pub(crate) fn off_of(e: Loc) -> usize {
+    (e & 0xF_FFFF) as usize
 }
 
 impl Shard {
@@ -200,25 +205,22 @@ impl Shard {
 
     // ---- locating items ----
 
-    pub(crate) fn item_at(&self, e: u64) -> ItemAt {
+    pub(crate) fn item_at(&self, e: Loc) -> ItemAt {
         let s = &self.segs[seg_of(e) as usize];
         read_item(s.bytes(), off_of(e), s.base_seq)
     }
 
-    pub(crate) fn key_of(&self, e: u64) -> &[u8] {
+    pub(crate) fn key_of(&self, e: Loc) -> &[u8] {
         let s = &self.segs[seg_of(e) as usize];
         read_item(s.bytes(), off_of(e), s.base_seq).key(s.bytes())
     }
 
-    fn find(&self, h: u64, key: &[u8]) -> Option<u64> {
-        let tag = tag_of_hash(h);
-        self.index
-            .find(h, |&e| e & TAG_MASK == tag && self.key_of(e) == key)
-            .copied()
+    fn find(&self, h: u64, key: &[u8]) -> Option<Loc> {
+        self.index.find(h, |&e| self.key_of(e) == key).copied()
     }
 
     /// The value of a live item: inline in its segment, or its large block.
-    fn value_of(&self, e: u64, at: &ItemAt) -> &[u8] {
+    fn value_of(&self, e: Loc, at: &ItemAt) -> &[u8] {
         let seg = self.segs[seg_of(e) as usize].bytes();
         match at.large_handle(seg) {
             Some(h) => match &self.large[h as usize] {
@@ -292,7 +294,7 @@ impl Shard {
 
     // ---- linking and unlinking ----
 
-    pub(crate) fn set_bits(&mut self, e: u64, bits: u8) {
+    pub(crate) fn set_bits(&mut self, e: Loc, bits: u8) {
         let off = off_of(e);
         let seg = self.segs[seg_of(e) as usize].bytes_mut();
         // The low nibble holds the mutable bits; the high nibble describes the layout.
@@ -301,7 +303,7 @@ impl Shard {
 
     /// Removes the index entry and the bookkeeping of a live item; frees its large block
     /// unless `keep_large` (the record is being rewritten with the same block).
-    pub(crate) fn unlink(&mut self, h: u64, e: u64, at: &ItemAt, keep_large: bool) {
+    pub(crate) fn unlink(&mut self, h: u64, e: Loc, at: &ItemAt, keep_large: bool) {
         if let Ok(entry) = self.index.find_entry(h, |&x| x == e) {
             entry.remove();
         }
@@ -318,7 +320,7 @@ impl Shard {
         c.bytes -= size as u64;
     }
 
-    pub(crate) fn unlink_dead(&mut self, h: u64, e: u64, at: &ItemAt, why: &Dead) {
+    pub(crate) fn unlink_dead(&mut self, h: u64, e: Loc, at: &ItemAt, why: &Dead) {
         self.unlink(h, e, at, false);
         self.stats.reclaimed += 1;
         self.classes[class_of(&self.cfg.class_sizes, at.header.logical_len())].reclaimed += 1;
@@ -327,7 +329,7 @@ impl Shard {
         }
     }
 
-    fn link(&mut self, h: u64, e: u64, header: &Header) {
+    fn link(&mut self, h: u64, e: Loc, header: &Header) {
         let segs = &self.segs;
         let hasher = &self.hasher;
         self.index.insert_unique(h, e, |&x| {
@@ -380,14 +382,14 @@ impl Shard {
         } else {
             value
         };
-        let e = self.append_record(h, key, &hdr, stored);
+        let e = self.append_record(key, &hdr, stored);
         self.link(h, e, &hdr);
         self.stats.total_items += 1;
         Ok(self.cas_of(&hdr))
     }
 
     /// Appends a record to the small head, which [`Self::make_room`] made big enough.
-    fn append_record(&mut self, h: u64, key: &[u8], hdr: &Header, stored: [&[u8]; 2]) -> u64 {
+    fn append_record(&mut self, key: &[u8], hdr: &Header, stored: [&[u8]; 2]) -> Loc {
         let head = self.small_head.expect("make_room leaves a small head");
         let seg = &mut self.segs[head as usize];
         let off = seg.write_pos as usize;
@@ -395,7 +397,7 @@ impl Shard {
         let n = write_item(&mut seg.bytes_mut()[off..], base, hdr, key, &stored);
         seg.write_pos += n as u32;
         seg.live_bytes += n as u32;
-        pack(head, off, tag_of_hash(h))
+        pack(head, off)
     }
 
     /// Rewrites a live item with a changed header (TTL, stale mark, new CAS), keeping its
@@ -405,7 +407,7 @@ impl Shard {
         &mut self,
         h: u64,
         key: &[u8],
-        e: u64,
+        e: Loc,
         now: u32,
         change: impl FnOnce(&mut Header, u64),
     ) -> Result<Option<Header>> {
@@ -428,7 +430,7 @@ impl Shard {
             if hdr.seq > self.seq {
                 self.seq = hdr.seq;
             }
-            let e2 = self.append_record(h, key, &hdr, [&scratch, &[]]);
+            let e2 = self.append_record(key, &hdr, [&scratch, &[]]);
             self.link(h, e2, &hdr);
             Some(hdr)
         });
@@ -549,11 +551,11 @@ impl Shard {
         &mut self,
         h: u64,
         key: &[u8],
-        e: u64,
+        e: Loc,
         at: &ItemAt,
         new_exp: u32,
         now: u32,
-    ) -> Result<Option<u64>> {
+    ) -> Result<Option<Loc>> {
         if new_exp != 0
             && let Some(field) = at.header.exptime_off(at.key_off - off_of(e))
         {
@@ -867,7 +869,7 @@ impl Shard {
                 let at = read_item(seg.bytes(), off, seg.base_seq);
                 let key = at.key(seg.bytes());
                 let h = self.hasher.hash_one(key);
-                let e = pack(s, off, tag_of_hash(h));
+                let e = pack(s, off);
                 if self.index.find(h, |&x| x == e).is_some() && self.dead(&at.header, now).is_none()
                 {
                     f(

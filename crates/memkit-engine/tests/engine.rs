@@ -272,3 +272,32 @@ fn concurrent_incr_cas_append_are_exact() {
     recs.dedup();
     assert_eq!(recs.len(), 2000, "no record lost or duplicated");
 }
+
+#[test]
+fn overwrites_never_evict_live_data_that_fits() {
+    // 100k keys of ~120 bytes (12 MiB live) in 64 MiB, overwritten over and over: the dead
+    // copies fill the segments, but compaction, not eviction, must take them back.
+    let (e, _) = engine(64);
+    let v = vec![b'v'; 100];
+    let key = |i: u32| format!("key:{i:016}");
+    for i in 0..100_000u32 {
+        set(&e, key(i).as_bytes(), &v, 0).unwrap();
+    }
+    let mut x = 0x9e37_79b9u32;
+    for _ in 0..1_500_000 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        set(&e, key(x % 100_000).as_bytes(), &v, 0).unwrap();
+    }
+    let s = e.stats();
+    assert_eq!(
+        s.counters.evictions, 0,
+        "live data fits: nothing may be evicted"
+    );
+    assert_eq!(s.counters.curr_items, 100_000);
+    assert!(s.mapped_bytes <= s.limit_maxbytes);
+    for i in (0..100_000u32).step_by(97) {
+        assert!(get(&e, key(i).as_bytes()).is_some());
+    }
+}
