@@ -1,0 +1,362 @@
+//! A FIFO queue and a LIFO stack on memcached primitives (beyond the seeds: a commenter on
+//! seed 001 asked for "queues and stacks on memcached").
+//!
+//! See `docs/cookbook/queue.md`.
+//!
+//! **Queue** — keys `queue:<name>:tail`, `queue:<name>:head` (counters) and one key per
+//! element `queue:<name>:<slot>`.
+//! - *push*: `incr tail` (created on a miss) reserves slot `n` for this producer alone; `add`
+//!   the element there. If the slot is occupied (a tombstone, see below) take the next one.
+//! - *pop*: multi-get head and tail; empty if `head >= tail`; else claim slot `head + 1` by
+//!   incrementing head *with its CAS* (so head never passes tail and each slot is claimed
+//!   once); then take the element: `gets` + `delete_cas` — whoever deletes it returns it, so
+//!   an element is delivered at most once even if a slot were claimed twice (after head was
+//!   evicted). A claimed slot whose producer has not written yet is polled for `hole_wait`;
+//!   then the consumer `add`s a tombstone: if that succeeds the producer's `add` fails and it
+//!   re-pushes to a new slot (nothing lost); if it fails, the element just arrived and is
+//!   taken.
+//!
+//! **Stack** — keys `stack:<name>:top` and `stack:<name>:<slot>`. *push*: `incr top`, `add`
+//! the slot (next slot if occupied). *pop*: `gets top`; empty at 0; claim slot `top` by
+//! decrementing top *with its CAS*; take the element as above. LIFO holds for pushes and pops
+//! that do not overlap in time; overlapping ones may interleave.
+//!
+//! Guarantees while the keys live: every pushed element is popped exactly once; none is
+//! lost or duplicated (a consumer that crashes after taking an element loses it:
+//! at-most-once delivery). The sleeps use tokio's timer.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! use memkit_cookbook::{Queue, Stack};
+//! use memkit_engine::Embedded;
+//!
+//! let mc = Embedded::with_defaults();
+//! let jobs: Queue<_, String> = Queue::new(mc.clone(), "jobs");
+//! jobs.push(&"a".to_string()).await?;
+//! jobs.push(&"b".to_string()).await?;
+//! assert_eq!(jobs.pop().await?, Some("a".to_string()));
+//! assert_eq!(jobs.pop().await?, Some("b".to_string()));
+//! assert_eq!(jobs.pop().await?, None);
+//!
+//! let undo: Stack<_, u32> = Stack::new(mc, "undo");
+//! undo.push(&1).await?;
+//! undo.push(&2).await?;
+//! assert_eq!(undo.pop().await?, Some(2));
+//! # Ok::<(), memkit_cookbook::Error>(()) }).unwrap();
+//! ```
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use memkit_types::{ArithMode, ArithOptions, ArithOutcome, DeleteOutcome, Exptime, Memcache};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{incr_or_create, sleep, ttl_secs};
+use crate::codec::{decode, encode, parse_u64};
+use crate::{Error, Result};
+
+/// How long an optimistic pop keeps losing CAS races before giving up.
+const MAX_CLAIMS: u32 = 100_000;
+/// How far back a head recovery scans for unconsumed elements.
+const MAX_RECOVERY_SCAN: u64 = 1 << 16;
+
+const ITEM: u8 = b'I';
+const TOMBSTONE: &[u8] = b"T";
+
+/// Timing of a [`Queue`] or [`Stack`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueOptions {
+    /// TTL of each element in seconds (0: never expires).
+    pub item_ttl: u64,
+    /// How long a consumer waits for a claimed slot's producer to write it before it
+    /// tombstones the slot. Producers need two round trips between reserving and writing.
+    pub hole_wait: Duration,
+    /// TTL of a tombstone in seconds: it must outlive any producer stuck between its two
+    /// commands.
+    pub tombstone_ttl: u32,
+}
+
+impl Default for QueueOptions {
+    fn default() -> Self {
+        QueueOptions {
+            item_ttl: 0,
+            hole_wait: Duration::from_millis(500),
+            tombstone_ttl: 300,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Slots<M> {
+    mc: M,
+    prefix: String,
+    opts: QueueOptions,
+}
+
+impl<M: Memcache> Slots<M> {
+    fn slot_key(&self, n: u64) -> Vec<u8> {
+        format!("{}:{n}", self.prefix).into_bytes()
+    }
+
+    fn counter_key(&self, which: &str) -> Vec<u8> {
+        format!("{}:{which}", self.prefix).into_bytes()
+    }
+
+    /// Writes `body` to the slot; `false` if the slot is occupied.
+    async fn put(&self, n: u64, body: &[u8]) -> Result<bool> {
+        Ok(self
+            .mc
+            .add(&self.slot_key(n), body, 0, ttl_secs(self.opts.item_ttl))
+            .await?)
+    }
+
+    /// Takes the element in claimed slot `n`: `Some(encoded)` if we deleted it, `None` if the
+    /// slot is a hole (tombstoned by us or someone) or another consumer took it.
+    async fn take(&self, n: u64) -> Result<Option<Vec<u8>>> {
+        let key = self.slot_key(n);
+        let mut waited = Duration::ZERO;
+        let mut nap = Duration::from_millis(1);
+        for _ in 0..1_000 {
+            match self.mc.get(&key).await? {
+                Some(item) if item.value.first() == Some(&ITEM) => {
+                    return Ok((self.mc.delete_cas(&key, item.cas).await?
+                        == DeleteOutcome::Deleted)
+                        .then(|| item.value[1..].to_vec()));
+                }
+                Some(_) => return Ok(None),
+                None if waited >= self.opts.hole_wait => {
+                    let ttl = Exptime::secs(self.opts.tombstone_ttl.max(1));
+                    if self.mc.add(&key, TOMBSTONE, 0, ttl).await? {
+                        return Ok(None);
+                    }
+                    // The element arrived between our get and add: read it again.
+                }
+                None => {
+                    let d = nap.min(self.opts.hole_wait - waited);
+                    sleep(d).await;
+                    waited += d;
+                    nap = (nap * 2).min(Duration::from_millis(50));
+                }
+            }
+        }
+        Err(Error::Contended(1_000))
+    }
+
+    async fn counter(&self, key: &[u8]) -> Result<Option<(u64, u64)>> {
+        match self.mc.get(key).await? {
+            Some(item) => Ok(Some((parse_u64(&item.value)?, item.cas))),
+            None => Ok(None),
+        }
+    }
+
+    /// Moves counter `key` from `from` (with CAS `cas`) one step; `false` if it changed.
+    async fn step(&self, key: &[u8], mode: ArithMode, cas: u64) -> Result<bool> {
+        let opts = ArithOptions {
+            mode,
+            delta: 1,
+            cas: Some(cas),
+            ..Default::default()
+        };
+        Ok(matches!(
+            self.mc.arithmetic(key, &opts).await?,
+            ArithOutcome::Value { .. }
+        ))
+    }
+}
+
+/// A FIFO queue shared by many producers and consumers.
+#[derive(Debug)]
+pub struct Queue<M, T> {
+    slots: Slots<M>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<M: Memcache, T: Serialize + DeserializeOwned> Queue<M, T> {
+    /// The queue `name` with default options.
+    pub fn new(mc: M, name: &str) -> Self {
+        Self::with_options(mc, name, QueueOptions::default())
+    }
+
+    /// The queue `name` with `opts`.
+    pub fn with_options(mc: M, name: &str, opts: QueueOptions) -> Self {
+        Queue {
+            slots: Slots {
+                mc,
+                prefix: format!("queue:{name}"),
+                opts,
+            },
+            _t: PhantomData,
+        }
+    }
+
+    /// Appends `x`; returns its slot number. Two round trips.
+    pub async fn push(&self, x: &T) -> Result<u64> {
+        let mut body = vec![ITEM];
+        body.extend(encode(x)?);
+        let s = &self.slots;
+        let tail = s.counter_key("tail");
+        for _ in 0..super::MAX_ATTEMPTS {
+            let n = incr_or_create(&s.mc, &tail, 1, Exptime::NEVER).await?;
+            if n == 1
+                && let Some((h, _)) = s.counter(&s.counter_key("head")).await?
+                && h > 0
+            {
+                // The tail was lost (evicted, server restarted) while the head survived:
+                // move the tail past the head, or consumers would never reach our slots.
+                s.mc.incr(&tail, h).await?;
+                continue;
+            }
+            if s.put(n, &body).await? {
+                return Ok(n);
+            }
+        }
+        Err(Error::Contended(super::MAX_ATTEMPTS))
+    }
+
+    /// Removes and returns the oldest element, `None` when the queue is empty. Four round
+    /// trips (head+tail, claim, gets, delete).
+    pub async fn pop(&self) -> Result<Option<T>> {
+        let s = &self.slots;
+        let (head, tail) = (s.counter_key("head"), s.counter_key("tail"));
+        for _ in 0..MAX_CLAIMS {
+            let got = s.mc.get_multi(&[&head, &tail], &Default::default()).await?;
+            let t = match &got[1] {
+                Some(item) => parse_u64(&item.value)?,
+                None => 0,
+            };
+            let (h, cas) = match &got[0] {
+                Some(item) => (parse_u64(&item.value)?, item.cas),
+                None if t == 0 => return Ok(None),
+                None => {
+                    let start = self.recover_head(t).await?;
+                    s.mc.add(&head, start.to_string().as_bytes(), 0, Exptime::NEVER)
+                        .await?;
+                    continue;
+                }
+            };
+            if h >= t {
+                return Ok(None);
+            }
+            if !s.step(&head, ArithMode::Incr, cas).await? {
+                continue;
+            }
+            if let Some(bytes) = s.take(h + 1).await? {
+                return decode(&bytes).map(Some);
+            }
+        }
+        Err(Error::Contended(MAX_CLAIMS))
+    }
+
+    /// The head was lost: find the oldest slot still holding an element by scanning back
+    /// from the tail, so consumers neither replay consumed slots nor skip waiting ones.
+    async fn recover_head(&self, tail: u64) -> Result<u64> {
+        let s = &self.slots;
+        let mut lowest = tail + 1;
+        let mut hi = tail;
+        while hi >= 1 && tail - hi < MAX_RECOVERY_SCAN {
+            let lo = hi.saturating_sub(63).max(1);
+            let keys: Vec<Vec<u8>> = (lo..=hi).map(|n| s.slot_key(n)).collect();
+            let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+            let items = s.mc.get_multi(&refs, &Default::default()).await?;
+            let mut any = false;
+            for (n, item) in (lo..=hi).zip(items) {
+                if item.is_some_and(|i| i.value.first() == Some(&ITEM)) {
+                    lowest = lowest.min(n);
+                    any = true;
+                }
+            }
+            if !any || lo == 1 {
+                break;
+            }
+            hi = lo - 1;
+        }
+        Ok(lowest - 1)
+    }
+
+    /// Elements waiting (tail − head; holes included). Two round trips at most.
+    pub async fn len(&self) -> Result<u64> {
+        let s = &self.slots;
+        let h = s.counter(&s.counter_key("head")).await?.map_or(0, |c| c.0);
+        let t = s.counter(&s.counter_key("tail")).await?.map_or(0, |c| c.0);
+        Ok(t.saturating_sub(h))
+    }
+
+    /// Whether [`len`](Self::len) is 0.
+    pub async fn is_empty(&self) -> Result<bool> {
+        Ok(self.len().await? == 0)
+    }
+}
+
+/// A LIFO stack shared by many producers and consumers.
+#[derive(Debug)]
+pub struct Stack<M, T> {
+    slots: Slots<M>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<M: Memcache, T: Serialize + DeserializeOwned> Stack<M, T> {
+    /// The stack `name` with default options.
+    pub fn new(mc: M, name: &str) -> Self {
+        Self::with_options(mc, name, QueueOptions::default())
+    }
+
+    /// The stack `name` with `opts`.
+    pub fn with_options(mc: M, name: &str, opts: QueueOptions) -> Self {
+        Stack {
+            slots: Slots {
+                mc,
+                prefix: format!("stack:{name}"),
+                opts,
+            },
+            _t: PhantomData,
+        }
+    }
+
+    /// Pushes `x`; returns its slot. Two round trips.
+    pub async fn push(&self, x: &T) -> Result<u64> {
+        let mut body = vec![ITEM];
+        body.extend(encode(x)?);
+        let s = &self.slots;
+        let top = s.counter_key("top");
+        for _ in 0..super::MAX_ATTEMPTS {
+            let n = incr_or_create(&s.mc, &top, 1, Exptime::NEVER).await?;
+            if s.put(n, &body).await? {
+                return Ok(n);
+            }
+        }
+        Err(Error::Contended(super::MAX_ATTEMPTS))
+    }
+
+    /// Pops the newest element, `None` when empty. Four round trips.
+    pub async fn pop(&self) -> Result<Option<T>> {
+        let s = &self.slots;
+        let top = s.counter_key("top");
+        for _ in 0..MAX_CLAIMS {
+            let Some((n, cas)) = s.counter(&top).await? else {
+                return Ok(None);
+            };
+            if n == 0 {
+                return Ok(None);
+            }
+            if !s.step(&top, ArithMode::Decr, cas).await? {
+                continue;
+            }
+            if let Some(bytes) = s.take(n).await? {
+                return decode(&bytes).map(Some);
+            }
+        }
+        Err(Error::Contended(MAX_CLAIMS))
+    }
+
+    /// The top counter (elements plus holes below it).
+    pub async fn len(&self) -> Result<u64> {
+        let s = &self.slots;
+        Ok(s.counter(&s.counter_key("top")).await?.map_or(0, |c| c.0))
+    }
+
+    /// Whether [`len`](Self::len) is 0.
+    pub async fn is_empty(&self) -> Result<bool> {
+        Ok(self.len().await? == 0)
+    }
+}
