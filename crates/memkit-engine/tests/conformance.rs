@@ -42,3 +42,53 @@ proptest! {
         block_on(memkit_testkit::ops::compare(&s, &clock, &ops)).map_err(TestCaseError::fail)?;
     }
 }
+
+#[test]
+fn a_plain_synchronous_program_uses_the_blocking_facade() {
+    use memkit_types::{Blocking, Exptime, StoreOutcome};
+    let cache = Blocking(Embedded::with_defaults());
+    assert_eq!(cache.add(b"k", b"1", 7, Exptime::NEVER), Ok(true));
+    assert_eq!(cache.add(b"k", b"2", 7, Exptime::NEVER), Ok(false));
+    let item = cache.get(b"k").unwrap().unwrap();
+    assert_eq!((&item.value[..], item.flags), (&b"1"[..], 7));
+    assert_eq!(cache.incr(b"k", 41), Ok(Some(42)));
+    assert_eq!(
+        cache.cas(b"k", b"x", 0, Exptime::NEVER, item.cas),
+        Ok(StoreOutcome::Exists)
+    );
+    assert_eq!(cache.delete(b"k"), Ok(true));
+    assert_eq!(cache.get(b"k"), Ok(None));
+    assert_eq!(
+        cache.set(b"bad key", b"v", 0, Exptime::NEVER),
+        Err(memkit_types::Error::InvalidKey)
+    );
+}
+
+#[test]
+fn the_background_reclaimer_frees_expired_items_and_stops_with_the_store() {
+    let clock = ManualClock::default();
+    let s = store(&clock);
+    let b = memkit_types::Blocking(s.clone());
+    for i in 0..1000 {
+        b.set(
+            format!("k{i}").as_bytes(),
+            b"v",
+            0,
+            memkit_types::Exptime(5),
+        )
+        .unwrap();
+    }
+    clock.advance(6);
+    let handle = s.spawn_reclaimer(std::time::Duration::from_millis(5));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while s.engine().stats().counters.curr_items > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "reclaimer did not run"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(s.engine().stats().counters.reclaimed, 1000);
+    drop((b, s));
+    handle.join().unwrap();
+}
