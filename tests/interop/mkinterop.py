@@ -266,6 +266,25 @@ class CasCanon:
         return self.map[raw]
 
 
+_PADDED = re.compile(rb"^\d+ *$")
+
+
+def unpad_numbers(units):
+    """memcached rewrites an incr/decr result in place, space-padded to the old length, only
+    when nobody else holds a reference to the item (refcount == 2); otherwise it allocates a
+    new item of the exact length. That choice depends on its background threads, so two
+    memcached processes disagree now and then: "0 " vs "0". Used by the random test only."""
+    out = []
+    for line, data in units:
+        if data is not None and _PADDED.match(data):
+            parts = line.split(b" ")
+            i = 3 if parts[0] == b"VALUE" else 1
+            parts[i] = b"<len>"
+            line, data = b" ".join(parts), data.rstrip(b" ")
+        out.append((line, data))
+    return out
+
+
 def normalize(units, canon, stats_names_only=True):
     """Turn reply units into comparable byte strings, masking the fields that
     legitimately differ between two servers (version, CAS, stats numbers, timings,
@@ -282,7 +301,7 @@ def normalize(units, canon, stats_names_only=True):
         parts = line.split(b" ")
         head = parts[0]
         if head == b"STAT" and len(parts) >= 2 and stats_names_only:
-            stat_block.append(re.sub(rb":\d+:", b":*:", parts[1]))
+            stat_block.append(re.sub(rb"^\d+:", b"*:", re.sub(rb":\d+:", b":*:", parts[1])))
             continue
         flush_stats()
         if head == b"VERSION":

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Interop tests: real clients, memccapable and a differential test against real memcached.
+# Run from the repo root:  bash tests/interop/run.sh [extra pytest args]
+# MEMKITD=path/to/memkitd overrides the binary (default: target/debug/memkitd).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cd "$root"
+
+need_apt=()
+command -v memcached >/dev/null 2>&1 || need_apt+=(memcached)
+{ command -v memccapable >/dev/null 2>&1 || command -v memcapable >/dev/null 2>&1; } || need_apt+=(libmemcached-tools)
+dpkg -s libmemcached-dev >/dev/null 2>&1 || need_apt+=(libmemcached-dev)
+if [ "${#need_apt[@]}" -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "installing: ${need_apt[*]}" >&2
+    if ! $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need_apt[@]}" >/dev/null; then
+        $sudo apt-get update -q >/dev/null
+        $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need_apt[@]}" >/dev/null
+    fi
+fi
+
+py="${PYTHON:-python3}"
+if ! "$py" - "$here/requirements.txt" <<'PYEOF' >/dev/null 2>&1
+import sys
+from importlib.metadata import version
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if line:
+        name, want = line.split("==")
+        assert version(name) == want, name
+PYEOF
+then
+    "$py" -m pip install -q -r "$here/requirements.txt"
+fi
+
+export MEMKITD="${MEMKITD:-target/debug/memkitd}"
+exec "$py" -m pytest tests/interop -q "$@"
