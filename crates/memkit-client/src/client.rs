@@ -1,0 +1,236 @@
+//! [`Client`]: one server, a small pool of pipelined connections, timeouts, and the
+//! [`Memcache`] implementation.
+//!
+//! Every call validates its keys first (memcached's text-protocol rules, the same check the
+//! embedded store applies), encodes its request with [`crate::command`], sends it on one of
+//! the pool's connections and waits at most [`ClientConfig::request_timeout`]. A connection
+//! whose request timed out is closed (its late reply would be mistaken for the next one's);
+//! the pool reconnects lazily, within [`ClientConfig::connect_timeout`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use memkit_protocol::Limits;
+use memkit_types::{
+    ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, Error, Exptime, GetOptions, Item,
+    Memcache, Result, StoreOptions, Stored, validate_key,
+};
+use tokio::sync::Mutex;
+
+use crate::command::{self, Dialect};
+use crate::conn::{Connection, Connector, Job, TcpConnector};
+use crate::distribution::ServerSpec;
+use crate::reply::Reply;
+
+/// Settings of a connection pool to one server.
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// Deadline for establishing a connection (1 s).
+    pub connect_timeout: Duration,
+    /// Deadline for one call, from sending to the last reply byte (1 s).
+    pub request_timeout: Duration,
+    /// Connections per server (2); each one pipelines any number of concurrent calls.
+    pub pool_size: usize,
+    /// The largest value a reply may carry (128 MiB; memcached's `-I` tops out at 1 GiB).
+    pub max_value_size: usize,
+    /// Meta or classic commands; see [`crate::command`].
+    pub dialect: Dialect,
+    /// Opens streams: plain TCP, or a TLS wrapper.
+    pub connector: Arc<dyn Connector>,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            connect_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(1),
+            pool_size: 2,
+            max_value_size: 128 << 20,
+            dialect: Dialect::Meta,
+            connector: Arc::new(TcpConnector),
+        }
+    }
+}
+
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("pool_size", &self.pool_size)
+            .field("max_value_size", &self.max_value_size)
+            .field("dialect", &self.dialect)
+            .field("connector", &self.connector)
+            .finish()
+    }
+}
+
+struct Inner {
+    spec: ServerSpec,
+    config: ClientConfig,
+    limits: Limits,
+    slots: Vec<Mutex<Option<Arc<Connection>>>>,
+    next: AtomicUsize,
+}
+
+/// A client for one server. Cheap to clone (the pool is shared).
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.inner.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client for `server`; connections open lazily on first use.
+    pub fn new(server: ServerSpec, config: ClientConfig) -> Client {
+        let limits = Limits {
+            max_item_size: config.max_value_size,
+            ..Limits::default()
+        };
+        let slots = (0..config.pool_size.max(1))
+            .map(|_| Mutex::new(None))
+            .collect();
+        Client {
+            inner: Arc::new(Inner {
+                spec: server,
+                config,
+                limits,
+                slots,
+                next: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// A client for `addr` (`host:port`) with default settings, checked with `version`.
+    pub async fn connect(addr: &str) -> Result<Client> {
+        let spec: ServerSpec = addr.parse().map_err(Error::Protocol)?;
+        let c = Client::new(spec, ClientConfig::default());
+        c.version().await?;
+        Ok(c)
+    }
+
+    /// The server this client talks to.
+    pub fn server(&self) -> &ServerSpec {
+        &self.inner.spec
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    async fn connection(&self) -> Result<Arc<Connection>> {
+        let inner = &self.inner;
+        let i = inner.next.fetch_add(1, Ordering::Relaxed) % inner.slots.len();
+        let mut slot = inner.slots[i].lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| c.is_open()) {
+            return Ok(c.clone());
+        }
+        *slot = None;
+        let connect = inner.config.connector.connect(&inner.spec);
+        let stream = match tokio::time::timeout(inner.config.connect_timeout, connect).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(Error::Io(format!("connect to {}: {e}", inner.spec))),
+            Err(_) => return Err(Error::Timeout),
+        };
+        let c = Arc::new(Connection::start(stream, inner.limits));
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Sends `job` and returns its replies, within the request timeout.
+    pub(crate) async fn call(&self, job: Job) -> Result<Vec<Reply>> {
+        if job.count == 0 {
+            return Ok(Vec::new());
+        }
+        let timeout = self.inner.config.request_timeout;
+        let mut conn = None;
+        let res = tokio::time::timeout(timeout, async {
+            let c = self.connection().await?;
+            conn = Some(c.clone());
+            c.call(job).await
+        })
+        .await;
+        match res {
+            Ok(r) => r,
+            Err(_) => {
+                if let Some(c) = conn {
+                    c.close("request timed out");
+                }
+                Err(Error::Timeout)
+            }
+        }
+    }
+
+    /// `version`: also a cheap liveness check (`memkit ping`).
+    pub async fn version(&self) -> Result<String> {
+        command::version_reply(self.call(command::version()).await?)
+    }
+
+    /// `stats [args]` as name/value pairs.
+    pub async fn stats(&self, args: &str) -> Result<Vec<(String, String)>> {
+        command::stats_reply(self.call(command::stats(args)).await?)
+    }
+
+    /// Closes every pooled connection (they reopen on next use).
+    pub async fn disconnect(&self) {
+        for s in &self.inner.slots {
+            if let Some(c) = s.lock().await.take() {
+                c.close("disconnected");
+            }
+        }
+    }
+
+    fn dialect(&self) -> Dialect {
+        self.inner.config.dialect
+    }
+}
+
+impl Memcache for Client {
+    async fn get_multi(&self, keys: &[&[u8]], opts: &GetOptions) -> Result<Vec<Option<Item>>> {
+        for k in keys {
+            validate_key(k)?;
+        }
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let job = command::get(self.dialect(), keys, opts)?;
+        command::get_replies(self.dialect(), keys, self.call(job).await?)
+    }
+
+    async fn store(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> Result<Stored> {
+        validate_key(key)?;
+        let job = command::store(self.dialect(), key, value, opts)?;
+        command::store_reply(self.call(job).await?)
+    }
+
+    async fn delete_with(&self, key: &[u8], opts: &DeleteOptions) -> Result<DeleteOutcome> {
+        validate_key(key)?;
+        let job = command::delete(self.dialect(), key, opts)?;
+        command::delete_reply(self.call(job).await?)
+    }
+
+    async fn arithmetic(&self, key: &[u8], opts: &ArithOptions) -> Result<ArithOutcome> {
+        validate_key(key)?;
+        let job = command::arith(self.dialect(), key, opts)?;
+        command::arith_reply(self.call(job).await?)
+    }
+
+    async fn touch(&self, key: &[u8], exptime: Exptime) -> Result<bool> {
+        validate_key(key)?;
+        command::touch_reply(self.call(command::touch(key, exptime)).await?)
+    }
+
+    async fn flush_all(&self, delay: u32) -> Result<()> {
+        command::ok_reply(self.call(command::flush_all(delay)).await?)
+    }
+}

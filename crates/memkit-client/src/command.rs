@@ -1,0 +1,676 @@
+//! Each [`memkit_types::Memcache`] call as wire requests, and its replies as outcomes.
+//!
+//! Which syntax for which call (dialect [`Dialect::Meta`], the default):
+//!
+//! | call | wire | why |
+//! |---|---|---|
+//! | reads (`get_multi`, all options) | `mg <key> v f c [T] [N] [R] [E] [t h l] [u]`, one per key, pipelined | only `mg` reports the win/stale/win-taken marks an [`Item`] carries |
+//! | `store` | `ms <key> <len> c T F M<mode> [C] [I] [N] [E]` | only `ms` returns the new CAS ([`Stored::cas`]) |
+//! | `delete_with` without options | `delete <key>` | exact |
+//! | `delete_with` with CAS / invalidate / tombstone | `md <key> [C] [I] [T] [x] [E]` | |
+//! | `arithmetic` | `ma <key> M D [N J] [C] [T] [E] v c t` | only `ma` returns the CAS and TTL |
+//! | `touch` | `touch <key> <exptime>` | exact |
+//! | `flush_all` | `flush_all [delay]` | exact |
+//!
+//! Meta flags are written in the order memcached applies them: reads `T`, `N`, `R`, then
+//! `t`; arithmetic `N`, `T`, then `t`.
+//!
+//! [`Dialect::Classic`] speaks only the classic commands (`gets`/`gats`, `set`...`cas`,
+//! `incr`/`decr`, `delete`, `touch`), for servers and proxies without the meta protocol
+//! (memcached before 1.6, twemproxy). There [`Stored::cas`] and the CAS of an arithmetic
+//! result are 0, the win/stale marks are never set, and options that need meta flags
+//! (vivify, recache, invalidate, metadata, explicit CAS, arithmetic with CAS/TTL/vivify)
+//! fail with [`Error::Protocol`].
+
+use bytes::Bytes;
+use memkit_protocol::response::ReturnFlags;
+use memkit_protocol::{MetaCode, MetaFlags, Request, StoreCmd, Words, encode_request};
+use memkit_types::{
+    ArithMode, ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, Error, Exptime,
+    GetOptions, Item, Result, StoreMode, StoreOptions, StoreOutcome, Stored, Ttl,
+};
+
+use crate::conn::{Expect, Job};
+use crate::reply::Reply;
+
+/// Which commands a client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Dialect {
+    /// Meta commands where a call needs them (memcached 1.6+, memkitd). Exact.
+    #[default]
+    Meta,
+    /// Classic text commands only; see the module docs for what is lost.
+    Classic,
+}
+
+fn needs_meta(what: &str) -> Error {
+    Error::Protocol(format!(
+        "{what} needs the meta protocol (dialect is classic)"
+    ))
+}
+
+/// memcached reads exptimes as `int32_t`.
+fn exp32(e: Exptime) -> i32 {
+    e.0.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
+fn unexpected(replies: Vec<Reply>) -> Error {
+    match replies.into_iter().find(Reply::is_error) {
+        Some(e) => e.into_error(),
+        None => Error::Protocol("unexpected reply".into()),
+    }
+}
+
+fn single(mut replies: Vec<Reply>) -> Result<Reply> {
+    match replies.len() {
+        1 => Ok(replies.pop().expect("one")),
+        _ => Err(unexpected(replies)),
+    }
+}
+
+// ---- reads ----
+
+/// Requests for reading `keys`.
+pub fn get(dialect: Dialect, keys: &[&[u8]], o: &GetOptions) -> Result<Job> {
+    let mut bytes = Vec::with_capacity(keys.len() * 40);
+    match dialect {
+        Dialect::Meta => {
+            for key in keys {
+                let mut f = MetaFlags::default();
+                f.push(b'v').push(b'f').push(b'c');
+                if let Some(t) = o.touch {
+                    f.ttl = Some(exp32(t));
+                    f.push(b'T');
+                }
+                if let Some(n) = o.vivify {
+                    f.vivify = Some(exp32(n));
+                    f.push(b'N');
+                }
+                if let Some(r) = o.recache_below {
+                    f.recache = Some(r.min(i32::MAX as u32) as i32);
+                    f.push(b'R');
+                }
+                if let Some(e) = o.new_cas {
+                    f.new_cas = Some(e);
+                    f.push(b'E');
+                }
+                if o.meta {
+                    f.push(b't').push(b'h').push(b'l');
+                }
+                if o.no_bump {
+                    f.push(b'u');
+                }
+                encode_request(&Request::MetaGet { key, flags: f }, &mut bytes);
+            }
+            Ok(Job {
+                bytes,
+                expect: Expect::One,
+                count: keys.len(),
+            })
+        }
+        Dialect::Classic => {
+            if o.vivify.is_some() || o.recache_below.is_some() || o.new_cas.is_some() {
+                return Err(needs_meta("vivify/recache/explicit CAS"));
+            }
+            if o.meta || o.no_bump {
+                return Err(needs_meta("item metadata"));
+            }
+            let joined = keys.join(&b' ');
+            let req = Request::Get {
+                cas: true,
+                touch: o.touch.map(exp32),
+                keys: Words::new(&joined),
+            };
+            encode_request(&req, &mut bytes);
+            Ok(Job {
+                bytes,
+                expect: Expect::UntilEnd,
+                count: 1,
+            })
+        }
+    }
+}
+
+/// Items for `keys` (aligned) from the replies to [`get`].
+pub fn get_replies(
+    dialect: Dialect,
+    keys: &[&[u8]],
+    replies: Vec<Reply>,
+) -> Result<Vec<Option<Item>>> {
+    match dialect {
+        Dialect::Meta => {
+            if replies.len() != keys.len() {
+                return Err(unexpected(replies));
+            }
+            replies.into_iter().map(meta_item).collect()
+        }
+        Dialect::Classic => {
+            let mut out = vec![None; keys.len()];
+            for r in replies {
+                match r {
+                    Reply::Value {
+                        key,
+                        flags,
+                        cas,
+                        data,
+                    } => {
+                        let item = Item {
+                            value: data,
+                            flags,
+                            cas: cas.unwrap_or(0),
+                            ..Default::default()
+                        };
+                        for (i, k) in keys.iter().enumerate() {
+                            if *k == &key[..] {
+                                out[i] = Some(item.clone());
+                            }
+                        }
+                    }
+                    Reply::End => {}
+                    other => return Err(unexpected(vec![other])),
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn meta_item(r: Reply) -> Result<Option<Item>> {
+    match r {
+        Reply::Meta {
+            code: MetaCode::En, ..
+        } => Ok(None),
+        Reply::Meta {
+            code: MetaCode::Va,
+            flags,
+            data,
+        } => {
+            let f = ReturnFlags::parse(&flags);
+            Ok(Some(Item {
+                value: data.unwrap_or_default(),
+                flags: f.flags.unwrap_or(0),
+                cas: f.cas.unwrap_or(0),
+                ttl: f.ttl.map(|t| {
+                    if t < 0 {
+                        Ttl::Never
+                    } else {
+                        Ttl::Secs(t as u32)
+                    }
+                }),
+                fetched: f.hit,
+                last_access: f.last_access.map(|l| l.min(u64::from(u32::MAX)) as u32),
+                win: f.win,
+                stale: f.stale,
+                win_taken: f.win_taken,
+            }))
+        }
+        other => Err(unexpected(vec![other])),
+    }
+}
+
+// ---- stores ----
+
+/// The request for a store.
+pub fn store(dialect: Dialect, key: &[u8], value: &[u8], o: &StoreOptions) -> Result<Job> {
+    let mut bytes = Vec::with_capacity(key.len() + value.len() + 48);
+    match dialect {
+        Dialect::Meta => {
+            let mut f = MetaFlags::default();
+            f.push(b'c');
+            f.ttl = Some(exp32(o.exptime));
+            f.client_flags = Some(o.flags);
+            f.mode = Some(match o.mode {
+                StoreMode::Set => b'S',
+                StoreMode::Add => b'E',
+                StoreMode::Replace => b'R',
+                StoreMode::Append => b'A',
+                StoreMode::Prepend => b'P',
+            });
+            f.push(b'T').push(b'F').push(b'M');
+            if let Some(c) = o.cas {
+                f.compare_cas = Some(c);
+                f.push(b'C');
+            }
+            if o.invalidate {
+                f.push(b'I');
+            }
+            if let Some(n) = o.vivify {
+                f.vivify = Some(exp32(n));
+                f.push(b'N');
+            }
+            if let Some(e) = o.new_cas {
+                f.new_cas = Some(e);
+                f.push(b'E');
+            }
+            let req = Request::MetaSet {
+                key,
+                flags: f,
+                data: value,
+            };
+            encode_request(&req, &mut bytes);
+        }
+        Dialect::Classic => {
+            if o.invalidate || o.vivify.is_some() || o.new_cas.is_some() {
+                return Err(needs_meta("invalidate/vivify/explicit CAS"));
+            }
+            let cmd = match (o.cas, o.mode) {
+                (Some(c), StoreMode::Set) => StoreCmd::Cas(c),
+                (Some(_), _) => return Err(needs_meta("CAS with append/prepend/add/replace")),
+                (None, StoreMode::Set) => StoreCmd::Set,
+                (None, StoreMode::Add) => StoreCmd::Add,
+                (None, StoreMode::Replace) => StoreCmd::Replace,
+                (None, StoreMode::Append) => StoreCmd::Append,
+                (None, StoreMode::Prepend) => StoreCmd::Prepend,
+            };
+            let req = Request::Store {
+                cmd,
+                key,
+                flags: o.flags,
+                exptime: exp32(o.exptime),
+                data: value,
+                noreply: false,
+            };
+            encode_request(&req, &mut bytes);
+        }
+    }
+    Ok(one(bytes))
+}
+
+fn one(bytes: Vec<u8>) -> Job {
+    Job {
+        bytes,
+        expect: Expect::One,
+        count: 1,
+    }
+}
+
+/// The outcome of a store.
+pub fn store_reply(replies: Vec<Reply>) -> Result<Stored> {
+    let r = single(replies)?;
+    let (outcome, cas) = match r {
+        Reply::Meta {
+            code, ref flags, ..
+        } => {
+            let outcome = match code {
+                MetaCode::Hd => StoreOutcome::Stored,
+                MetaCode::Ns => StoreOutcome::NotStored,
+                MetaCode::Ex => StoreOutcome::Exists,
+                MetaCode::Nf => StoreOutcome::NotFound,
+                _ => return Err(r.into_error()),
+            };
+            (outcome, ReturnFlags::parse(flags).cas.unwrap_or(0))
+        }
+        Reply::Stored => (StoreOutcome::Stored, 0),
+        Reply::NotStored => (StoreOutcome::NotStored, 0),
+        Reply::Exists => (StoreOutcome::Exists, 0),
+        Reply::NotFound => (StoreOutcome::NotFound, 0),
+        other => return Err(other.into_error()),
+    };
+    let cas = if outcome == StoreOutcome::Stored {
+        cas
+    } else {
+        0
+    };
+    Ok(Stored { outcome, cas })
+}
+
+// ---- delete ----
+
+/// The request for a delete.
+pub fn delete(dialect: Dialect, key: &[u8], o: &DeleteOptions) -> Result<Job> {
+    let mut bytes = Vec::with_capacity(key.len() + 32);
+    if *o == DeleteOptions::default() {
+        encode_request(
+            &Request::Delete {
+                key,
+                noreply: false,
+            },
+            &mut bytes,
+        );
+        return Ok(one(bytes));
+    }
+    if dialect == Dialect::Classic {
+        return Err(needs_meta("delete with options"));
+    }
+    let mut f = MetaFlags::default();
+    if let Some(c) = o.cas {
+        f.compare_cas = Some(c);
+        f.push(b'C');
+    }
+    if o.invalidate {
+        f.push(b'I');
+    }
+    if let Some(t) = o.stale_ttl {
+        f.ttl = Some(exp32(t));
+        f.push(b'T');
+    }
+    if o.remove_value {
+        f.push(b'x');
+    }
+    if let Some(e) = o.new_cas {
+        f.new_cas = Some(e);
+        f.push(b'E');
+    }
+    encode_request(&Request::MetaDelete { key, flags: f }, &mut bytes);
+    Ok(one(bytes))
+}
+
+/// The outcome of a delete.
+pub fn delete_reply(replies: Vec<Reply>) -> Result<DeleteOutcome> {
+    match single(replies)? {
+        Reply::Deleted
+        | Reply::Meta {
+            code: MetaCode::Hd, ..
+        } => Ok(DeleteOutcome::Deleted),
+        Reply::NotFound
+        | Reply::Meta {
+            code: MetaCode::Nf, ..
+        } => Ok(DeleteOutcome::NotFound),
+        Reply::Exists
+        | Reply::Meta {
+            code: MetaCode::Ex, ..
+        } => Ok(DeleteOutcome::Exists),
+        other => Err(other.into_error()),
+    }
+}
+
+// ---- arithmetic ----
+
+/// The request for incr/decr.
+pub fn arith(dialect: Dialect, key: &[u8], o: &ArithOptions) -> Result<Job> {
+    let mut bytes = Vec::with_capacity(key.len() + 48);
+    let incr = o.mode == ArithMode::Incr;
+    match dialect {
+        Dialect::Classic => {
+            if o.vivify.is_some()
+                || o.cas.is_some()
+                || o.update_ttl.is_some()
+                || o.new_cas.is_some()
+            {
+                return Err(needs_meta("arithmetic with vivify/CAS/TTL"));
+            }
+            let req = Request::Arith {
+                incr,
+                key,
+                delta: o.delta,
+                noreply: false,
+            };
+            encode_request(&req, &mut bytes);
+        }
+        Dialect::Meta => {
+            let mut f = MetaFlags::default();
+            f.mode = Some(if incr { b'I' } else { b'D' });
+            f.delta = Some(o.delta);
+            f.push(b'M').push(b'D');
+            if let Some((initial, ttl)) = o.vivify {
+                f.vivify = Some(exp32(ttl));
+                f.initial = Some(initial);
+                f.push(b'N').push(b'J');
+            }
+            if let Some(c) = o.cas {
+                f.compare_cas = Some(c);
+                f.push(b'C');
+            }
+            if let Some(t) = o.update_ttl {
+                f.ttl = Some(exp32(t));
+                f.push(b'T');
+            }
+            if let Some(e) = o.new_cas {
+                f.new_cas = Some(e);
+                f.push(b'E');
+            }
+            f.push(b'v').push(b'c').push(b't');
+            encode_request(&Request::MetaArith { key, flags: f }, &mut bytes);
+        }
+    }
+    Ok(one(bytes))
+}
+
+fn parse_number(data: &[u8]) -> Result<u64> {
+    std::str::from_utf8(data)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| Error::Protocol("non-numeric arithmetic reply".into()))
+}
+
+/// The outcome of incr/decr.
+pub fn arith_reply(replies: Vec<Reply>) -> Result<ArithOutcome> {
+    match single(replies)? {
+        Reply::Number(value) => Ok(ArithOutcome::Value {
+            value,
+            cas: 0,
+            ttl: None,
+        }),
+        Reply::Meta {
+            code: MetaCode::Va,
+            flags,
+            data,
+        } => {
+            let f = ReturnFlags::parse(&flags);
+            Ok(ArithOutcome::Value {
+                value: parse_number(&data.unwrap_or_default())?,
+                cas: f.cas.unwrap_or(0),
+                ttl: f.ttl.filter(|&t| t >= 0).map(|t| t as u32),
+            })
+        }
+        Reply::Meta {
+            code: MetaCode::Hd, ..
+        } => Err(Error::Protocol("ma reply without a value".into())),
+        Reply::NotFound
+        | Reply::Meta {
+            code: MetaCode::Nf, ..
+        } => Ok(ArithOutcome::NotFound),
+        Reply::Meta {
+            code: MetaCode::Ex, ..
+        } => Ok(ArithOutcome::Exists),
+        Reply::Meta {
+            code: MetaCode::Ns, ..
+        } => Ok(ArithOutcome::NotStored),
+        Reply::ClientError(m) if m.contains("non-numeric") => Ok(ArithOutcome::NonNumeric),
+        other => Err(other.into_error()),
+    }
+}
+
+// ---- touch, flush_all ----
+
+/// `touch <key> <exptime>`.
+pub fn touch(key: &[u8], exptime: Exptime) -> Job {
+    let mut bytes = Vec::with_capacity(key.len() + 24);
+    let req = Request::Touch {
+        key,
+        exptime: exp32(exptime),
+        noreply: false,
+    };
+    encode_request(&req, &mut bytes);
+    one(bytes)
+}
+
+/// Whether the key was touched.
+pub fn touch_reply(replies: Vec<Reply>) -> Result<bool> {
+    match single(replies)? {
+        Reply::Touched => Ok(true),
+        Reply::NotFound => Ok(false),
+        other => Err(other.into_error()),
+    }
+}
+
+/// `flush_all [delay]`.
+pub fn flush_all(delay: u32) -> Job {
+    let mut bytes = Vec::new();
+    let req = Request::FlushAll {
+        delay: (delay > 0).then(|| delay.min(i32::MAX as u32) as i32),
+        noreply: false,
+    };
+    encode_request(&req, &mut bytes);
+    one(bytes)
+}
+
+/// `OK`.
+pub fn ok_reply(replies: Vec<Reply>) -> Result<()> {
+    match single(replies)? {
+        Reply::Ok => Ok(()),
+        other => Err(other.into_error()),
+    }
+}
+
+/// `stats [args]`.
+pub fn stats(args: &str) -> Job {
+    let mut bytes = Vec::new();
+    encode_request(
+        &Request::Stats {
+            args: Words::new(args.as_bytes()),
+        },
+        &mut bytes,
+    );
+    Job {
+        bytes,
+        expect: Expect::UntilEnd,
+        count: 1,
+    }
+}
+
+/// The `STAT` pairs.
+pub fn stats_reply(replies: Vec<Reply>) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for r in replies {
+        match r {
+            Reply::Stat(k, v) => out.push((k, v)),
+            Reply::End => {}
+            other => return Err(other.into_error()),
+        }
+    }
+    Ok(out)
+}
+
+/// `version`.
+pub fn version() -> Job {
+    let mut bytes = Vec::new();
+    encode_request(&Request::Version, &mut bytes);
+    one(bytes)
+}
+
+/// The version string.
+pub fn version_reply(replies: Vec<Reply>) -> Result<String> {
+    match single(replies)? {
+        Reply::Version(v) => Ok(v),
+        other => Err(other.into_error()),
+    }
+}
+
+/// Values as `Bytes`, for callers that want only the data.
+pub fn values(items: Vec<Option<Item>>) -> Vec<Option<Bytes>> {
+    items.into_iter().map(|i| i.map(|i| i.value)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wire(job: Result<Job>) -> String {
+        String::from_utf8(job.unwrap().bytes).unwrap()
+    }
+
+    #[test]
+    fn reads_put_flags_in_application_order() {
+        let o = GetOptions {
+            touch: Some(Exptime(30)),
+            vivify: Some(Exptime(10)),
+            recache_below: Some(5),
+            meta: true,
+            no_bump: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            wire(get(Dialect::Meta, &[b"a", b"b"], &o)),
+            "mg a v f c T30 N10 R5 t h l u\r\nmg b v f c T30 N10 R5 t h l u\r\n"
+        );
+        assert_eq!(
+            wire(get(
+                Dialect::Classic,
+                &[b"a", b"b"],
+                &GetOptions::touch(Exptime(9))
+            )),
+            "gats 9 a b\r\n"
+        );
+        assert!(get(Dialect::Classic, &[b"a"], &o).is_err());
+    }
+
+    #[test]
+    fn stores_and_arith() {
+        let o = StoreOptions {
+            cas: Some(7),
+            ..StoreOptions::new(StoreMode::Add, 3, Exptime(60))
+        };
+        assert_eq!(
+            wire(store(Dialect::Meta, b"k", b"vv", &o)),
+            "ms k 2 c T60 F3 ME C7\r\nvv\r\n"
+        );
+        let o = StoreOptions::new(StoreMode::Set, 3, Exptime(60));
+        assert_eq!(
+            wire(store(Dialect::Classic, b"k", b"vv", &o)),
+            "set k 3 60 2\r\nvv\r\n"
+        );
+        let a = ArithOptions {
+            vivify: Some((5, Exptime(9))),
+            update_ttl: Some(Exptime(100)),
+            ..ArithOptions::decr(2)
+        };
+        assert_eq!(
+            wire(arith(Dialect::Meta, b"n", &a)),
+            "ma n MD D2 N9 J5 T100 v c t\r\n"
+        );
+        assert_eq!(
+            wire(delete(Dialect::Meta, b"k", &DeleteOptions::default())),
+            "delete k\r\n"
+        );
+    }
+
+    #[test]
+    fn replies_to_outcomes() {
+        let va = |flags: &str, data: &str| Reply::Meta {
+            code: MetaCode::Va,
+            flags: Bytes::copy_from_slice(flags.as_bytes()),
+            data: Some(Bytes::copy_from_slice(data.as_bytes())),
+        };
+        let items = get_replies(
+            Dialect::Meta,
+            &[b"a", b"b"],
+            vec![
+                va("f3 c9 t-1 W", "xy"),
+                Reply::Meta {
+                    code: MetaCode::En,
+                    flags: Bytes::new(),
+                    data: None,
+                },
+            ],
+        )
+        .unwrap();
+        let a = items[0].clone().unwrap();
+        assert_eq!(
+            (&a.value[..], a.flags, a.cas, a.ttl, a.win),
+            (&b"xy"[..], 3, 9, Some(Ttl::Never), true)
+        );
+        assert_eq!(items[1], None);
+        assert_eq!(
+            arith_reply(vec![va("c4 t10", "12")]).unwrap(),
+            ArithOutcome::Value {
+                value: 12,
+                cas: 4,
+                ttl: Some(10)
+            }
+        );
+        assert_eq!(
+            arith_reply(vec![Reply::ClientError(
+                "cannot increment or decrement non-numeric value".into()
+            )])
+            .unwrap(),
+            ArithOutcome::NonNumeric
+        );
+        assert_eq!(
+            store_reply(vec![Reply::ServerError(
+                "object too large for cache".into()
+            )]),
+            Err(Error::TooLarge)
+        );
+    }
+}

@@ -1,0 +1,288 @@
+//! One pipelined connection: a writer task, a reader task, and a FIFO of pending replies.
+//!
+//! Design (and why): memcached answers requests on a connection strictly in order, so a
+//! connection needs no request ids, only a queue. Callers hand a [`Job`] (encoded bytes,
+//! how many replies to expect, a oneshot for the answer) to the **writer task** over a
+//! channel; the writer drains every job already waiting into one buffer, registers their
+//! reply slots in the FIFO *before* writing, and writes the batch with one syscall. The
+//! **reader task** decodes replies with the codec and fills the slot at the head of the
+//! FIFO. Concurrent callers therefore share one socket with their requests batched and
+//! pipelined, and nobody holds a lock across I/O. Reading and writing run in separate tasks
+//! because a server that is writing a large reply stops reading our input: a single task
+//! blocked in `write_all` would deadlock against it (a mutex-protected framed connection has
+//! the same problem unless it interleaves both directions by hand).
+//!
+//! When anything goes wrong (EOF, I/O error, a malformed or unsolicited reply, or a caller's
+//! timeout), the connection is **closed**: every pending slot fails with [`Error::Io`], the
+//! tasks stop, and the pool replaces it on next use. A timed-out connection cannot be reused
+//! because its late reply would be taken for the next request's.
+//!
+//! The stream is any `AsyncRead + AsyncWrite` ([`Stream`]) made by a [`Connector`]: plain TCP
+//! by default, TLS by plugging in a connector that wraps the socket.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::{Buf, BytesMut};
+use memkit_protocol::{DecodeError, Limits, decode_response};
+use memkit_types::Error;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::distribution::ServerSpec;
+use crate::reply::Reply;
+
+/// A byte stream to a server: TCP, TLS over TCP, a Unix socket...
+pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
+
+/// A boxed future, for [`Connector`].
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Opens streams to servers: the seam where TLS (or a test double) plugs in.
+pub trait Connector: Send + Sync + fmt::Debug + 'static {
+    /// Connects to `server`. The caller applies the connect timeout.
+    fn connect<'a>(&'a self, server: &'a ServerSpec) -> BoxFuture<'a, io::Result<Box<dyn Stream>>>;
+}
+
+/// Plain TCP with `TCP_NODELAY`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TcpConnector;
+
+impl Connector for TcpConnector {
+    fn connect<'a>(&'a self, server: &'a ServerSpec) -> BoxFuture<'a, io::Result<Box<dyn Stream>>> {
+        Box::pin(async move {
+            let s = tokio::net::TcpStream::connect((server.host.as_str(), server.port)).await?;
+            s.set_nodelay(true)?;
+            Ok(Box::new(s) as Box<dyn Stream>)
+        })
+    }
+}
+
+/// How a request's replies end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Each request gets exactly one reply (storage, meta commands, incr...).
+    One,
+    /// Each request gets lines until `END` or an error line (`get`, `stats`).
+    UntilEnd,
+}
+
+/// Requests to write and what their replies look like.
+#[derive(Debug)]
+pub struct Job {
+    /// Encoded requests.
+    pub bytes: Vec<u8>,
+    /// Reply shape.
+    pub expect: Expect,
+    /// How many requests `bytes` holds.
+    pub count: usize,
+}
+
+type Answer = oneshot::Sender<Result<Vec<Reply>, Error>>;
+
+struct Slot {
+    expect: Expect,
+    remaining: usize,
+    replies: Vec<Reply>,
+    tx: Answer,
+}
+
+#[derive(Default)]
+struct Fifo {
+    slots: VecDeque<Slot>,
+    closed: bool,
+}
+
+struct Shared {
+    fifo: Mutex<Fifo>,
+    open: AtomicBool,
+}
+
+impl Shared {
+    /// Closes the connection: fails every pending slot, refuses new ones.
+    fn close(&self, why: &str) {
+        self.open.store(false, Ordering::Release);
+        let slots = {
+            let mut f = self.fifo.lock().unwrap_or_else(|e| e.into_inner());
+            f.closed = true;
+            std::mem::take(&mut f.slots)
+        };
+        for s in slots {
+            let _ = s.tx.send(Err(Error::Io(why.to_string())));
+        }
+    }
+}
+
+/// One pipelined connection; see the module docs.
+pub struct Connection {
+    tx: mpsc::Sender<(Job, Answer)>,
+    shared: Arc<Shared>,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("open", &self.is_open())
+            .finish()
+    }
+}
+
+/// Flush the batch once it holds this many bytes even if more jobs are waiting.
+const MAX_BATCH: usize = 256 * 1024;
+
+impl Connection {
+    /// Starts the reader and writer tasks on the current tokio runtime.
+    pub fn start(stream: Box<dyn Stream>, limits: Limits) -> Connection {
+        let (rd, wr) = tokio::io::split(stream);
+        let shared = Arc::new(Shared {
+            fifo: Mutex::new(Fifo::default()),
+            open: AtomicBool::new(true),
+        });
+        let (tx, rx) = mpsc::channel(1024);
+        let reader = tokio::spawn(read_loop(rd, shared.clone(), limits));
+        let writer = tokio::spawn(write_loop(wr, rx, shared.clone()));
+        Connection {
+            tx,
+            shared,
+            tasks: [reader, writer],
+        }
+    }
+
+    /// Whether the connection can still take requests.
+    pub fn is_open(&self) -> bool {
+        self.shared.open.load(Ordering::Acquire)
+    }
+
+    /// Sends `job` and waits for its replies (no timeout: see [`Connection::close`]).
+    pub async fn call(&self, job: Job) -> Result<Vec<Reply>, Error> {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send((job, tx)).await.is_err() {
+            return Err(Error::Io("connection closed".into()));
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(Error::Io("connection closed".into())))
+    }
+
+    /// Closes the connection and fails everything pending on it.
+    pub fn close(&self, why: &str) {
+        self.shared.close(why);
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.close("connection dropped");
+    }
+}
+
+async fn write_loop(
+    mut wr: tokio::io::WriteHalf<Box<dyn Stream>>,
+    mut rx: mpsc::Receiver<(Job, Answer)>,
+    shared: Arc<Shared>,
+) {
+    let mut buf = Vec::with_capacity(16 * 1024);
+    while let Some(first) = rx.recv().await {
+        buf.clear();
+        let mut batch = vec![first];
+        let mut size = batch[0].0.bytes.len();
+        while size < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(j) => {
+                    size += j.0.bytes.len();
+                    batch.push(j);
+                }
+                Err(_) => break,
+            }
+        }
+        {
+            let mut f = shared.fifo.lock().unwrap_or_else(|e| e.into_inner());
+            for (job, tx) in batch {
+                if f.closed {
+                    let _ = tx.send(Err(Error::Io("connection closed".into())));
+                    continue;
+                }
+                buf.extend_from_slice(&job.bytes);
+                f.slots.push_back(Slot {
+                    expect: job.expect,
+                    remaining: job.count,
+                    replies: Vec::with_capacity(job.count),
+                    tx,
+                });
+            }
+            if f.closed {
+                return;
+            }
+        }
+        if let Err(e) = async {
+            wr.write_all(&buf).await?;
+            wr.flush().await
+        }
+        .await
+        {
+            shared.close(&format!("write failed: {e}"));
+            return;
+        }
+    }
+}
+
+async fn read_loop(
+    mut rd: tokio::io::ReadHalf<Box<dyn Stream>>,
+    shared: Arc<Shared>,
+    limits: Limits,
+) {
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    loop {
+        match rd.read_buf(&mut buf).await {
+            Ok(0) => return shared.close("connection closed by the server"),
+            Ok(_) => {}
+            Err(e) => return shared.close(&format!("read failed: {e}")),
+        }
+        loop {
+            let (reply, used) = match decode_response(&buf, &limits) {
+                Ok((r, used)) => (Reply::from_response(&r), used),
+                Err(DecodeError::Incomplete) => break,
+                Err(_) => return shared.close("malformed reply"),
+            };
+            buf.advance(used);
+            if !deliver(&shared, reply) {
+                return shared.close("reply without a request");
+            }
+        }
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(16 * 1024);
+        }
+    }
+}
+
+/// Files `reply` under the oldest pending slot; false if there is none.
+fn deliver(shared: &Shared, reply: Reply) -> bool {
+    let mut f = shared.fifo.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(slot) = f.slots.front_mut() else {
+        return false;
+    };
+    let ends = match slot.expect {
+        Expect::One => true,
+        Expect::UntilEnd => reply == Reply::End || reply.is_error(),
+    };
+    slot.replies.push(reply);
+    if ends {
+        slot.remaining -= 1;
+    }
+    if slot.remaining == 0 {
+        let slot = f.slots.pop_front().expect("front exists");
+        drop(f);
+        let _ = slot.tx.send(Ok(slot.replies));
+    }
+    true
+}

@@ -1,0 +1,40 @@
+//! memkit-client: memcached from Rust — one server or a cluster — over memkit's codec.
+//!
+//! Map:
+//! - [`client`]: [`Client`], one server: a small pool of pipelined connections, connect and
+//!   request timeouts, and the [`memkit_types::Memcache`] implementation.
+//! - [`conn`]: one connection — a writer task that batches concurrent requests into one
+//!   write, a reader task that fills a FIFO of reply slots; the [`Connector`] seam for TLS.
+//! - [`command`]: each `Memcache` call as wire requests (classic where exact, meta where the
+//!   options need it) and its replies as outcomes; the [`Dialect`] switch.
+//! - [`reply`]: owned replies and their mapping to [`memkit_types::Error`].
+//! - [`hash`]: libhashkit's key hashes (one_at_a_time, md5, crc, fnv1(a)_32/64), bit-exact.
+//! - [`distribution`]: [`ServerSpec`], modula and libmemcached's (weighted) ketama.
+//! - [`cluster`]: [`Cluster`], a pool of servers: placement, per-server batched multi-get,
+//!   failover and ejection, gutter pool, replicas, hot-key spreading.
+//! - [`blocking`]: [`BlockingClient`], a synchronous facade with a private runtime.
+//!
+//! Goals: the same server for every key as libmemcached (ketama) and python-memcached
+//! (modula); behaviour identical to the embedded store (the conformance suite runs through
+//! this client against memkitd and real memcached); a dead server costs at most one timeout
+//! and is then a miss. Non-goals: the binary protocol, UDP, SASL; a TLS implementation
+//! (only the seam: bring a [`Connector`]).
+//!
+//! See `docs/client.md` for configuration and compatibility.
+
+pub mod blocking;
+pub mod client;
+pub mod cluster;
+pub mod command;
+pub mod conn;
+pub mod distribution;
+pub mod hash;
+pub mod reply;
+
+pub use blocking::BlockingClient;
+pub use client::{Client, ClientConfig};
+pub use cluster::{Cluster, ClusterConfig, HotKeys, Replicas};
+pub use command::Dialect;
+pub use conn::{Connector, Stream, TcpConnector};
+pub use distribution::{Distribution, Placement, ServerSpec};
+pub use hash::HashFn;

@@ -1,0 +1,158 @@
+//! Test servers: memkitd in-process on its own runtime (so a test can kill it), real
+//! memcached as a child process killed by PID on drop. Loopback only, free ports, bounded
+//! waits.
+
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memkit_client::{ClientConfig, ServerSpec};
+
+pub const MEMCACHED: &str = "/usr/bin/memcached";
+
+/// A free loopback port (bound, read, released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Whether something accepts on `port`.
+pub fn port_open(port: u16) -> bool {
+    TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)).is_ok()
+}
+
+fn wait_for(port: u16) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if port_open(port) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// memkitd on its own runtime; `kill` drops the runtime, closing every socket at once.
+pub struct Memkitd {
+    pub port: u16,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Memkitd {
+    pub fn start() -> Memkitd {
+        Self::start_on(0).expect("bind a free port")
+    }
+
+    /// On a given port (0: any); `None` if it cannot be bound.
+    pub fn start_on(port: u16) -> Option<Memkitd> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).ok()?;
+        let port = listener.local_addr().ok()?.port();
+        listener.set_nonblocking(true).ok()?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .ok()?;
+        rt.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+            let settings = memkit_server::Settings::default();
+            let shared = memkit_server::Shared::new(
+                Arc::new(memkit_server::engine_for(&settings)),
+                settings,
+            );
+            memkit_server::run(listener, shared, std::future::pending()).await;
+        });
+        Some(Memkitd { port, rt: Some(rt) })
+    }
+
+    pub fn spec(&self) -> ServerSpec {
+        ServerSpec::new("127.0.0.1", self.port)
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Memkitd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A real memcached child process, killed by PID on drop.
+pub struct Memcached {
+    pub port: u16,
+    child: Option<Child>,
+}
+
+impl Memcached {
+    /// On a free port; `None` (with a note) when memcached is not installed.
+    pub fn start() -> Option<Memcached> {
+        Self::start_on(free_port())
+    }
+
+    pub fn start_on(port: u16) -> Option<Memcached> {
+        if !std::path::Path::new(MEMCACHED).exists() {
+            eprintln!("{MEMCACHED} not installed: skipped");
+            return None;
+        }
+        let child = Command::new(MEMCACHED)
+            .args([
+                "-l",
+                "127.0.0.1",
+                "-U",
+                "0",
+                "-m",
+                "64",
+                "-u",
+                "nobody",
+                "-p",
+            ])
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let m = Memcached {
+            port,
+            child: Some(child),
+        };
+        assert!(wait_for(port), "memcached did not start on {port}");
+        Some(m)
+    }
+
+    pub fn spec(&self) -> ServerSpec {
+        ServerSpec::new("127.0.0.1", self.port)
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Generous timeouts: the machine is shared.
+pub fn config() -> ClientConfig {
+    ClientConfig {
+        connect_timeout: Duration::from_secs(2),
+        request_timeout: Duration::from_secs(5),
+        ..ClientConfig::default()
+    }
+}
