@@ -304,7 +304,10 @@ impl Cluster {
         self.rebuild(pool)
     }
 
+    /// Rebuilds under the write lock, so that concurrent rebuilds cannot publish a
+    /// placement computed from older down marks after a newer one.
     fn rebuild(&self, pool: &Pool) -> Arc<Placement> {
+        let mut slot = pool.placement.write().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         let cfg = &self.inner.config;
         let (live, next): (Vec<bool>, Option<Instant>) = if cfg.remap_on_failure {
@@ -322,7 +325,7 @@ impl Cluster {
             (Vec::new(), None)
         };
         let p = Arc::new(Placement::build(cfg.distribution, &pool.servers, &live));
-        *pool.placement.write().unwrap_or_else(|e| e.into_inner()) = (p.clone(), next);
+        *slot = (p.clone(), next);
         p
     }
 

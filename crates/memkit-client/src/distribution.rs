@@ -13,8 +13,10 @@
 //!   12-15, little-endian). Points are sorted by (value, server index); a key's MD5 hash
 //!   (first four digest bytes, little-endian) goes to the first point at or after it,
 //!   wrapping to the first point.
-//! - **Ketama, unweighted** (libmemcached `MEMCACHED_BEHAVIOR_KETAMA` with every weight 1):
-//!   100 points per server, one per point string, valued by the string's MD5 hash.
+//! - **Ketama, unweighted** (libmemcached `MEMCACHED_BEHAVIOR_KETAMA` with every weight 1,
+//!   i.e. `MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA` without weighting): 100 points per
+//!   server, one per point string, valued by the pool's key hash (libmemcached's default,
+//!   one_at_a_time, unless `hash` is set), which also hashes the keys.
 //!
 //! Ejected servers are left out of the build, exactly as libmemcached's auto-eject does, so
 //! their keys move to the rest of the ring and come back when they return.
@@ -128,8 +130,12 @@ pub enum Distribution {
     },
     /// libmemcached's weighted ketama (MD5 for points and keys).
     Ketama,
-    /// libmemcached's unweighted ketama (100 MD5 points per server, MD5 keys).
-    KetamaUnweighted,
+    /// libmemcached's unweighted ketama: 100 points per server, points and keys hashed
+    /// with `hash` ([`HashFn::OneAtATime`] is libmemcached's default).
+    KetamaUnweighted {
+        /// The key (and point) hash.
+        hash: HashFn,
+    },
 }
 
 impl Default for Distribution {
@@ -145,16 +151,24 @@ impl Distribution {
 
 impl std::str::FromStr for Distribution {
     type Err = String;
-    /// `ketama`, `ketama-unweighted`, `modula`, `modula:<hash>` (e.g. `modula:fnv1a_32`).
+    /// `ketama`, `ketama-unweighted[:<hash>]`, `modula`, `modula:<hash>` (e.g.
+    /// `modula:fnv1a_32`).
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "ketama" | "consistent" => Ok(Distribution::Ketama),
-            "ketama-unweighted" => Ok(Distribution::KetamaUnweighted),
+            "ketama-unweighted" => Ok(Distribution::KetamaUnweighted {
+                hash: HashFn::OneAtATime,
+            }),
             "modula" => Ok(Distribution::MODULA),
-            _ => match s.strip_prefix("modula:") {
-                Some(h) => Ok(Distribution::Modula { hash: h.parse()? }),
-                None => Err(format!("unknown distribution {s:?}")),
-            },
+            _ => {
+                if let Some(h) = s.strip_prefix("modula:") {
+                    Ok(Distribution::Modula { hash: h.parse()? })
+                } else if let Some(h) = s.strip_prefix("ketama-unweighted:") {
+                    Ok(Distribution::KetamaUnweighted { hash: h.parse()? })
+                } else {
+                    Err(format!("unknown distribution {s:?}"))
+                }
+            }
         }
     }
 }
@@ -179,7 +193,7 @@ impl Placement {
                     points.extend((0..s.weight.max(1)).map(|_| (0, i as u32)));
                 }
             }
-            Distribution::Ketama | Distribution::KetamaUnweighted => {
+            Distribution::Ketama | Distribution::KetamaUnweighted { .. } => {
                 let weighted = dist == Distribution::Ketama;
                 let live_n = (0..servers.len()).filter(|&i| is_live(i)).count();
                 let total: u64 = servers
@@ -196,15 +210,15 @@ impl Placement {
                     };
                     for p in 0..per_server / per_hash {
                         let name = point_name(s, p);
-                        let d = md5_digest(name.as_bytes());
-                        if weighted {
+                        if let Distribution::KetamaUnweighted { hash } = dist {
+                            points.push((hash.hash(name.as_bytes()), i as u32));
+                        } else {
+                            let d = md5_digest(name.as_bytes());
                             for a in 0..4 {
                                 let b = &d[a * 4..a * 4 + 4];
                                 let v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
                                 points.push((v, i as u32));
                             }
-                        } else {
-                            points.push((u32::from_le_bytes([d[0], d[1], d[2], d[3]]), i as u32));
                         }
                     }
                 }
@@ -222,8 +236,10 @@ impl Placement {
     /// The key's hash as this distribution computes it.
     pub fn key_hash(&self, key: &[u8]) -> u32 {
         match self.dist {
-            Distribution::Modula { hash } => hash.hash(key),
-            Distribution::Ketama | Distribution::KetamaUnweighted => HashFn::Md5.hash(key),
+            Distribution::Modula { hash } | Distribution::KetamaUnweighted { hash } => {
+                hash.hash(key)
+            }
+            Distribution::Ketama => HashFn::Md5.hash(key),
         }
     }
 

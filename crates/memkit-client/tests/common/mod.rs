@@ -77,7 +77,10 @@ impl Memkitd {
 
     pub fn kill(&mut self) {
         if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
+            // Dropping a runtime blocks, which an async test may not do on its own thread.
+            std::thread::spawn(move || rt.shutdown_timeout(Duration::from_secs(2)))
+                .join()
+                .expect("memkitd runtime shut down");
         }
     }
 }
