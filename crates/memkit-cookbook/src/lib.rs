@@ -22,7 +22,7 @@
 //!   membership plus a key-list key.
 //! - [`structures::queue`]: [`Queue`] (FIFO) and [`Stack`] (LIFO) over counters and slot keys.
 //! - [`codec`]: the value encodings (JSON records, decimal counters) and key naming.
-//! - [`error`]: [`Error`].
+//! - [`error`]: the [`Error`] type.
 //!
 //! Each structure has a page in `docs/cookbook/` (the idea, its keys, its cost in round
 //! trips, how it degrades when a key is evicted or a server dies).

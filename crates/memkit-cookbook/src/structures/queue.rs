@@ -48,7 +48,9 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use memkit_types::{ArithMode, ArithOptions, ArithOutcome, DeleteOutcome, Exptime, Memcache};
+use memkit_types::{
+    ArithMode, ArithOptions, ArithOutcome, DeleteOutcome, Exptime, Memcache, StoreOutcome,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -111,18 +113,25 @@ impl<M: Memcache> Slots<M> {
             .await?)
     }
 
-    /// Takes the element in claimed slot `n`: `Some(encoded)` if we deleted it, `None` if the
-    /// slot is a hole (tombstoned by us or someone) or another consumer took it.
-    async fn take(&self, n: u64) -> Result<Option<Vec<u8>>> {
+    /// Takes the element in claimed slot `n`: `Some(encoded)` if we removed it, `None` if the
+    /// slot is a hole (tombstoned by us or someone) or another consumer took it. Removal is
+    /// one atomic CAS command, so exactly one taker wins: `delete_cas`, or with `mark` a `cas`
+    /// that replaces the element by a tombstone (the queue's record of consumed slots).
+    async fn take(&self, n: u64, mark: bool) -> Result<Option<Vec<u8>>> {
         let key = self.slot_key(n);
         let mut waited = Duration::ZERO;
         let mut nap = Duration::from_millis(1);
         for _ in 0..1_000 {
             match self.mc.get(&key).await? {
                 Some(item) if item.value.first() == Some(&ITEM) => {
-                    return Ok((self.mc.delete_cas(&key, item.cas).await?
-                        == DeleteOutcome::Deleted)
-                        .then(|| item.value[1..].to_vec()));
+                    let won = if mark {
+                        let ttl = Exptime::secs(self.opts.tombstone_ttl.max(1));
+                        self.mc.cas(&key, TOMBSTONE, 0, ttl, item.cas).await?
+                            == StoreOutcome::Stored
+                    } else {
+                        self.mc.delete_cas(&key, item.cas).await? == DeleteOutcome::Deleted
+                    };
+                    return Ok(won.then(|| item.value[1..].to_vec()));
                 }
                 Some(_) => return Ok(None),
                 None if waited >= self.opts.hole_wait => {
@@ -241,37 +250,38 @@ impl<M: Memcache, T: Serialize + DeserializeOwned> Queue<M, T> {
             if !s.step(&head, ArithMode::Incr, cas).await? {
                 continue;
             }
-            if let Some(bytes) = s.take(h + 1).await? {
+            if let Some(bytes) = s.take(h + 1, true).await? {
                 return decode(&bytes).map(Some);
             }
         }
         Err(Error::Contended(MAX_CLAIMS))
     }
 
-    /// The head was lost: find the oldest slot still holding an element by scanning back
-    /// from the tail, so consumers neither replay consumed slots nor skip waiting ones.
+    /// The head is missing — a new queue, or the key was lost. Every claimed slot is either
+    /// being taken or holds a tombstone (consumed or skipped), so the highest tombstone below
+    /// the tail bounds the true head from below; the slots above it are unclaimed or in
+    /// flight. Restarting there re-claims at most a few in-flight slots, and those are taken
+    /// by exactly one consumer (the CAS in `take`): nothing is delivered twice or skipped.
+    /// With no tombstone (a new queue, or tombstones expired) the scan goes back to slot 1,
+    /// or at most `MAX_RECOVERY_SCAN` slots.
     async fn recover_head(&self, tail: u64) -> Result<u64> {
         let s = &self.slots;
-        let mut lowest = tail + 1;
+        let floor = tail.saturating_sub(MAX_RECOVERY_SCAN);
         let mut hi = tail;
-        while hi >= 1 && tail - hi < MAX_RECOVERY_SCAN {
-            let lo = hi.saturating_sub(63).max(1);
+        while hi > floor {
+            let lo = hi.saturating_sub(63).max(floor + 1);
             let keys: Vec<Vec<u8>> = (lo..=hi).map(|n| s.slot_key(n)).collect();
             let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
             let items = s.mc.get_multi(&refs, &Default::default()).await?;
-            let mut any = false;
-            for (n, item) in (lo..=hi).zip(items) {
-                if item.is_some_and(|i| i.value.first() == Some(&ITEM)) {
-                    lowest = lowest.min(n);
-                    any = true;
+            let found: Vec<(u64, Option<memkit_types::Item>)> = (lo..=hi).zip(items).collect();
+            for (n, item) in found.into_iter().rev() {
+                if item.is_some_and(|i| i.value.as_ref() == TOMBSTONE) {
+                    return Ok(n);
                 }
-            }
-            if !any || lo == 1 {
-                break;
             }
             hi = lo - 1;
         }
-        Ok(lowest - 1)
+        Ok(floor)
     }
 
     /// Elements waiting (tail − head; holes included). Two round trips at most.
@@ -342,7 +352,7 @@ impl<M: Memcache, T: Serialize + DeserializeOwned> Stack<M, T> {
             if !s.step(&top, ArithMode::Decr, cas).await? {
                 continue;
             }
-            if let Some(bytes) = s.take(n).await? {
+            if let Some(bytes) = s.take(n, false).await? {
                 return decode(&bytes).map(Some);
             }
         }
