@@ -18,7 +18,7 @@
 //!   [`Poller`] for the `lastSeen` pattern.
 //! - [`structures::array`]: [`Array`] (read-mostly, one key, gets/cas or lock) and
 //!   [`AppendArray`] (`+x`/`-x` operations appended, folded on read, compacted, sharded).
-//! - [`structures::table`]: [`Set`] (the seeds' "table") and [`Hash`] — per-element keys for
+//! - [`structures::table`]: [`Set`] (the seeds' "table") and [`Hash`](struct@Hash) — per-element keys for
 //!   membership plus a key-list key.
 //! - [`structures::queue`]: [`Queue`] (FIFO) and [`Stack`] (LIFO) over counters and slot keys.
 //! - [`codec`]: the value encodings (JSON records, decimal counters) and key naming.

@@ -2,10 +2,10 @@
 //!
 //! See `docs/cookbook/table.md`.
 //!
-//! memcached is one big hash table without a "list keys" command, so a [`Hash`] keeps two
+//! memcached is one big hash table without a "list keys" command, so a [`Hash`](struct@Hash) keeps two
 //! things: one key per element, `hash:<name>:v:<element>` holding `[element, value]` — the
 //! membership test and lookup are one `get` — and a key-list key `hash:<name>:keys` holding
-//! every element (the read-mostly [`Array`](crate::Array) technique). Writers take the lock
+//! every element (the read-mostly [`Array`] technique). Writers take the lock
 //! `hash:<name>` so that the element keys and the list change together, and update the list
 //! with `gets`/`cas` so that even a writer whose lock expired cannot lose another's change.
 //! Readers never wait. A [`Set`] (the seed's table) is a hash without values.
