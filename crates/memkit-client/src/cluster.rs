@@ -523,6 +523,9 @@ fn is_down(h: &Health, now: Instant) -> bool {
         .is_some_and(|t| t > now)
 }
 
+/// Keys of one server's batch: (position in the caller's list, key as sent).
+type Batch = Vec<(usize, Vec<u8>)>;
+
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Polls every future concurrently until all are done (results in order).
@@ -563,7 +566,7 @@ impl Memcache for Cluster {
             return Ok(Vec::new());
         }
         // First pass: one copy per key, grouped per server, one batch per server.
-        let mut groups: Vec<(Target, Vec<(usize, Vec<u8>)>)> = Vec::new();
+        let mut groups: Vec<(Target, Batch)> = Vec::new();
         let mut out: Vec<Option<Item>> = vec![None; keys.len()];
         let mut retry: Vec<(usize, Option<(Target, bool)>)> = Vec::new();
         for (i, key) in keys.iter().enumerate() {

@@ -121,7 +121,7 @@ impl std::str::FromStr for ServerSpec {
 }
 
 /// How keys are spread over a pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Distribution {
     /// `hash(key) % buckets`, buckets weighted by repetition (python-memcached).
     Modula {
@@ -129,6 +129,7 @@ pub enum Distribution {
         hash: HashFn,
     },
     /// libmemcached's weighted ketama (MD5 for points and keys).
+    #[default]
     Ketama,
     /// libmemcached's unweighted ketama: 100 points per server, points and keys hashed
     /// with `hash` ([`HashFn::OneAtATime`] is libmemcached's default).
@@ -136,12 +137,6 @@ pub enum Distribution {
         /// The key (and point) hash.
         hash: HashFn,
     },
-}
-
-impl Default for Distribution {
-    fn default() -> Self {
-        Distribution::Ketama
-    }
 }
 
 impl Distribution {

@@ -81,7 +81,7 @@ async fn killing_one_of_three_servers_under_load() {
             while !stop.load(Ordering::Relaxed) {
                 let k = keys[i % keys.len()].as_bytes();
                 let started = Instant::now();
-                if i % 4 == 0 {
+                if i.is_multiple_of(4) {
                     // Writes go to other keys, so the victim's keys stay missing until the
                     // test writes them again.
                     let w = format!("load:{i}");

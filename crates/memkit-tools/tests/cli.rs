@@ -1,0 +1,121 @@
+//! The `memkit` binary against in-process memkitd servers on free loopback ports.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+
+use memkit_client::{Cluster, ClusterConfig, Distribution, ServerSpec};
+
+fn start_memkitd(rt: &tokio::runtime::Runtime) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    rt.spawn(async move {
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        let settings = memkit_server::Settings::default();
+        let shared =
+            memkit_server::Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
+        memkit_server::run(listener, shared, std::future::pending()).await;
+    });
+    port
+}
+
+fn memkit(servers: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memkit"))
+        .args(["--servers", servers, "--timeout-ms", "3000"])
+        .args(args)
+        .env_remove("MEMCACHED_SERVERS")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(data) = stdin {
+        input.write_all(data).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn everyday_verbs_over_a_pool() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let ports: Vec<u16> = (0..3).map(|_| start_memkitd(&rt)).collect();
+    let servers = format!(
+        "127.0.0.1:{},127.0.0.1:{}:2,127.0.0.1:{}",
+        ports[0], ports[1], ports[2]
+    );
+
+    assert!(
+        memkit(&servers, &["set", "greeting", "hello"], None)
+            .status
+            .success()
+    );
+    assert!(
+        memkit(&servers, &["set", "piped"], Some(b"from stdin"))
+            .status
+            .success()
+    );
+    let got = memkit(&servers, &["get", "greeting", "piped"], None);
+    assert!(got.status.success());
+    assert_eq!(stdout(&got), "hello\nfrom stdin\n");
+    let miss = memkit(&servers, &["get", "greeting", "nope"], None);
+    assert_eq!(miss.status.code(), Some(1));
+    assert_eq!(stdout(&miss), "hello\n");
+
+    // --which agrees with the library's placement, and the key is really there.
+    let which = memkit(&servers, &["--which", "greeting"], None);
+    let specs = ServerSpec::parse_list(&servers).unwrap();
+    let cluster = Cluster::new(specs.clone(), ClusterConfig::new(Distribution::Ketama));
+    let i = cluster.server_for(b"greeting").unwrap();
+    assert_eq!(stdout(&which).trim(), specs[i].to_string());
+    let direct = memkit(&specs[i].to_string(), &["get", "greeting"], None);
+    assert_eq!(stdout(&direct), "hello\n");
+    let modula = memkit(&servers, &["-d", "modula", "--which", "greeting"], None);
+    assert!(modula.status.success());
+
+    assert!(memkit(&servers, &["set", "n", "41"], None).status.success());
+    assert_eq!(stdout(&memkit(&servers, &["incr", "n"], None)), "42\n");
+    assert_eq!(stdout(&memkit(&servers, &["decr", "n", "50"], None)), "0\n");
+    assert!(memkit(&servers, &["delete", "n"], None).status.success());
+    assert_eq!(
+        memkit(&servers, &["delete", "n"], None).status.code(),
+        Some(1)
+    );
+
+    let ping = memkit(&servers, &["ping"], None);
+    assert!(ping.status.success());
+    assert_eq!(stdout(&ping).lines().count(), 3);
+    let stats = stdout(&memkit(&servers, &["stats"], None));
+    assert_eq!(stats.matches("Server: ").count(), 3);
+    assert!(stats.contains("curr_items"));
+    assert!(memkit(&servers, &["flush"], None).status.success());
+    assert_eq!(
+        memkit(&servers, &["get", "greeting"], None).status.code(),
+        Some(1)
+    );
+
+    // A dead server: a clear error and status 1, not a hang.
+    let dead = format!("127.0.0.1:{}", {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    });
+    let o = memkit(&dead, &["set", "k", "v"], None);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        memkit(&servers, &["-d", "bogus", "ping"], None)
+            .status
+            .code(),
+        Some(2)
+    );
+    rt.shutdown_background();
+}
