@@ -9,17 +9,24 @@
 //!   the element there. If the slot is occupied (a tombstone, see below) take the next one.
 //! - *pop*: multi-get head and tail; empty if `head >= tail`; else claim slot `head + 1` by
 //!   incrementing head *with its CAS* (so head never passes tail and each slot is claimed
-//!   once); then take the element: `gets` + `delete_cas` — whoever deletes it returns it, so
-//!   an element is delivered at most once even if a slot were claimed twice (after head was
-//!   evicted). A claimed slot whose producer has not written yet is polled for `hole_wait`;
-//!   then the consumer `add`s a tombstone: if that succeeds the producer's `add` fails and it
-//!   re-pushes to a new slot (nothing lost); if it fails, the element just arrived and is
-//!   taken.
+//!   once); then take the element: `gets`, then a `cas` that replaces it by a short-lived
+//!   tombstone — whoever's `cas` wins returns it, so an element is delivered at most once
+//!   even if a slot were claimed twice. A claimed slot whose producer has not written yet is
+//!   polled for `hole_wait`; then the consumer `add`s a tombstone: if that succeeds the
+//!   producer's `add` fails and it re-pushes to a new slot (nothing lost); if it fails, the
+//!   element just arrived and is taken.
+//! - *head lost* (evicted, flushed, server restarted): the consumer that finds it missing
+//!   scans back from the tail for the highest tombstone (every consumed slot holds one for
+//!   `tombstone_ttl`) and restarts the head there: no consumed element is replayed, no
+//!   waiting one skipped. *Tail lost*: the producer that re-creates it at 1 moves it past the
+//!   head; slots still holding elements are skipped by `add`, so they are delivered too.
 //!
 //! **Stack** — keys `stack:<name>:top` and `stack:<name>:<slot>`. *push*: `incr top`, `add`
 //! the slot (next slot if occupied). *pop*: `gets top`; empty at 0; claim slot `top` by
-//! decrementing top *with its CAS*; take the element as above. LIFO holds for pushes and pops
-//! that do not overlap in time; overlapping ones may interleave.
+//! decrementing top *with its CAS*; take the element as above but with `delete_cas` (slots
+//! are reused as the top moves down and up, so consumed slots must not stay occupied).
+//! LIFO holds for pushes and pops that do not overlap in time; overlapping ones may
+//! interleave.
 //!
 //! Guarantees while the keys live: every pushed element is popped exactly once; none is
 //! lost or duplicated (a consumer that crashes after taking an element loses it:
