@@ -5,12 +5,15 @@
 //!   page says;
 //! - `seed_bugs`: one test per pseudocode flaw of the seeds (SPEC.md), pinning the fix;
 //! - `multiprocess`: several OS processes (this binary, re-run as workers) against memkitd
-//!   and, when installed, real memcached, through the test-only text client in `textclient`.
+//!   and, when installed, real memcached, through memkit-client;
+//! - `network`: the structures' unit scenarios through memkit-client against memkitd and
+//!   real memcached, and a three-server cluster losing a server.
 
 mod concurrency;
 mod faults;
 mod multiprocess;
+mod network;
 mod seed_bugs;
+mod servers;
 mod support;
-mod textclient;
 mod units;

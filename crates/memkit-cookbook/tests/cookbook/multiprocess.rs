@@ -1,9 +1,8 @@
 //! Several OS processes against one server: this test binary re-runs itself as workers
 //! (`worker` below does nothing unless `COOKBOOK_WORKER` is set), each talking to memkitd
-//! (in-process, port 0) or to real memcached through the test-only [`TextClient`].
+//! (in-process, port 0) or to real memcached through memkit-client.
 
 use std::collections::HashSet;
-use std::net::TcpListener as StdListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +10,8 @@ use std::time::Duration;
 use memkit_cookbook::*;
 use memkit_types::SystemClock;
 
-use crate::textclient::TextClient;
 use crate::units::Ev;
+use memkit_client::Client;
 
 const WORKERS: usize = 4;
 const ENV: &str = "COOKBOOK_WORKER";
@@ -31,9 +30,9 @@ fn worker() {
         parts[3].parse::<u32>().unwrap(),
         parts[4].as_str(),
     );
-    let mc = Arc::new(TextClient::connect(addr).unwrap());
-    let rt = crate::support::rt();
+    let rt = crate::support::net_rt();
     rt.block_on(async {
+        let mc = Arc::new(Client::connect(addr).await.unwrap());
         match role {
             "lock" => {
                 let opts = LockOptions::ttl_secs(30)
@@ -138,8 +137,8 @@ fn run_all(children: Vec<Child>) -> Vec<String> {
 
 /// Every multi-process scenario against the server at `addr`.
 fn scenarios(addr: &str, run: &str) {
-    let mc = Arc::new(TextClient::connect(addr).unwrap());
-    let rt = crate::support::rt();
+    let rt = crate::support::net_rt();
+    let mc = Arc::new(rt.block_on(Client::connect(addr)).unwrap());
     let n = 100u32;
     let total = u64::from(n) * WORKERS as u64;
 
@@ -235,78 +234,14 @@ fn scenarios(addr: &str, run: &str) {
 
 #[test]
 fn processes_against_memkitd() {
-    let settings = memkit_server::Settings::default();
-    let engine = Arc::new(memkit_server::engine_for(&settings));
-    let shared = memkit_server::Shared::new(engine, settings);
-    let std_listener = StdListener::bind("127.0.0.1:0").unwrap();
-    std_listener.set_nonblocking(true).unwrap();
-    let addr = std_listener.local_addr().unwrap().to_string();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
-            memkit_server::run(listener, shared, async {
-                let _ = stop_rx.await;
-            })
-            .await;
-        });
-    });
-    scenarios(&addr, "memkitd");
-    let _ = stop_tx.send(());
-    server.join().unwrap();
+    let server = crate::servers::Memkitd::start();
+    scenarios(&server.addr, "memkitd");
 }
 
 /// The same scenarios against real memcached (`/usr/bin/memcached`), when installed.
 #[test]
 fn processes_against_real_memcached() {
-    let bin = "/usr/bin/memcached";
-    if !std::path::Path::new(bin).exists() {
-        eprintln!("skipped: {bin} not installed");
-        return;
-    }
-    let port = StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = Command::new(bin)
-        .args([
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "0",
-            "-m",
-            "64",
-            "-u",
-            "root",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = format!("127.0.0.1:{port}");
-    let mut up = false;
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(&addr).is_ok() {
-            up = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let result = std::panic::catch_unwind(|| {
-        assert!(up, "memcached did not start on {addr}");
-        scenarios(&addr, "memcached");
-    });
-    let _ = child.kill();
-    let _ = child.wait();
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
+    if let Some(server) = crate::servers::Memcached::start() {
+        scenarios(&server.addr, "memcached");
     }
 }

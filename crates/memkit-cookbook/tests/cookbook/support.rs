@@ -37,3 +37,11 @@ pub fn mt_rt() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// A current-thread runtime with I/O and time, for network clients.
+pub fn net_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
