@@ -183,3 +183,38 @@ async fn classic_dialect_against_memcached() {
     ));
     assert_eq!(c.version().await.unwrap().split('.').count(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_pipeline_on_one_connection() {
+    let d = Memkitd::start();
+    let c = Client::new(
+        d.spec(),
+        ClientConfig {
+            pool_size: 1,
+            ..config()
+        },
+    );
+    let mut tasks = Vec::new();
+    for t in 0..64 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..50 {
+                let k = format!("p:{t}:{i}");
+                let v = format!("{t}-{i}").repeat(i % 7 + 1);
+                c.set(k.as_bytes(), v.as_bytes(), 0, Exptime::NEVER)
+                    .await
+                    .unwrap();
+                let keys = [k.as_bytes(), b"p:absent"];
+                let got = c.get_multi(&keys, &GetOptions::default()).await.unwrap();
+                assert_eq!(got[0].as_ref().unwrap().value, v.as_bytes());
+                assert!(got[1].is_none());
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("no panic");
+    }
+    let stats = c.stats("").await.unwrap();
+    let conns = stats.iter().find(|(k, _)| k == "total_connections");
+    eprintln!("3200 set+get pairs from 64 tasks over one connection; {conns:?}");
+}

@@ -209,17 +209,13 @@ async fn a_hung_server_times_out_then_is_ejected() {
         "{w:?}"
     );
     // ...then everything goes to the live server, fast.
-    let t = Instant::now();
     for k in &on_hung {
+        // Anything that still reached the hung server would take the whole timeout.
+        let t = Instant::now();
         c.set(k.as_bytes(), b"v", 0, Exptime::NEVER).await.unwrap();
         assert!(c.get(k.as_bytes()).await.unwrap().is_some());
+        assert!(t.elapsed() < TIMEOUT, "{:?} for {k}", t.elapsed());
     }
-    assert!(
-        t.elapsed() < TIMEOUT,
-        "{:?} for {} keys",
-        t.elapsed(),
-        on_hung.len()
-    );
     task.abort();
 }
 
