@@ -47,7 +47,7 @@ impl<M> BlockingClient<M> {
     }
 
     /// Runs any future of the backend (e.g. [`crate::Client::stats`]) to completion.
-    pub fn run<F: Future>(&self, f: impl FnOnce(&M) -> F) -> F::Output {
+    pub fn run<'a, F: Future + 'a>(&'a self, f: impl FnOnce(&'a M) -> F) -> F::Output {
         self.rt.block_on(f(&self.inner))
     }
 }

@@ -218,3 +218,15 @@ async fn concurrent_calls_pipeline_on_one_connection() {
     let conns = stats.iter().find(|(k, _)| k == "total_connections");
     eprintln!("3200 set+get pairs from 64 tasks over one connection; {conns:?}");
 }
+
+#[test]
+fn blocking_facade_without_a_runtime() {
+    let d = Memkitd::start();
+    let b = memkit_client::BlockingClient::new(Client::new(d.spec(), config())).unwrap();
+    let cas = b.set(b"bk", b"1", 3, Exptime::NEVER).unwrap();
+    let item = b.get(b"bk").unwrap().unwrap();
+    assert_eq!((item.flags, item.cas), (3, cas));
+    assert_eq!(b.incr(b"bk", 9).unwrap(), Some(10));
+    assert!(b.delete(b"bk").unwrap());
+    assert!(b.run(|c| c.version()).unwrap().contains("memkit"));
+}
