@@ -82,6 +82,11 @@ pub struct ItemView<'a> {
     pub cas: u64,
     /// Remaining TTL.
     pub ttl: Ttl,
+    /// Remaining TTL before this read's `T` (for a vivified item: `Never`, as memcached's
+    /// stub starts without one): what `mg` reports when its `t` comes before `T`/`N`.
+    pub ttl_before: Ttl,
+    /// This read created the item (`N` on a miss).
+    pub created: bool,
     /// Fetched before this request (`h`).
     pub fetched: bool,
     /// Seconds since last access (`l`); see `docs/protocol-notes.md` for how it is derived.
@@ -485,6 +490,8 @@ impl Shard {
                     flags: 0,
                     cas,
                     ttl: ttl_of(hdr.exptime, now),
+                    ttl_before: Ttl::Never,
+                    created: true,
                     fetched: false,
                     last_access: 0,
                     win: true,
@@ -494,6 +501,7 @@ impl Shard {
             }
         };
         self.stats.get_hits += 1;
+        let ttl_before = ttl_of(at.header.exptime, now);
         let mut hdr = at.header;
         if let Some(t) = opts.touch {
             self.stats.touch_hits += 1;
@@ -537,6 +545,8 @@ impl Shard {
             flags: hdr.flags,
             cas: self.cas_of(&hdr),
             ttl: ttl_of(hdr.exptime, now),
+            ttl_before,
+            created: false,
             fetched: hdr.bits & FETCHED != 0,
             last_access,
             win,

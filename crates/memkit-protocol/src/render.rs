@@ -250,9 +250,12 @@ pub fn write_meta_value(
 /// through `b` (raw here, base64 there).
 fn write_key(out: &mut Vec<u8>, key: &[u8], base64: bool, from_item: bool) {
     out.extend_from_slice(b" k");
-    let binary =
-        |k: &crate::request::KeyBuf| !from_item || k.iter().any(|&b| b <= b' ' || b >= 0x7f);
-    match crate::request::meta_key(key, base64).filter(|k| base64 && binary(k)) {
+    match crate::request::meta_key(key, base64).filter(|_| base64) {
+        // A printable key read back from an item: memcached's item is not flagged binary
+        // (as far as memkit can tell), so the decoded key goes out raw.
+        Some(bin) if from_item && !bin.iter().any(|&b| b <= b' ' || b >= 0x7f) => {
+            out.extend_from_slice(&bin)
+        }
         Some(bin) => {
             crate::base64::encode_into(&bin, out);
             out.extend_from_slice(b" b");

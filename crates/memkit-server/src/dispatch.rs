@@ -243,6 +243,15 @@ fn ttl_i64(t: Ttl) -> i64 {
     }
 }
 
+/// The TTL a request's expiry token gives, as `t` reports it: -1 for none.
+fn remaining_ttl(sh: &Shared, secs: i32) -> i64 {
+    let now = sh.engine.clock().now_secs();
+    match Exptime(secs.into()).deadline(now) {
+        None => -1,
+        Some(d) => d.saturating_sub(now) as i64,
+    }
+}
+
 fn meta_of(v: &ItemView<'_>) -> ItemMeta {
     ItemMeta {
         value_len: v.value.len(),
@@ -271,9 +280,14 @@ fn meta_get(sh: &Shared, key: &[u8], f: &MetaFlags<'_>, conn_id: u64, out: &mut 
     let Some(k) = storage_key(out, key, f.base64) else {
         return;
     };
+    // memcached applies `T` and `N` in request order: on a vivify, whichever comes last
+    // sets the new item's TTL; and `t` reports the TTL as it stands where `t` appears.
+    let pos = |c: u8| f.order().iter().position(|&x| x == c);
+    let t_after_n = matches!((pos(b'N'), pos(b'T')), (Some(n), Some(t)) if t > n);
+    let vivify = if t_after_n { f.ttl } else { f.vivify };
     let opts = GetOptions {
         touch: f.ttl.map(|t| Exptime(t.into())),
-        vivify: f.vivify.map(|t| Exptime(t.into())),
+        vivify: f.vivify.and(vivify).map(|t| Exptime(t.into())),
         recache_below: f.recache.map(|r| r.max(0) as u32),
         meta: true,
         no_bump: f.no_bump,
@@ -281,7 +295,23 @@ fn meta_get(sh: &Shared, key: &[u8], f: &MetaFlags<'_>, conn_id: u64, out: &mut 
         classic: false,
     };
     let r = sh.engine.get_view(&k, &opts, |v| {
-        let meta = meta_of(&v);
+        let mut meta = meta_of(&v);
+        if let Some(tp) = pos(b't') {
+            // The TTL set by the last of `T` (and, on a vivify, `N`) that precedes `t`.
+            let before_t = |c: u8, val: Option<i32>| pos(c).filter(|&p| p < tp).zip(val);
+            let mut set_by = before_t(b'T', f.ttl);
+            if v.created
+                && let Some((np, nv)) = before_t(b'N', f.vivify)
+                && set_by.is_none_or(|(p, _)| np > p)
+            {
+                set_by = Some((np, nv));
+            }
+            meta.ttl = match set_by {
+                None => ttl_i64(v.ttl_before),
+                Some(_) if !v.created => ttl_i64(v.ttl),
+                Some((_, secs)) => remaining_ttl(sh, secs),
+            };
+        }
         // `C`: the client already holds this version; skip the value.
         if f.value && f.compare_cas != Some(v.cas) {
             write_meta_value(out, MetaCmd::Get, key, f, &meta, v.value);
