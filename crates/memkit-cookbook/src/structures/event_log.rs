@@ -206,27 +206,39 @@ impl<M: Memcache, E: Event> EventLog<M, E> {
         Ok(out)
     }
 
-    /// A [`Poller`] that starts with everything the log holds.
+    /// A [`Poller`] that starts with everything the log holds and re-reads the last second
+    /// it saw (lag 0): events must arrive in timestamp order.
     pub fn poller(&self) -> Poller<'_, M, E> {
+        self.poller_with_lag(0)
+    }
+
+    /// A [`Poller`] that tolerates events arriving up to `lag` seconds out of timestamp
+    /// order (a producer stamped its event, then was delayed before appending it): every
+    /// poll re-reads the last `lag + 1` seconds and skips what it already returned.
+    pub fn poller_with_lag(&self, lag: u64) -> Poller<'_, M, E> {
         Poller {
             log: self,
+            lag,
             last_seen: None,
-            seen_at_last: HashMap::new(),
+            seen: HashMap::new(),
         }
     }
 }
 
 /// The seed's `lastSeen` polling pattern: each [`poll`](Poller::poll) returns the events not
-/// returned before. It fetches from the last second it saw (`>= lastSeen`, so events appended
-/// later in that second are not missed) and skips the ones it already returned at that second.
+/// returned before. It fetches from `lastSeen - lag` (`>=`, so events appended later in that
+/// second are not missed) and skips exactly the records it already returned in that window.
 ///
-/// An event appended with a timestamp *older* than the newest one already polled is not
-/// returned — poll with a lag if producers' clocks or queues delay events.
+/// An event whose timestamp is more than `lag` seconds older than the newest one already
+/// polled when it is appended is not returned — choose the lag from how late producers can
+/// be ([`EventLog::poller_with_lag`]).
 #[derive(Debug)]
 pub struct Poller<'a, M, E> {
     log: &'a EventLog<M, E>,
+    lag: u64,
     last_seen: Option<u64>,
-    seen_at_last: HashMap<Vec<u8>, usize>,
+    /// The records returned so far whose time is within `lag` of `last_seen`, with counts.
+    seen: HashMap<Vec<u8>, usize>,
 }
 
 impl<M: Memcache, E: Event> Poller<'_, M, E> {
@@ -235,17 +247,17 @@ impl<M: Memcache, E: Event> Poller<'_, M, E> {
         self.last_seen
     }
 
-    /// The events that appeared since the previous poll.
+    /// The events that appeared since the previous poll. One multi-get.
     pub async fn poll(&mut self) -> Result<Vec<E>> {
-        let all = self.log.fetch_raw(self.last_seen, None).await?;
+        let from = self.last_seen.map(|t| t.saturating_sub(self.lag));
+        let all = self.log.fetch_raw(from, None).await?;
         if all.is_empty() {
             return Ok(Vec::new());
         }
-        let mut skip = std::mem::take(&mut self.seen_at_last);
+        let mut skip = std::mem::take(&mut self.seen);
         let mut fresh = Vec::new();
-        for (t, line) in &all {
-            if Some(*t) == self.last_seen
-                && let Some(n) = skip.get_mut(line)
+        for (_, line) in &all {
+            if let Some(n) = skip.get_mut(line)
                 && *n > 0
             {
                 *n -= 1;
@@ -253,12 +265,18 @@ impl<M: Memcache, E: Event> Poller<'_, M, E> {
             }
             fresh.push(decode(line)?);
         }
-        if let Some(&(newest, _)) = all.last() {
-            self.last_seen = Some(newest);
-            for (t, line) in &all {
-                if *t == newest {
-                    *self.seen_at_last.entry(line.clone()).or_default() += 1;
-                }
+        let newest = all
+            .iter()
+            .map(|(t, _)| *t)
+            .max()
+            .into_iter()
+            .chain(self.last_seen)
+            .max();
+        self.last_seen = newest;
+        let keep_from = newest.unwrap_or(0).saturating_sub(self.lag);
+        for (t, line) in &all {
+            if *t >= keep_from {
+                *self.seen.entry(line.clone()).or_default() += 1;
             }
         }
         Ok(fresh)

@@ -104,7 +104,9 @@ fn event_log_no_lost_or_duplicated_events() {
     let poller = {
         let (log, done) = (log.clone(), done.clone());
         rt.spawn(async move {
-            let mut p = log.poller();
+            // Producers stamp, then append: under load an event may land after a newer
+            // one, so the poller re-reads a lag window.
+            let mut p = log.poller_with_lag(5);
             let mut got = Vec::new();
             loop {
                 let finished = done.load(Ordering::SeqCst);

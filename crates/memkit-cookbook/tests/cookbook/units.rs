@@ -396,6 +396,31 @@ async fn event_log_poller_returns_each_event_once() {
     assert!(p.poll().await.unwrap().is_empty());
 }
 
+#[tokio::test]
+async fn event_log_poller_with_lag_catches_late_events() {
+    let (mc, clock) = store();
+    let log: EventLog<_, Ev> = EventLog::new(mc, "e", 10, 6, dyn_clock(&clock));
+    let mut strict = log.poller();
+    let mut lagged = log.poller_with_lag(3);
+    clock.advance(5);
+    log.put(&ev(T0 + 5, 1, 0)).await.unwrap();
+    assert_eq!(strict.poll().await.unwrap().len(), 1);
+    assert_eq!(lagged.poll().await.unwrap().len(), 1);
+    // A producer stamped at T0+3 appends only now, after T0+5 was polled.
+    log.put(&ev(T0 + 3, 2, 0)).await.unwrap();
+    assert!(
+        strict.poll().await.unwrap().is_empty(),
+        "lag 0 misses late events"
+    );
+    assert_eq!(lagged.poll().await.unwrap(), vec![ev(T0 + 3, 2, 0)]);
+    assert!(
+        lagged.poll().await.unwrap().is_empty(),
+        "and returns it once"
+    );
+    log.put(&ev(T0 + 1, 3, 0)).await.unwrap(); // later than the lag: missed by design
+    assert!(lagged.poll().await.unwrap().is_empty());
+}
+
 // ---------------------------------------------------------------- arrays
 
 #[tokio::test]
