@@ -222,40 +222,49 @@ fn arith_value(outcome: ArithOutcome) -> Result<Option<u64>> {
     }
 }
 
-impl<M: Memcache + ?Sized> Memcache for Arc<M> {
-    fn get_multi(
-        &self,
-        keys: &[&[u8]],
-        opts: &GetOptions,
-    ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
-        (**self).get_multi(keys, opts)
-    }
-    fn store(
-        &self,
-        key: &[u8],
-        value: &[u8],
-        opts: &StoreOptions,
-    ) -> impl Future<Output = Result<Stored>> + Send {
-        (**self).store(key, value, opts)
-    }
-    fn delete_with(
-        &self,
-        key: &[u8],
-        opts: &DeleteOptions,
-    ) -> impl Future<Output = Result<DeleteOutcome>> + Send {
-        (**self).delete_with(key, opts)
-    }
-    fn arithmetic(
-        &self,
-        key: &[u8],
-        opts: &ArithOptions,
-    ) -> impl Future<Output = Result<ArithOutcome>> + Send {
-        (**self).arithmetic(key, opts)
-    }
-    fn touch(&self, key: &[u8], exptime: Exptime) -> impl Future<Output = Result<bool>> + Send {
-        (**self).touch(key, exptime)
-    }
-    fn flush_all(&self, delay: u32) -> impl Future<Output = Result<()>> + Send {
-        (**self).flush_all(delay)
-    }
+/// Forwards every required method; the provided ones follow.
+macro_rules! forward_memcache {
+    ($($t:tt)*) => {
+        $($t)* {
+            fn get_multi(
+                &self,
+                keys: &[&[u8]],
+                opts: &GetOptions,
+            ) -> impl Future<Output = Result<Vec<Option<Item>>>> + Send {
+                (**self).get_multi(keys, opts)
+            }
+            fn store(
+                &self,
+                key: &[u8],
+                value: &[u8],
+                opts: &StoreOptions,
+            ) -> impl Future<Output = Result<Stored>> + Send {
+                (**self).store(key, value, opts)
+            }
+            fn delete_with(
+                &self,
+                key: &[u8],
+                opts: &DeleteOptions,
+            ) -> impl Future<Output = Result<DeleteOutcome>> + Send {
+                (**self).delete_with(key, opts)
+            }
+            fn arithmetic(
+                &self,
+                key: &[u8],
+                opts: &ArithOptions,
+            ) -> impl Future<Output = Result<ArithOutcome>> + Send {
+                (**self).arithmetic(key, opts)
+            }
+            fn touch(&self, key: &[u8], exptime: Exptime) -> impl Future<Output = Result<bool>> + Send {
+                (**self).touch(key, exptime)
+            }
+            fn flush_all(&self, delay: u32) -> impl Future<Output = Result<()>> + Send {
+                (**self).flush_all(delay)
+            }
+        }
+    };
 }
+
+forward_memcache!(impl<M: Memcache + ?Sized> Memcache for &M);
+
+forward_memcache!(impl<M: Memcache + ?Sized> Memcache for Arc<M>);
