@@ -8,15 +8,21 @@
 //! - [`lru`]: a plain byte-budget LRU, the eviction baseline.
 //! - [`slab`]: memcached 1.6's item size and slab-class arithmetic (what `-m N` holds).
 //! - [`report`]: markdown rendering of the results.
-//!
-//! Room for later: a `server` module driving memkitd and memcached over the network, side by
-//! side in one process tree, reported the same way (ratios first).
+//! - [`server_bench`]: `memkit-bench server`: memkitd against memcached over loopback, same
+//!   settings and load: throughput, CPU per request, latency, memory, Zipf miss ratio,
+//!   memcaslap; [`server_report`] renders the ratio table and the SVG chart.
+//! - [`loadgen`]: the async (tokio) load generator; [`procs`]: the server processes and
+//!   their `/proc` figures.
 //!
 //! Numbers never appear in assertions: the tests check that every path runs and yields
 //! sane values, never how fast.
 
 pub mod engine_bench;
+pub mod loadgen;
 pub mod lru;
+pub mod procs;
 pub mod report;
+pub mod server_bench;
+pub mod server_report;
 pub mod slab;
 pub mod workload;

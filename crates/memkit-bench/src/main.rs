@@ -3,7 +3,7 @@
 //! Subcommands:
 //! - `engine`: the embedded engine against moka and LRU baselines (see
 //!   [`memkit_bench::engine_bench`]); prints markdown to stdout, progress to stderr.
-//! - (later) `server`: memkitd against memcached over the network.
+//! - `server`: memkitd against memcached over loopback (see [`memkit_bench::server_bench`]).
 
 use clap::{Args, Parser, Subcommand};
 use memkit_bench::engine_bench::{self, EngineBenchConfig, Part};
@@ -22,6 +22,8 @@ struct Cli {
 enum Cmd {
     /// The embedded engine vs moka and LRU: throughput, hit ratio, per-item overhead.
     Engine(EngineArgs),
+    /// memkitd vs memcached over loopback: throughput, CPU, latency, memory, miss ratio.
+    Server(memkit_bench::server_bench::ServerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -69,5 +71,6 @@ fn main() {
             let report = engine_bench::run(&cfg, &parts, &mut |line| eprintln!("# {line}"));
             print!("{}", report.to_markdown());
         }
+        Cmd::Server(a) => std::process::exit(memkit_bench::server_bench::main(a)),
     }
 }

@@ -1,0 +1,917 @@
+//! `memkit-bench server`: memkitd against memcached over loopback, same settings, same load,
+//! one table of ratios memkitd / memcached.
+//!
+//! Parts ([`ServerPart`]):
+//! - **throughput**: get/set 90/10, keys 16-32 B, 100 B values, 50 connections, pipeline
+//!   depth 1 and 16, server threads 1 and 2; a key space that fits in `-m` (pre-loaded) and
+//!   one that does not (pre-filled; a missed get is followed by a set); and multi-gets of
+//!   100 keys. Each cell is bounded in time and request count, run as alternating rounds
+//!   (memcached, memkitd, then the other order), best round reported. Each cell also yields
+//!   the server's CPU seconds per million requests (`/proc/PID/stat` utime + stime).
+//! - **latency**: p50/p99/p999 at a fixed offered load (a fraction of the slower server's
+//!   depth-1 throughput measured just before), open loop, on the fitting key space.
+//! - **memory**: fill `-m 64` with 100-byte values, then `curr_items` and VmRSS / VmHWM.
+//! - **hit-ratio**: one Zipf(0.99) trace over 10x more distinct keys than memcached holds,
+//!   replayed as get-then-set-on-miss against both servers at the same `-m`.
+//! - **memaslap**: `memcaslap` (libmemcached-tools), 90/10, against both servers.
+//!
+//! Only one server is driven at a time; the other idles.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+use crate::loadgen::{self, Closed, Open, Shape, Source, Tally};
+use crate::procs::{self, Kind, Server, Spec};
+use crate::workload::{Dist, KeyGen, Zipf};
+
+/// Parts of the server bench.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ServerPart {
+    /// Throughput and CPU per request.
+    Throughput,
+    /// Latency percentiles at a fixed offered load (needs throughput for its rate).
+    Latency,
+    /// Items retained and RSS at -m 64.
+    Memory,
+    /// Miss ratio on a Zipf trace.
+    HitRatio,
+    /// The memcaslap cross-check.
+    Memaslap,
+}
+
+/// Sizes and settings of a server bench run.
+#[derive(Debug, Clone)]
+pub struct ServerBenchConfig {
+    /// Length of one throughput cell per server per round.
+    pub cell: Duration,
+    /// Bound on requests per cell.
+    pub cell_max_requests: u64,
+    /// Alternating rounds per cell (best reported).
+    pub rounds: usize,
+    /// Server threads (`-t`), each run for both servers.
+    pub threads: Vec<usize>,
+    /// Pipeline depths.
+    pub depths: Vec<usize>,
+    /// Client connections.
+    pub conns: usize,
+    /// Key lengths.
+    pub keys: KeyGen,
+    /// Value length.
+    pub value_len: usize,
+    /// `-m` of the throughput, latency and memaslap runs, MiB.
+    pub memory_mb: usize,
+    /// Distinct keys of the fitting key space.
+    pub keys_fit: u64,
+    /// Distinct keys of the larger-than-memory key space.
+    pub keys_big: u64,
+    /// Keys per multi-get.
+    pub multiget: usize,
+    /// `-m` of the memory run, MiB.
+    pub fill_memory_mb: usize,
+    /// Sets in the memory run, as a multiple of what memcached's slab math holds.
+    pub fill_factor: f64,
+    /// `-m` of the hit-ratio run, MiB.
+    pub hit_memory_mb: usize,
+    /// Distinct keys of the trace, as a multiple of what memcached's slab math holds.
+    pub hit_keys_factor: f64,
+    /// Trace length, as a multiple of the distinct keys.
+    pub hit_requests_factor: f64,
+    /// Zipf exponent.
+    pub zipf_s: f64,
+    /// Offered load of the latency run, as a fraction of the slower server's depth-1
+    /// throughput at the same thread count.
+    pub latency_fraction: f64,
+    /// Offered load when the throughput part did not run.
+    pub latency_default_rate: f64,
+    /// Length of a latency run.
+    pub latency_secs: Duration,
+    /// Length of one memcaslap run.
+    pub memaslap_secs: u64,
+    /// Load generator threads (tokio workers).
+    pub client_threads: usize,
+    /// Seed of every random choice.
+    pub seed: u64,
+}
+
+impl ServerBenchConfig {
+    /// The documented run (about 4-5 minutes).
+    pub fn full() -> Self {
+        ServerBenchConfig {
+            cell: Duration::from_millis(2500),
+            cell_max_requests: 20_000_000,
+            rounds: 2,
+            threads: vec![1, 2],
+            depths: vec![1, 16],
+            conns: 50,
+            keys: KeyGen::new(16, 32),
+            value_len: 100,
+            memory_mb: 64,
+            keys_fit: 100_000,
+            keys_big: 2_000_000,
+            multiget: 100,
+            fill_memory_mb: 64,
+            fill_factor: 3.0,
+            hit_memory_mb: 32,
+            hit_keys_factor: 10.0,
+            hit_requests_factor: 3.0,
+            zipf_s: 0.99,
+            latency_fraction: 0.5,
+            latency_default_rate: 20_000.0,
+            latency_secs: Duration::from_secs(4),
+            memaslap_secs: 4,
+            client_threads: 2,
+            seed: 0x6d65_6d6b_6974,
+        }
+    }
+
+    /// A smoke run of about 30 s: every part, small sizes, one round.
+    pub fn quick() -> Self {
+        ServerBenchConfig {
+            cell: Duration::from_millis(400),
+            cell_max_requests: 2_000_000,
+            rounds: 1,
+            keys_fit: 20_000,
+            keys_big: 400_000,
+            memory_mb: 16,
+            fill_memory_mb: 16,
+            fill_factor: 2.0,
+            hit_memory_mb: 8,
+            hit_keys_factor: 10.0,
+            hit_requests_factor: 1.5,
+            latency_secs: Duration::from_secs(1),
+            memaslap_secs: 1,
+            ..Self::full()
+        }
+    }
+}
+
+/// A figure for both servers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pair {
+    /// memcached's.
+    pub memcached: f64,
+    /// memkitd's.
+    pub memkitd: f64,
+}
+
+impl Pair {
+    /// memkitd / memcached.
+    pub fn ratio(&self) -> f64 {
+        self.memkitd / self.memcached
+    }
+
+    fn set(&mut self, kind: Kind, v: f64) {
+        match kind {
+            Kind::Memcached => self.memcached = v,
+            Kind::Memkitd => self.memkitd = v,
+        }
+    }
+}
+
+/// Which load a throughput row carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TpWorkload {
+    /// 90% get / 10% set over keys that fit.
+    Fits,
+    /// 90% get / 10% set over a key space larger than memory, get-miss then set.
+    Exceeds,
+    /// Multi-gets of N keys over keys that fit.
+    MultiGet,
+}
+
+/// One throughput cell.
+#[derive(Debug, Clone)]
+pub struct TpRow {
+    /// The load.
+    pub workload: TpWorkload,
+    /// `-t` of both servers.
+    pub threads: usize,
+    /// Pipeline depth.
+    pub depth: usize,
+    /// Requests per second (best round).
+    pub rate: Pair,
+    /// Server CPU seconds per million requests (same round).
+    pub cpu_per_m: Pair,
+    /// Hits / keys asked (same round).
+    pub hit: Pair,
+    /// Error replies (all rounds).
+    pub errors: Pair,
+}
+
+/// One latency run.
+#[derive(Debug, Clone)]
+pub struct LatRow {
+    /// `-t`.
+    pub threads: usize,
+    /// Offered load, requests/s.
+    pub offered: f64,
+    /// Achieved load.
+    pub achieved: Pair,
+    /// Percentiles, µs.
+    pub p50: Pair,
+    /// 99th.
+    pub p99: Pair,
+    /// 99.9th.
+    pub p999: Pair,
+    /// Server CPU per million requests.
+    pub cpu_per_m: Pair,
+}
+
+/// The memory run.
+#[derive(Debug, Clone)]
+pub struct MemRow {
+    /// `-m`, MiB.
+    pub memory_mb: usize,
+    /// Sets sent.
+    pub sets: u64,
+    /// `curr_items` after the fill.
+    pub items: Pair,
+    /// VmRSS after the fill, bytes.
+    pub rss: Pair,
+    /// VmHWM (peak RSS), bytes.
+    pub hwm: Pair,
+    /// `evictions`.
+    pub evictions: Pair,
+    /// What memcached's slab math says `-m` holds at this shape (mean key length).
+    pub slab_math_items: u64,
+}
+
+/// The hit-ratio run.
+#[derive(Debug, Clone)]
+pub struct HitRow {
+    /// `-m`, MiB.
+    pub memory_mb: usize,
+    /// Distinct keys in the trace.
+    pub keys: u64,
+    /// Trace length (gets).
+    pub requests: u64,
+    /// Get misses / gets, client-side.
+    pub miss: Pair,
+    /// `curr_items` at the end.
+    pub items: Pair,
+    /// Replay seconds.
+    pub secs: Pair,
+}
+
+/// One memcaslap run.
+#[derive(Debug, Clone)]
+pub struct MemaslapRow {
+    /// `-t`.
+    pub threads: usize,
+    /// memcaslap's TPS.
+    pub tps: Pair,
+    /// Server CPU per million of memcaslap's ops.
+    pub cpu_per_m: Pair,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Clone)]
+pub struct ServerReport {
+    /// Settings.
+    pub config: ServerBenchConfig,
+    /// Throughput cells.
+    pub tp: Vec<TpRow>,
+    /// Latency runs.
+    pub lat: Vec<LatRow>,
+    /// The memory run.
+    pub mem: Option<MemRow>,
+    /// The hit-ratio run.
+    pub hit: Option<HitRow>,
+    /// memcaslap runs.
+    pub memaslap: Vec<MemaslapRow>,
+    /// Why memcaslap did not run, if it did not.
+    pub memaslap_note: Option<String>,
+    /// Versions as the servers report them.
+    pub versions: Pair2<String>,
+    /// Load average at start and end.
+    pub loadavg: (Option<String>, Option<String>),
+    /// Wall time of the run.
+    pub elapsed: Duration,
+}
+
+/// Two strings, memcached's and memkitd's.
+#[derive(Debug, Clone, Default)]
+pub struct Pair2<T> {
+    /// memcached's.
+    pub memcached: T,
+    /// memkitd's.
+    pub memkitd: T,
+}
+
+/// Paths of the programs under test.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    /// memcached.
+    pub memcached: PathBuf,
+    /// memkitd.
+    pub memkitd: PathBuf,
+    /// memcaslap / memaslap, if found.
+    pub memaslap: Option<PathBuf>,
+}
+
+impl Binaries {
+    fn of(&self, kind: Kind) -> &Path {
+        match kind {
+            Kind::Memcached => &self.memcached,
+            Kind::Memkitd => &self.memkitd,
+        }
+    }
+
+    /// memcached and memcaslap from PATH (or /usr/bin), memkitd of `profile` located (and
+    /// built first when `build`) by [`procs::locate_memkitd`].
+    pub fn find(profile: &str, build: bool) -> io::Result<Binaries> {
+        Self::find_with(procs::locate_memkitd(profile, build)?)
+    }
+
+    /// memcached and memcaslap from PATH (or /usr/bin), this memkitd.
+    pub fn find_with(memkitd: PathBuf) -> io::Result<Binaries> {
+        let memcached = procs::find_on_path("memcached").ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "memcached not found on PATH (Debian: apt-get install memcached)",
+            )
+        })?;
+        Ok(Binaries {
+            memcached,
+            memkitd,
+            memaslap: procs::find_on_path("memcaslap").or_else(|| procs::find_on_path("memaslap")),
+        })
+    }
+}
+
+const KINDS: [Kind; 2] = [Kind::Memcached, Kind::Memkitd];
+
+struct Ctx<'a> {
+    cfg: &'a ServerBenchConfig,
+    bins: &'a Binaries,
+    rt: tokio::runtime::Runtime,
+    log: &'a mut dyn FnMut(&str),
+    shape: Shape,
+    /// The latency part runs inside the throughput part, on its pre-loaded servers.
+    wants_latency: bool,
+}
+
+/// Starts both servers with `spec`.
+fn start_pair(bins: &Binaries, spec: Spec) -> io::Result<[Server; 2]> {
+    Ok([
+        Server::start(Kind::Memcached, bins.of(Kind::Memcached), spec)?,
+        Server::start(Kind::Memkitd, bins.of(Kind::Memkitd), spec)?,
+    ])
+}
+
+impl Ctx<'_> {
+    fn closed(
+        &self,
+        server: &Server,
+        cfg: Closed,
+        source: impl Fn(usize) -> Source,
+    ) -> io::Result<(Tally, f64)> {
+        let cpu0 = server.cpu_secs()?;
+        let t = self
+            .rt
+            .block_on(loadgen::closed_loop(server.addr, cfg, self.shape, source))?;
+        let cpu = server.cpu_secs()? - cpu0;
+        Ok((t, cpu))
+    }
+
+    /// Sets keys `lo..hi` on `server`, depth 16.
+    fn fill(&self, server: &Server, lo: u64, hi: u64) -> io::Result<Tally> {
+        let conns = self.cfg.conns as u64;
+        let cfg = Closed {
+            conns: self.cfg.conns,
+            depth: 16,
+            duration: Duration::from_secs(600),
+            max_requests: hi - lo,
+            seed: self.cfg.seed,
+        };
+        Ok(self
+            .closed(server, cfg, |i| Source::Fill {
+                next: lo + i as u64,
+                end: hi,
+                step: conns,
+            })?
+            .0)
+    }
+
+    fn throughput(&mut self, report: &mut ServerReport) -> io::Result<()> {
+        let cfg = self.cfg;
+        for &threads in &cfg.threads {
+            let spec = Spec {
+                threads,
+                memory_mb: cfg.memory_mb,
+            };
+            for workload in [TpWorkload::Fits, TpWorkload::Exceeds] {
+                let servers = start_pair(self.bins, spec)?;
+                // Pre-load: every fitting key; or enough of the big key space to fill memory.
+                let (lo, hi) = match workload {
+                    TpWorkload::Exceeds => {
+                        let fill = (crate::slab::items_that_fit(
+                            cfg.memory_mb << 20,
+                            cfg.keys.max_len,
+                            cfg.value_len,
+                        ) as f64
+                            * 1.5) as u64;
+                        (0, fill.min(cfg.keys_big))
+                    }
+                    _ => (0, cfg.keys_fit),
+                };
+                for s in &servers {
+                    (self.log)(&format!(
+                        "-t {threads}: pre-loading {} keys into {}",
+                        hi - lo,
+                        s.kind.name()
+                    ));
+                    self.fill(s, lo, hi)?;
+                }
+                let mut cells: Vec<(TpWorkload, usize)> =
+                    cfg.depths.iter().map(|&d| (workload, d)).collect();
+                if workload == TpWorkload::Fits && cfg.multiget > 0 {
+                    cells.push((TpWorkload::MultiGet, 1));
+                }
+                for (wl, depth) in cells {
+                    let mut row = TpRow {
+                        workload: wl,
+                        threads,
+                        depth,
+                        rate: Pair::default(),
+                        cpu_per_m: Pair::default(),
+                        hit: Pair::default(),
+                        errors: Pair::default(),
+                    };
+                    for round in 0..cfg.rounds {
+                        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+                        for i in order {
+                            let s = &servers[i];
+                            let closed = Closed {
+                                conns: cfg.conns,
+                                depth,
+                                duration: cfg.cell,
+                                max_requests: cfg.cell_max_requests,
+                                seed: cfg.seed ^ (depth as u64) ^ ((round as u64) << 8),
+                            };
+                            let keys_big = cfg.keys_big;
+                            let keys_fit = cfg.keys_fit;
+                            let n = cfg.multiget;
+                            let (t, cpu) = self.closed(s, closed, |_| match wl {
+                                TpWorkload::Fits => Source::Mix {
+                                    get_pct: 90,
+                                    dist: Dist::Uniform(keys_fit),
+                                    offset: 0,
+                                    set_on_miss: false,
+                                },
+                                TpWorkload::Exceeds => Source::Mix {
+                                    get_pct: 90,
+                                    dist: Dist::Uniform(keys_big),
+                                    offset: 0,
+                                    set_on_miss: true,
+                                },
+                                TpWorkload::MultiGet => Source::MultiGet {
+                                    n,
+                                    dist: Dist::Uniform(keys_fit),
+                                },
+                            })?;
+                            let rate = t.rate();
+                            (self.log)(&format!(
+                                "-t {threads} {wl:?} depth {depth} round {round}: {} {:.0} req/s, \
+                                 cpu {:.2} s/M, hit {:.3}, errors {}",
+                                s.kind.name(),
+                                rate,
+                                cpu / t.requests.max(1) as f64 * 1e6,
+                                t.hit_ratio(),
+                                t.errors
+                            ));
+                            let best = match s.kind {
+                                Kind::Memcached => row.rate.memcached,
+                                Kind::Memkitd => row.rate.memkitd,
+                            };
+                            let errs = match s.kind {
+                                Kind::Memcached => row.errors.memcached,
+                                Kind::Memkitd => row.errors.memkitd,
+                            };
+                            row.errors.set(s.kind, errs + t.errors as f64);
+                            if rate > best {
+                                row.rate.set(s.kind, rate);
+                                row.cpu_per_m
+                                    .set(s.kind, cpu / t.requests.max(1) as f64 * 1e6);
+                                row.hit.set(s.kind, t.hit_ratio());
+                            }
+                        }
+                    }
+                    report.tp.push(row);
+                }
+                if workload == TpWorkload::Fits && self.wants_latency {
+                    let lat = self.latency(&servers, threads, report)?;
+                    report.lat.push(lat);
+                }
+                if report.versions.memcached.is_empty() {
+                    report.versions = Pair2 {
+                        memcached: servers[0].version(),
+                        memkitd: servers[1].version(),
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn latency(
+        &mut self,
+        servers: &[Server; 2],
+        threads: usize,
+        report: &ServerReport,
+    ) -> io::Result<LatRow> {
+        let cfg = self.cfg;
+        let sat = report
+            .tp
+            .iter()
+            .find(|r| r.threads == threads && r.depth == 1 && r.workload == TpWorkload::Fits)
+            .map(|r| r.rate.memcached.min(r.rate.memkitd));
+        let offered = sat.map_or(cfg.latency_default_rate, |s| {
+            (s * cfg.latency_fraction).max(1000.0)
+        });
+        let mut row = LatRow {
+            threads,
+            offered,
+            achieved: Pair::default(),
+            p50: Pair::default(),
+            p99: Pair::default(),
+            p999: Pair::default(),
+            cpu_per_m: Pair::default(),
+        };
+        for s in servers {
+            let open = Open {
+                conns: cfg.conns,
+                rate: offered,
+                duration: cfg.latency_secs,
+                max_requests: (offered * cfg.latency_secs.as_secs_f64() * 1.1) as u64 + 1000,
+                get_pct: 90,
+                dist: Dist::Uniform(cfg.keys_fit),
+                seed: cfg.seed ^ 0x1a7,
+            };
+            let cpu0 = s.cpu_secs()?;
+            let l = self
+                .rt
+                .block_on(loadgen::open_loop(s.addr, open, self.shape))?;
+            let cpu = s.cpu_secs()? - cpu0;
+            (self.log)(&format!(
+                "-t {threads} latency at {offered:.0} req/s: {} p50 {:.0} p99 {:.0} p999 {:.0} max {:.0} µs, achieved {:.0}",
+                s.kind.name(),
+                l.p50,
+                l.p99,
+                l.p999,
+                l.max,
+                l.tally.rate()
+            ));
+            row.achieved.set(s.kind, l.tally.rate());
+            row.p50.set(s.kind, l.p50);
+            row.p99.set(s.kind, l.p99);
+            row.p999.set(s.kind, l.p999);
+            row.cpu_per_m
+                .set(s.kind, cpu / l.tally.requests.max(1) as f64 * 1e6);
+        }
+        Ok(row)
+    }
+
+    fn memory(&mut self) -> io::Result<MemRow> {
+        let cfg = self.cfg;
+        let mean_key = cfg.keys.mean_len().round() as usize;
+        let slab_items =
+            crate::slab::items_that_fit(cfg.fill_memory_mb << 20, mean_key, cfg.value_len) as u64;
+        let sets = (slab_items as f64 * cfg.fill_factor) as u64;
+        let spec = Spec {
+            threads: *cfg.threads.iter().max().unwrap_or(&1),
+            memory_mb: cfg.fill_memory_mb,
+        };
+        let mut row = MemRow {
+            memory_mb: cfg.fill_memory_mb,
+            sets,
+            items: Pair::default(),
+            rss: Pair::default(),
+            hwm: Pair::default(),
+            evictions: Pair::default(),
+            slab_math_items: slab_items,
+        };
+        for kind in KINDS {
+            let s = Server::start(kind, self.bins.of(kind), spec)?;
+            // A second 1M past the fill's keys: the fill is written in order, so after it the
+            // newest items are retained; count whatever the server holds.
+            let t = self.fill(&s, 1 << 40, (1 << 40) + sets)?;
+            std::thread::sleep(Duration::from_millis(300));
+            let st = s.stats()?;
+            let num = |k: &str| st.get(k).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            let (rss, hwm) = s.rss()?;
+            (self.log)(&format!(
+                "memory: {} after {} sets ({} errors): curr_items {}, evictions {}, RSS {:.1} MiB, peak {:.1} MiB",
+                kind.name(),
+                t.sets,
+                t.errors,
+                num("curr_items"),
+                num("evictions"),
+                rss as f64 / 1048576.0,
+                hwm as f64 / 1048576.0
+            ));
+            row.items.set(kind, num("curr_items"));
+            row.evictions.set(kind, num("evictions"));
+            row.rss.set(kind, rss as f64);
+            row.hwm.set(kind, hwm as f64);
+        }
+        Ok(row)
+    }
+
+    fn hit_ratio(&mut self) -> io::Result<HitRow> {
+        let cfg = self.cfg;
+        let mean_key = cfg.keys.mean_len().round() as usize;
+        let fit = crate::slab::items_that_fit(cfg.hit_memory_mb << 20, mean_key, cfg.value_len);
+        let keys = (fit as f64 * cfg.hit_keys_factor) as u64;
+        let requests = (keys as f64 * cfg.hit_requests_factor) as usize;
+        let zipf = Zipf::new(keys, cfg.zipf_s);
+        let mut rng = SmallRng::seed_from_u64(cfg.seed ^ 0x2195);
+        // Key numbers scattered over a large range, so the hot keys are not neighbours.
+        let trace: std::sync::Arc<Vec<u32>> = std::sync::Arc::new(
+            (0..requests)
+                .map(|_| (zipf.sample(&mut rng) - 1) as u32)
+                .collect(),
+        );
+        let spec = Spec {
+            threads: *cfg.threads.iter().max().unwrap_or(&1),
+            memory_mb: cfg.hit_memory_mb,
+        };
+        let mut row = HitRow {
+            memory_mb: cfg.hit_memory_mb,
+            keys,
+            requests: requests as u64,
+            miss: Pair::default(),
+            items: Pair::default(),
+            secs: Pair::default(),
+        };
+        // Few connections and a shallow pipeline keep the replay close to trace order.
+        let conns = 8;
+        for kind in KINDS {
+            let s = Server::start(kind, self.bins.of(kind), spec)?;
+            let closed = Closed {
+                conns,
+                depth: 8,
+                duration: Duration::from_secs(3600),
+                max_requests: u64::MAX / 2,
+                seed: cfg.seed,
+            };
+            let tr = trace.clone();
+            let (t, _) = self.closed(&s, closed, |i| Source::Trace {
+                trace: tr.clone(),
+                next: i,
+                step: conns,
+            })?;
+            let items = s.stat_u64("curr_items")?;
+            (self.log)(&format!(
+                "hit ratio: {} miss {:.4} over {} gets ({} errors), {} items, {:.1} s",
+                kind.name(),
+                t.miss_ratio(),
+                t.gets,
+                t.errors,
+                items,
+                t.secs
+            ));
+            row.miss.set(kind, t.miss_ratio());
+            row.items.set(kind, items as f64);
+            row.secs.set(kind, t.secs);
+        }
+        Ok(row)
+    }
+
+    fn memaslap(&mut self, report: &mut ServerReport) -> io::Result<()> {
+        let cfg = self.cfg;
+        let Some(bin) = self.bins.memaslap.clone() else {
+            report.memaslap_note = Some("memcaslap not found (Debian: libmemcached-tools)".into());
+            return Ok(());
+        };
+        let conf =
+            std::env::temp_dir().join(format!("memkit-bench-memaslap-{}.cfg", std::process::id()));
+        std::fs::write(
+            &conf,
+            format!(
+                "key\n{} {} 1\nvalue\n{} {} 1\ncmd\n0 0.1\n1 0.9\n",
+                cfg.keys.min_len, cfg.keys.max_len, cfg.value_len, cfg.value_len
+            ),
+        )?;
+        for &threads in &cfg.threads {
+            let servers = start_pair(
+                self.bins,
+                Spec {
+                    threads,
+                    memory_mb: cfg.memory_mb,
+                },
+            )?;
+            let mut row = MemaslapRow {
+                threads,
+                tps: Pair::default(),
+                cpu_per_m: Pair::default(),
+            };
+            for s in &servers {
+                let cpu0 = s.cpu_secs()?;
+                let out = std::process::Command::new(&bin)
+                    .arg(format!("--servers={}", s.addr))
+                    .args(["-T", "2", "-c", &cfg.conns.to_string()])
+                    .arg(format!("--time={}s", cfg.memaslap_secs))
+                    .arg(format!("--cfg_cmd={}", conf.display()))
+                    .output()?;
+                let cpu = s.cpu_secs()? - cpu0;
+                let text = String::from_utf8_lossy(&out.stdout);
+                let field = |name: &str| {
+                    text.lines()
+                        .rev()
+                        .find(|l| l.contains(name))
+                        .and_then(|l| l.split(name).nth(1))
+                        .and_then(|r| r.split_whitespace().next())
+                        .and_then(|v| v.parse::<f64>().ok())
+                };
+                let (Some(tps), Some(ops)) = (field("TPS:"), field("Ops:")) else {
+                    report.memaslap_note = Some(format!(
+                        "memcaslap gave no TPS against {}: {}",
+                        s.kind.name(),
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ));
+                    continue;
+                };
+                (self.log)(&format!(
+                    "memcaslap -t {threads}: {} {tps:.0} TPS, {ops} ops",
+                    s.kind.name()
+                ));
+                row.tps.set(s.kind, tps);
+                row.cpu_per_m.set(s.kind, cpu / ops.max(1.0) * 1e6);
+            }
+            report.memaslap.push(row);
+        }
+        let _ = std::fs::remove_file(&conf);
+        Ok(())
+    }
+}
+
+/// Runs `parts` and returns what they measured; progress lines go to `log`.
+pub fn run(
+    cfg: &ServerBenchConfig,
+    bins: &Binaries,
+    parts: &[ServerPart],
+    log: &mut dyn FnMut(&str),
+) -> io::Result<ServerReport> {
+    let started = Instant::now();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cfg.client_threads.max(1))
+        .enable_all()
+        .build()?;
+    let mut report = ServerReport {
+        config: cfg.clone(),
+        tp: Vec::new(),
+        lat: Vec::new(),
+        mem: None,
+        hit: None,
+        memaslap: Vec::new(),
+        memaslap_note: None,
+        versions: Pair2::default(),
+        loadavg: (procs::loadavg(), None),
+        elapsed: Duration::ZERO,
+    };
+    let mut ctx = Ctx {
+        cfg,
+        bins,
+        rt,
+        log,
+        shape: Shape {
+            keys: cfg.keys,
+            value_len: cfg.value_len,
+        },
+        wants_latency: parts.contains(&ServerPart::Latency),
+    };
+    if parts.contains(&ServerPart::Throughput) || parts.contains(&ServerPart::Latency) {
+        ctx.throughput(&mut report)?;
+    }
+    if parts.contains(&ServerPart::Memory) {
+        report.mem = Some(ctx.memory()?);
+    }
+    if parts.contains(&ServerPart::HitRatio) {
+        report.hit = Some(ctx.hit_ratio()?);
+    }
+    if parts.contains(&ServerPart::Memaslap) {
+        ctx.memaslap(&mut report)?;
+    }
+    if report.versions.memcached.is_empty() {
+        let servers = start_pair(
+            bins,
+            Spec {
+                threads: 1,
+                memory_mb: 8,
+            },
+        )?;
+        report.versions = Pair2 {
+            memcached: servers[0].version(),
+            memkitd: servers[1].version(),
+        };
+    }
+    report.loadavg.1 = procs::loadavg();
+    report.elapsed = started.elapsed();
+    Ok(report)
+}
+
+/// `memkit-bench server` options.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Smoke-run sizes (about 30 s): short cells, one round, small memory.
+    #[arg(long)]
+    pub quick: bool,
+    /// Seconds per throughput cell per server (default 2.5, or 0.4 with --quick).
+    #[arg(long)]
+    pub secs: Option<f64>,
+    /// Alternating rounds per throughput cell.
+    #[arg(long)]
+    pub rounds: Option<usize>,
+    /// Parts to run (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<ServerPart>,
+    /// Server thread counts (`-t`).
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// memkitd to run (default: the release build next to this program, built first with
+    /// `cargo build --release -p memkit-server` when run by cargo).
+    #[arg(long)]
+    pub memkitd: Option<PathBuf>,
+    /// Do not run `cargo build` for memkitd.
+    #[arg(long)]
+    pub no_build: bool,
+    /// Write the chart (SVG) here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Seed of every random choice.
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// Runs the subcommand: markdown to stdout, progress to stderr; the exit code.
+pub fn main(a: ServerArgs) -> i32 {
+    let mut cfg = if a.quick {
+        ServerBenchConfig::quick()
+    } else {
+        ServerBenchConfig::full()
+    };
+    if let Some(s) = a.secs {
+        cfg.cell = Duration::from_secs_f64(s);
+    }
+    if let Some(r) = a.rounds {
+        cfg.rounds = r.max(1);
+    }
+    if !a.threads.is_empty() {
+        cfg.threads = a.threads;
+    }
+    if let Some(s) = a.seed {
+        cfg.seed = s;
+    }
+    let found = match a.memkitd {
+        Some(p) => Binaries::find_with(p),
+        None => Binaries::find("release", !a.no_build),
+    };
+    let bins = match found {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("memkit-bench: {e}");
+            return 1;
+        }
+    };
+    eprintln!(
+        "# memcached: {}\n# memkitd: {}\n# memcaslap: {}",
+        bins.memcached.display(),
+        bins.memkitd.display(),
+        bins.memaslap
+            .as_ref()
+            .map_or("not found".into(), |p| p.display().to_string())
+    );
+    let parts = if a.only.is_empty() {
+        vec![
+            ServerPart::Throughput,
+            ServerPart::Latency,
+            ServerPart::Memory,
+            ServerPart::HitRatio,
+            ServerPart::Memaslap,
+        ]
+    } else {
+        a.only
+    };
+    match run(&cfg, &bins, &parts, &mut |line| eprintln!("# {line}")) {
+        Ok(report) => {
+            print!("{}", report.to_markdown());
+            if let Some(path) = a.svg
+                && let Err(e) = std::fs::write(&path, report.to_svg())
+            {
+                eprintln!("memkit-bench: cannot write {}: {e}", path.display());
+                return 1;
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("memkit-bench: server bench failed: {e}");
+            1
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Smoke test of `memkit-bench server --quick`: real memcached and a spawned memkitd (the
+//! build of this test's profile, built first with the cargo running the test), every part.
+//! Checks sanity of what comes back, never timings or ratios. memcached must be installed
+//! (CI installs it): without it this test fails, it does not skip.
+
+use memkit_bench::server_bench::{self, Binaries, ServerBenchConfig, ServerPart, TpWorkload};
+
+fn profile() -> &'static str {
+    if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    }
+}
+
+#[test]
+fn quick_server_bench_is_sane() {
+    let bins = Binaries::find(profile(), true)
+        .unwrap_or_else(|e| panic!("the server bench needs memcached and memkitd: {e}"));
+    let cfg = ServerBenchConfig::quick();
+    let parts = [
+        ServerPart::Throughput,
+        ServerPart::Latency,
+        ServerPart::Memory,
+        ServerPart::HitRatio,
+        ServerPart::Memaslap,
+    ];
+    let report = server_bench::run(&cfg, &bins, &parts, &mut |l| eprintln!("# {l}"))
+        .unwrap_or_else(|e| panic!("server bench failed: {e}"));
+
+    // depths x (fits, exceeds) + one multi-get, per thread count.
+    assert_eq!(
+        report.tp.len(),
+        cfg.threads.len() * (2 * cfg.depths.len() + 1)
+    );
+    for r in &report.tp {
+        for v in [r.rate.memcached, r.rate.memkitd] {
+            assert!(v > 0.0 && v.is_finite(), "{r:?}");
+        }
+        for v in [r.cpu_per_m.memcached, r.cpu_per_m.memkitd] {
+            assert!(v >= 0.0 && v.is_finite(), "{r:?}");
+        }
+        assert_eq!(r.errors.memcached + r.errors.memkitd, 0.0, "{r:?}");
+        for h in [r.hit.memcached, r.hit.memkitd] {
+            match r.workload {
+                // Every key was pre-loaded and fits.
+                TpWorkload::Fits | TpWorkload::MultiGet => assert!(h > 0.95, "{r:?}"),
+                // Far more keys than memory: some hits, many misses.
+                TpWorkload::Exceeds => assert!(h > 0.0 && h < 0.9, "{r:?}"),
+            }
+        }
+    }
+
+    assert_eq!(report.lat.len(), cfg.threads.len());
+    for l in &report.lat {
+        for (p50, p99, p999) in [
+            (l.p50.memcached, l.p99.memcached, l.p999.memcached),
+            (l.p50.memkitd, l.p99.memkitd, l.p999.memkitd),
+        ] {
+            assert!(p50 > 0.0 && p50 <= p99 && p99 <= p999, "{l:?}");
+        }
+        assert!(
+            l.achieved.memcached > 0.0 && l.achieved.memkitd > 0.0,
+            "{l:?}"
+        );
+    }
+
+    let m = report.mem.as_ref().expect("memory part ran");
+    for (items, ev, rss) in [
+        (m.items.memcached, m.evictions.memcached, m.rss.memcached),
+        (m.items.memkitd, m.evictions.memkitd, m.rss.memkitd),
+    ] {
+        assert!(items > 0.0 && items < m.sets as f64, "{m:?}");
+        assert!(ev > 0.0, "the fill must overflow -m: {m:?}");
+        assert!(rss > 0.0, "{m:?}");
+    }
+
+    let h = report.hit.as_ref().expect("hit-ratio part ran");
+    for miss in [h.miss.memcached, h.miss.memkitd] {
+        assert!(miss > 0.0 && miss < 1.0, "{h:?}");
+    }
+
+    if bins.memaslap.is_some() {
+        assert_eq!(
+            report.memaslap.len(),
+            cfg.threads.len(),
+            "{:?}",
+            report.memaslap_note
+        );
+        for r in &report.memaslap {
+            assert!(r.tps.memcached > 0.0 && r.tps.memkitd > 0.0, "{r:?}");
+        }
+    }
+
+    assert!(
+        report.versions.memcached.starts_with("1.6"),
+        "{:?}",
+        report.versions
+    );
+    assert!(
+        report.versions.memkitd.contains("memkit"),
+        "{:?}",
+        report.versions
+    );
+    let md = report.to_markdown();
+    assert!(md.contains("| target | this run | status |"), "{md}");
+    assert_eq!(report.targets().len(), 6);
+    let svg = report.to_svg();
+    assert!(
+        svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+        "{svg}"
+    );
+}
