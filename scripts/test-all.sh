@@ -10,7 +10,7 @@ echo "== cargo test (workspace)"
 cargo build --workspace --bins
 cargo test --workspace
 
-export MEMKITD="${MEMKITD:-$PWD/target/debug/memkitd}"
+export MEMKITD="${MEMKITD:-${CARGO_TARGET_DIR:-$PWD/target}/debug/memkitd}"
 for suite in tests/*/run.sh; do
   [ -f "$suite" ] || continue
   echo "== $suite"
