@@ -95,8 +95,12 @@ pub enum Cmd {
     },
     /// `stats [ARGS]` of every server.
     Stats {
-        /// `settings`, `items`, `slabs`, ...
+        /// `settings`, `items`, `slabs`, ... (not with `--format prometheus`, which reads
+        /// `stats`, `stats settings`, `stats items` and `stats slabs` itself).
         args: Vec<String>,
+        /// text (memcstat's layout), table, json, or prometheus (memcached_exporter names).
+        #[arg(long, short = 'f', value_enum, default_value = "text")]
+        format: crate::stats::Format,
     },
     /// `flush_all [DELAY]` on every server.
     Flush {
@@ -226,20 +230,37 @@ async fn run(args: Args) -> Result<ExitCode, String> {
         }
         Cmd::Incr { key, delta } => ok &= arith(&c, &key, c.incr(key.as_bytes(), delta).await),
         Cmd::Decr { key, delta } => ok &= arith(&c, &key, c.decr(key.as_bytes(), delta).await),
-        Cmd::Stats { args: sargs } => {
-            for (server, res) in c.stats(&sargs.join(" ")).await {
-                match res {
-                    Ok(stats) => {
-                        let _ = writeln!(out, "Server: {server}");
-                        for (k, v) in stats {
-                            let _ = writeln!(out, "\t{k}: {v}");
-                        }
-                    }
-                    Err(e) => {
-                        fail(&server.to_string(), &e);
+        Cmd::Stats {
+            args: sargs,
+            format,
+        } => {
+            use crate::stats::{Format, fetch_all, render_pairs, render_prometheus};
+            if format == Format::Prometheus {
+                if !sargs.is_empty() {
+                    return Err("--format prometheus takes no stats arguments".into());
+                }
+                let res = fetch_all(&c, true).await;
+                for (server, r) in &res {
+                    if let Err(e) = r {
+                        fail(server, e);
                         ok = false;
                     }
                 }
+                let _ = out.write_all(render_prometheus(&res).as_bytes());
+            } else {
+                let res: Vec<(String, Result<crate::stats::Pairs, String>)> = c
+                    .stats(&sargs.join(" "))
+                    .await
+                    .into_iter()
+                    .map(|(s, r)| (s.addr(), r.map_err(|e| e.to_string())))
+                    .collect();
+                for (server, r) in &res {
+                    if let Err(e) = r {
+                        fail(server, e);
+                        ok = false;
+                    }
+                }
+                let _ = out.write_all(render_pairs(format, &res).as_bytes());
             }
         }
         Cmd::Flush { delay } => {

@@ -6,8 +6,14 @@
 //!   `--which KEY` to name the server a key maps to. The everyday verbs of
 //!   libmemcached-tools (`memccat`, `memccp`, `memcrm`, `memcstat`, `memcflush`, `memcping`)
 //!   with placement identical to libmemcached's.
+//! - [`stats`]: fetching `stats`/`stats items`/`stats slabs` and the `text`, `table`, `json`
+//!   and `prometheus` formats of `memkit stats`; [`prom`] renders the Prometheus text format
+//!   under the community memcached_exporter's metric names.
 //!
-//! Goals: scripts and people can check where keys live and what servers hold. Non-goals
-//! (yet): the live dashboard (a later issue extends this crate).
+//! Goals: scripts and people can check where keys live and what servers hold, and watch a
+//! pool live (see `docs/operations.md`). Only standard memcached commands are used, so every
+//! tool works against real memcached as well as memkitd.
 
 pub mod cli;
+pub mod prom;
+pub mod stats;
