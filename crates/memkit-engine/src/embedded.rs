@@ -63,6 +63,13 @@ impl From<Engine> for Embedded {
     }
 }
 
+impl From<Arc<Engine>> for Embedded {
+    /// The [`Memcache`] face of an engine shared with others (a persistent engine, say).
+    fn from(engine: Arc<Engine>) -> Self {
+        Embedded { engine }
+    }
+}
+
 // Keys are checked with the text protocol's rules here, not in the engine: the server's
 // meta commands may carry binary keys (base64 `b` flag) that the engine must store, while an
 // embedded caller must see exactly what a text-protocol client would.
@@ -97,7 +104,6 @@ impl Memcache for Embedded {
     }
 
     async fn flush_all(&self, delay: u32) -> Result<()> {
-        self.engine.flush_all(delay);
-        Ok(())
+        self.engine.try_flush_all(delay)
     }
 }

@@ -14,6 +14,7 @@ use memkit_types::{
 };
 use parking_lot::Mutex;
 
+use crate::hook::{Change, Flush, Record, StoreHook};
 use crate::shard::{ItemView, Shard, ShardConfig, Times};
 use crate::stats::{ClassStats, EngineStats, class_sizes};
 
@@ -111,6 +112,8 @@ pub struct Engine {
     memory_limit: std::sync::atomic::AtomicUsize,
     seg_size: usize,
     evict_hook: Arc<std::sync::OnceLock<EvictHook>>,
+    /// The persistent layer under this engine, if any (see [`crate::hook`]).
+    hook: Option<Arc<dyn StoreHook>>,
 }
 
 impl Engine {
@@ -167,7 +170,91 @@ impl Engine {
             item_size_max: cfg.item_size_max,
             memory_limit: budget.into(),
             seg_size,
+            hook: None,
         }
+    }
+
+    /// An engine over a persistent layer: RAM becomes a cache of hot items, a RAM miss is
+    /// answered from `hook`, and every change is recorded there before the command returns.
+    /// `cas_floor`: every CAS this engine derives is greater (the layer's reservation).
+    pub fn with_hook(cfg: EngineConfig, hook: Arc<dyn StoreHook>, cas_floor: u64) -> Self {
+        let mut engine = Engine::new(cfg);
+        for s in engine.shards.iter() {
+            s.0.lock().raise_cas_floor(cas_floor);
+        }
+        engine.hook = Some(hook);
+        engine
+    }
+
+    /// Whether a persistent layer sits under this engine.
+    pub fn is_persistent(&self) -> bool {
+        self.hook.is_some()
+    }
+
+    /// Brings `key` back from the persistent layer if RAM does not hold it. Returns whether
+    /// the key is live after that.
+    fn preload(
+        &self,
+        hook: &dyn StoreHook,
+        shard: &mut Shard,
+        h: u64,
+        key: &[u8],
+        now: u32,
+    ) -> Result<bool> {
+        if shard.is_live(h, key, now) {
+            return Ok(true);
+        }
+        let Some(item) = hook.load(key, self.clock.now_secs())? else {
+            return Ok(false);
+        };
+        let exptime = match item.exptime_unix {
+            None => 0,
+            Some(d) if d <= self.epoch => 1,
+            Some(d) => (d - self.epoch).min(u64::from(u32::MAX - 1)) as u32,
+        };
+        shard.install(h, key, &item, exptime, now)?;
+        Ok(true)
+    }
+
+    /// Tells the persistent layer what a command left under `key`. If it cannot record it,
+    /// the key leaves RAM, so the next command sees the recorded version, and the command
+    /// fails.
+    fn record(
+        &self,
+        hook: &dyn StoreHook,
+        shard: &mut Shard,
+        h: u64,
+        key: &[u8],
+        now: u32,
+        meta_only: bool,
+    ) -> Result<()> {
+        let issued = shard.issued_cas();
+        let epoch = self.epoch;
+        let r = match shard.snapshot(h, key, now) {
+            Ok(Some(s)) => hook.changed(
+                &Change::Put {
+                    record: Record {
+                        key,
+                        value: s.value,
+                        flags: s.flags,
+                        exptime_unix: (s.exptime != 0).then(|| epoch + u64::from(s.exptime)),
+                        cas: s.cas,
+                        stale: s.stale,
+                    },
+                    meta_only,
+                },
+                issued,
+            ),
+            // A metadata change whose item left RAM while making room for the new header:
+            // the stored version stays as it was rather than being removed.
+            Ok(None) if meta_only => Ok(()),
+            // Deleted, or written or touched into the past: gone for memcached.
+            Ok(None) | Err(()) => hook.changed(&Change::Remove { key }, issued),
+        };
+        if r.is_err() {
+            shard.drop_key(h, key, now);
+        }
+        r
     }
 
     fn now(&self) -> u32 {
@@ -224,7 +311,17 @@ impl Engine {
         Self::check_key(key)?;
         let now = self.now();
         let (h, mut shard) = self.shard(key);
-        shard.get(h, key, opts, now, |e| self.rel_exptime(e), f)
+        let Some(hook) = &self.hook else {
+            return shard.get(h, key, opts, now, |e| self.rel_exptime(e), f);
+        };
+        let live = self.preload(&**hook, &mut shard, h, key, now)?;
+        let r = shard.get(h, key, opts, now, |e| self.rel_exptime(e), f)?;
+        // A touch rewrites the TTL of a live item; a vivify creates one on a miss.
+        let touched = live && opts.touch.is_some();
+        if r.is_some() && (touched || (!live && opts.vivify.is_some())) {
+            self.record(&**hook, &mut shard, h, key, now, touched)?;
+        }
+        Ok(r)
     }
 
     /// Reads one key into an owned [`Item`].
@@ -254,20 +351,29 @@ impl Engine {
             // As memcached: a failed set must not leave the old value readable.
             if opts.mode == StoreMode::Set && opts.cas.is_none() {
                 shard.drop_key(h, key, now);
+                if let Some(hook) = &self.hook {
+                    hook.changed(&Change::Remove { key }, shard.issued_cas())?;
+                }
             }
             return Err(Error::TooLarge);
         }
-        shard.store(
-            h,
-            key,
-            value,
-            opts,
-            Times {
-                exptime,
-                vivify,
-                now,
-            },
-        )
+        let times = Times {
+            exptime,
+            vivify,
+            now,
+        };
+        let Some(hook) = &self.hook else {
+            return shard.store(h, key, value, opts, times);
+        };
+        // A plain `set` does not depend on the old version: no need to read it back.
+        if opts.mode != StoreMode::Set || opts.cas.is_some() {
+            self.preload(&**hook, &mut shard, h, key, now)?;
+        }
+        let r = shard.store(h, key, value, opts, times)?;
+        if r.outcome == memkit_types::StoreOutcome::Stored {
+            self.record(&**hook, &mut shard, h, key, now, false)?;
+        }
+        Ok(r)
     }
 
     /// Counts a store refused before it reached the engine (the codec knows the size limit
@@ -280,6 +386,11 @@ impl Engine {
         shard.stats.store_too_large += 1;
         if unlink.is_some() {
             shard.drop_key(h, key, now);
+            if let Some(hook) = &self.hook {
+                // Nothing to answer with here: the reply (object too large) is already
+                // decided, and a failed removal leaves the old version, as a failed set may.
+                let _ = hook.changed(&Change::Remove { key }, shard.issued_cas());
+            }
         }
     }
 
@@ -289,7 +400,16 @@ impl Engine {
         let now = self.now();
         let stale_exptime = opts.stale_ttl.map(|e| self.rel_exptime(e));
         let (h, mut shard) = self.shard(key);
-        shard.delete(h, key, opts, stale_exptime, now)
+        let Some(hook) = &self.hook else {
+            return shard.delete(h, key, opts, stale_exptime, now);
+        };
+        self.preload(&**hook, &mut shard, h, key, now)?;
+        let r = shard.delete(h, key, opts, stale_exptime, now)?;
+        if r == DeleteOutcome::Deleted {
+            let meta_only = opts.invalidate && !opts.remove_value;
+            self.record(&**hook, &mut shard, h, key, now, meta_only)?;
+        }
+        Ok(r)
     }
 
     /// `incr`, `decr` and `ma`.
@@ -299,17 +419,20 @@ impl Engine {
         let ttl = opts.update_ttl.map(|e| self.rel_exptime(e));
         let vivify = opts.vivify.map(|(_, e)| self.rel_exptime(e));
         let (h, mut shard) = self.shard(key);
-        shard.arithmetic(
-            h,
-            key,
-            opts,
-            ttl,
-            Times {
-                exptime: 0,
-                vivify,
-                now,
-            },
-        )
+        let times = Times {
+            exptime: 0,
+            vivify,
+            now,
+        };
+        let Some(hook) = &self.hook else {
+            return shard.arithmetic(h, key, opts, ttl, times);
+        };
+        self.preload(&**hook, &mut shard, h, key, now)?;
+        let r = shard.arithmetic(h, key, opts, ttl, times)?;
+        if matches!(r, ArithOutcome::Value { .. }) {
+            self.record(&**hook, &mut shard, h, key, now, false)?;
+        }
+        Ok(r)
     }
 
     /// `touch`.
@@ -318,14 +441,43 @@ impl Engine {
         let now = self.now();
         let exp = self.rel_exptime(exptime);
         let (h, mut shard) = self.shard(key);
-        shard.touch(h, key, exp, now)
+        let Some(hook) = &self.hook else {
+            return shard.touch(h, key, exp, now);
+        };
+        self.preload(&**hook, &mut shard, h, key, now)?;
+        let touched = shard.touch(h, key, exp, now)?;
+        if touched {
+            self.record(&**hook, &mut shard, h, key, now, true)?;
+        }
+        Ok(touched)
     }
 
     /// `flush_all [delay]`: O(shards), whatever the number of items.
     pub fn flush_all(&self, delay: u32) {
+        // Without a persistent layer this cannot fail.
+        let _ = self.try_flush_all(delay);
+    }
+
+    /// `flush_all`, failing (and flushing nothing) if the persistent layer cannot record it.
+    pub fn try_flush_all(&self, delay: u32) -> Result<()> {
         // memcached: `oldest_live = realtime(delay) - 1`, see `Shard::apply_flush`.
         let now = self.now();
         let at = (delay > 0).then(|| now.saturating_add(delay - 1));
+        if let Some(hook) = &self.hook {
+            // The one place that holds every shard lock (in shard order, so it cannot
+            // deadlock): the persistent layer's flush mark must fall between the same
+            // writes as the engine's, or a flushed item could come back from disk.
+            let mut guards: Vec<_> = self.shards.iter().map(|s| s.0.lock()).collect();
+            let flush = at.map_or(Flush::Now, |t| Flush::At(self.epoch + u64::from(t)));
+            hook.flush(flush, self.clock.now_secs())?;
+            for (i, shard) in guards.iter_mut().enumerate() {
+                if i == 0 {
+                    shard.stats.cmd_flush += 1;
+                }
+                shard.flush(at, now);
+            }
+            return Ok(());
+        }
         for (i, s) in self.shards.iter().enumerate() {
             let mut shard = s.0.lock();
             if i == 0 {
@@ -333,6 +485,26 @@ impl Engine {
             }
             shard.flush(at, now);
         }
+        Ok(())
+    }
+
+    /// Re-arms a delayed `flush_all` a persistent layer recorded before a restart: items
+    /// written up to and during Unix second `at_unix` become invalid when it arrives.
+    pub fn restore_pending_flush(&self, at_unix: u64) {
+        let now = self.now();
+        let at = at_unix
+            .saturating_sub(self.epoch)
+            .min(u64::from(u32::MAX - 1)) as u32;
+        for s in self.shards.iter() {
+            s.0.lock().flush(Some(at), now);
+        }
+    }
+
+    /// Runs `f` with `key`'s shard locked, so that nothing else changes the key meanwhile
+    /// (a persistent layer purging an expired item from disk uses it).
+    pub fn with_key_locked<R>(&self, key: &[u8], f: impl FnOnce() -> R) -> R {
+        let (_, _guard) = self.shard(key);
+        f()
     }
 
     /// Reclaims the memory of expired and flushed items, walking at most `max_segments`

@@ -11,6 +11,8 @@
 //! - `segment`: segment memory (anonymous mappings) and the compact item record.
 //! - `numeric`: incr/decr's decimal parsing and rendering, as memcached does them.
 //! - [`stats`]: counters with memcached's names; size classes for `stats slabs`/`items`.
+//! - [`hook`]: [`StoreHook`], the seam a persistent layer (memkit-persist) plugs into: it
+//!   loads what RAM lost and records every change, under the engine's shard lock.
 //! - [`embedded`]: [`Embedded`], the engine behind the [`memkit_types::Memcache`] trait.
 //!
 //! Goals: exact memcached semantics; a real memory bound (every byte held counts); small
@@ -25,6 +27,7 @@
 pub mod embedded;
 pub mod engine;
 mod evict;
+pub mod hook;
 mod numeric;
 mod segment;
 mod shard;
@@ -32,5 +35,6 @@ pub mod stats;
 
 pub use embedded::Embedded;
 pub use engine::{Engine, EngineConfig, EvictHook, Evicted, ItemMeta};
+pub use hook::{Change, Flush, Loaded, Record, StoreHook};
 pub use shard::ItemView;
 pub use stats::{ClassStats, Counters, EngineStats};

@@ -19,6 +19,8 @@ use memkit_types::{
     StoreMode, StoreOptions, StoreOutcome, Stored, Ttl,
 };
 
+mod persist;
+
 use crate::numeric;
 use crate::segment::{
     FETCHED, Header, ItemAt, LargeBlock, STALE, Segment, VISITED, WIN_SENT, read_item, write_item,
