@@ -99,6 +99,22 @@ pub struct Args {
     /// SASL (not supported: warned about).
     #[arg(short = 'S', long = "enable-sasl")]
     pub sasl: bool,
+    /// memkitd's own flags (memcached has none of these).
+    #[command(flatten)]
+    pub persist: PersistArgs,
+}
+
+/// Persistent mode's flags. A separate struct: clap's generated code for one large struct
+/// builds every argument in one stack frame, and debug-build tests run it on small stacks.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PersistArgs {
+    /// Persistent mode: keep the data in this directory (MemcacheDB-style, crash-safe).
+    #[arg(long = "persist", value_name = "DIR")]
+    pub persist: Option<std::path::PathBuf>,
+    /// With --persist: when a write is on disk. sync (default: acknowledged once fsynced,
+    /// group commit), periodic[:MS] (fsync every MS ms, default 1000), none (never fsync).
+    #[arg(long = "durability", value_name = "MODE", default_value = "sync")]
+    pub durability: memkit_persist::Durability,
 }
 
 /// The settings the server runs with, after applying and checking the flags.
@@ -122,6 +138,10 @@ pub struct Settings {
     pub factor: f64,
     pub min_size: usize,
     pub pidfile: Option<String>,
+    /// `--persist DIR`: persistent mode.
+    pub persist: Option<std::path::PathBuf>,
+    /// `--durability`.
+    pub durability: memkit_persist::Durability,
 }
 
 impl Default for Settings {
@@ -153,7 +173,17 @@ impl Settings {
             factor: a.factor.unwrap_or(1.25),
             min_size: a.min_size.unwrap_or(48),
             pidfile: a.pidfile,
+            persist: a.persist.persist,
+            durability: a.persist.durability,
         };
+        if s.persist.is_some() && !s.evict {
+            // RAM is a cache over the disk in persistent mode: evicting loses nothing.
+            warn.push("-M has no effect with --persist: RAM evicts, the disk keeps all".into());
+            s.evict = true;
+        }
+        if s.persist.is_none() && s.durability != memkit_persist::Durability::Sync {
+            warn.push("--durability has no effect without --persist".into());
+        }
         if a.udp_port != 0 {
             warn.push("UDP is not supported; -U ignored (UDP stays off)".into());
         }

@@ -35,6 +35,10 @@ pub async fn serve(
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut swallow: u64 = 0;
+    // Persistent `sync` mode: replies to writes wait until the writes are durable.
+    let durable = sh.persist.clone().filter(|p| p.acks_wait());
+    let mut durable_rx = durable.as_ref().map(|p| p.subscribe());
+    let mut must_sync = false;
     let idle = match sh.settings.idle_timeout {
         0 => Duration::MAX,
         s => Duration::from_secs(s),
@@ -56,6 +60,7 @@ pub async fn serve(
             match decode_request(&rbuf, &sh.limits) {
                 Ok((req, used)) => {
                     trace_request(&sh, id, &req, &rbuf[..used]);
+                    must_sync |= durable.is_some() && crate::dispatch::mutates(&req);
                     action = dispatch(&req, &sh, id, &mut out);
                     rbuf.advance(used);
                 }
@@ -64,6 +69,7 @@ pub async fn serve(
                     r.encode(&mut out);
                     if r.reply == ErrorReply::TooLarge {
                         let key = r.unlink.and_then(|(k, b64)| meta_key(k, b64));
+                        must_sync |= durable.is_some() && key.is_some();
                         sh.engine.refuse_too_large(key.as_deref());
                     }
                     swallow = r.swallow;
@@ -71,10 +77,20 @@ pub async fn serve(
                 }
                 Err(DecodeError::Close | DecodeError::Malformed) => action = Action::Close,
             }
-            if out.len() >= FLUSH_AT && write_out(&mut stream, &sh, &mut out).await.is_err() {
-                return;
+            if out.len() >= FLUSH_AT {
+                if must_sync && !await_durable(&durable, &mut durable_rx).await {
+                    return;
+                }
+                must_sync = false;
+                if write_out(&mut stream, &sh, &mut out).await.is_err() {
+                    return;
+                }
             }
         }
+        if must_sync && !await_durable(&durable, &mut durable_rx).await {
+            return;
+        }
+        must_sync = false;
         if write_out(&mut stream, &sh, &mut out).await.is_err() {
             return;
         }
@@ -106,6 +122,21 @@ pub async fn serve(
                 }
             }
         }
+    }
+}
+
+/// Waits until every write so far is durable (one group commit serves all connections).
+/// `false` if the journal could not be flushed: the connection then closes without
+/// replying, so no client is told STORED for a write that may not survive.
+async fn await_durable(
+    store: &Option<Arc<memkit_persist::DiskStore>>,
+    rx: &mut Option<tokio::sync::watch::Receiver<memkit_persist::DurableState>>,
+) -> bool {
+    match (store, rx) {
+        // Boxed: the wait is rare next to the request loop, and keeping its state out of
+        // `serve`'s own future keeps every connection's future (and debug stacks) small.
+        (Some(s), Some(rx)) => Box::pin(s.wait_durable(rx)).await.is_ok(),
+        _ => true,
     }
 }
 

@@ -137,8 +137,10 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
                 Some(at) if delay.is_some_and(|d| d > 0) => at.saturating_sub(now),
                 _ => 0,
             };
-            engine.flush_all(delay.min(u64::from(u32::MAX)) as u32);
-            line(out, "OK");
+            match engine.try_flush_all(delay.min(u64::from(u32::MAX)) as u32) {
+                Ok(()) => line(out, "OK"),
+                Err(e) => error_line(out, &e),
+            }
             Action::Continue
         }
         Request::Verbosity { level, .. } => {
@@ -221,6 +223,24 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
     action
 }
 
+/// Whether a request may change stored data: in persistent `sync` mode its reply waits
+/// until the change is durable. (Reads that only bump access bits do not count.)
+pub fn mutates(req: &Request<'_>) -> bool {
+    match req {
+        Request::Get { touch, .. } => touch.is_some(),
+        Request::MetaGet { flags, .. } => flags.ttl.is_some() || flags.vivify.is_some(),
+        Request::Store { .. }
+        | Request::Arith { .. }
+        | Request::Touch { .. }
+        | Request::Delete { .. }
+        | Request::FlushAll { .. }
+        | Request::MetaSet { .. }
+        | Request::MetaDelete { .. }
+        | Request::MetaArith { .. } => true,
+        _ => false,
+    }
+}
+
 fn line(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
     out.extend_from_slice(b"\r\n");
@@ -232,6 +252,7 @@ fn error_line(out: &mut Vec<u8>, e: &Error) {
         Error::InvalidKey => line(out, "CLIENT_ERROR bad command line format"),
         Error::TooLarge => line(out, "SERVER_ERROR object too large for cache"),
         Error::OutOfMemory => line(out, "SERVER_ERROR out of memory storing object"),
+        Error::Server(m) => line(out, &format!("SERVER_ERROR {m}")),
         other => line(out, &format!("SERVER_ERROR {other}")),
     }
 }

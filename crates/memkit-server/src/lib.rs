@@ -27,6 +27,33 @@ pub const VERSION: &str = concat!("1.6.18-memkit-", env!("CARGO_PKG_VERSION"));
 /// The reply to `version`.
 pub const VERSION_LINE: &str = concat!("VERSION 1.6.18-memkit-", env!("CARGO_PKG_VERSION"));
 
+/// The storage for these settings: the engine alone, or with `--persist` the engine over a
+/// persistent store (opened and recovered here; start-up reports what it found).
+pub fn backend_for(
+    settings: &Settings,
+) -> Result<
+    (
+        std::sync::Arc<memkit_engine::Engine>,
+        Option<memkit_persist::Persistent>,
+    ),
+    String,
+> {
+    let Some(dir) = &settings.persist else {
+        return Ok((std::sync::Arc::new(engine_for(settings)), None));
+    };
+    let opts = memkit_persist::PersistOptions {
+        durability: settings.durability,
+        ..memkit_persist::PersistOptions::new(dir)
+    };
+    let cfg = memkit_engine::EngineConfig {
+        memory_limit: settings.memory_limit,
+        item_size_max: settings.item_size_max,
+        ..Default::default()
+    };
+    let p = memkit_persist::open(&opts, cfg)?;
+    Ok((p.engine.clone(), Some(p)))
+}
+
 /// An engine for these settings.
 pub fn engine_for(settings: &Settings) -> memkit_engine::Engine {
     memkit_engine::Engine::new(memkit_engine::EngineConfig {

@@ -1,10 +1,8 @@
 //! `memkitd`: parse memcached's flags, build the engine, listen, serve until SIGINT/SIGTERM
 //! or `shutdown`.
 
-use std::sync::Arc;
-
 use clap::Parser;
-use memkit_server::{Args, Settings, Shared, engine_for, run};
+use memkit_server::{Args, Settings, Shared, backend_for, run};
 
 fn main() {
     let (settings, warnings) = Settings::from_args(Args::parse());
@@ -61,8 +59,27 @@ fn main() {
                 .map(|a| a.to_string())
                 .unwrap_or_default()
         );
-        let engine = Arc::new(engine_for(&settings));
-        let shared = Shared::new(engine, settings);
+        let (engine, persist) = match backend_for(&settings) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("memkitd: persistent store: {e}");
+                return 71;
+            }
+        };
+        if let (Some(p), Some(dir)) = (&persist, &settings.persist) {
+            let r = &p.recovery;
+            eprintln!(
+                "memkitd: persistent store {}: recovered ~{} items, {} bytes on disk, in {} ms \
+                 (durability {}, CAS above {})",
+                dir.display(),
+                r.items,
+                r.bytes_on_disk,
+                r.elapsed.as_millis(),
+                settings.durability,
+                r.cas_floor
+            );
+        }
+        let shared = Shared::with_persist(engine, persist.map(|p| p.store), settings);
         run(listener, shared, shutdown_signal()).await;
         0
     });

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use memkit_engine::Engine;
+use memkit_persist::DiskStore;
 use memkit_protocol::Limits;
 use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
@@ -59,6 +60,8 @@ pub struct ConnInfo {
 #[derive(Debug)]
 pub struct Shared {
     pub engine: Arc<Engine>,
+    /// The persistent store under the engine (`--persist`); `None` in memcached mode.
+    pub persist: Option<Arc<DiskStore>>,
     pub settings: Settings,
     pub limits: Limits,
     pub started: Instant,
@@ -75,6 +78,15 @@ pub struct Shared {
 impl Shared {
     /// State for a server over `engine` with `settings`.
     pub fn new(engine: Arc<Engine>, settings: Settings) -> Arc<Shared> {
+        Self::with_persist(engine, None, settings)
+    }
+
+    /// State for a server over `engine`, which `persist` backs (`--persist`).
+    pub fn with_persist(
+        engine: Arc<Engine>,
+        persist: Option<Arc<DiskStore>>,
+        settings: Settings,
+    ) -> Arc<Shared> {
         let limits = Limits {
             max_item_size: settings.item_size_max,
             ..Limits::default()
@@ -83,6 +95,7 @@ impl Shared {
         let shared = Arc::new(Shared {
             verbosity: AtomicU8::new(settings.verbose),
             engine,
+            persist,
             settings,
             limits,
             started: Instant::now(),

@@ -175,6 +175,28 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
     for (k, v) in rows {
         write_stat(out, k, v.as_bytes());
     }
+    persist_stats(sh, out);
+}
+
+/// Persistent mode's counters (absent in memcached mode, as in memcached).
+fn persist_stats(sh: &Shared, out: &mut Vec<u8>) {
+    let Some(p) = &sh.persist else { return };
+    let s = p.stats();
+    write_stat(out, "persist_durability", s.durability.as_bytes());
+    for (k, v) in [
+        ("persist_writes", s.writes),
+        ("persist_bytes_written", s.bytes_written),
+        ("persist_loads", s.loads),
+        ("persist_purged", s.purged),
+        ("persist_flushes", s.flushes),
+        ("persist_last_flush_unix", s.last_flush_unix),
+        ("persist_bytes_on_disk", s.bytes_on_disk),
+        ("persist_items_approx", s.items_approx),
+        ("persist_write_errors", s.write_errors),
+        ("persist_failed", u64::from(s.failed)),
+    ] {
+        write_stat_u64(out, k, v);
+    }
 }
 
 fn settings(sh: &Shared, out: &mut Vec<u8>) {

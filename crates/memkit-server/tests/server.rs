@@ -61,7 +61,9 @@ impl Conn {
     /// Reads until the reply ends with `end` (or fails the test after 5 s).
     async fn until(&mut self, end: &[u8]) -> Vec<u8> {
         let mut buf = Vec::new();
-        let mut chunk = [0u8; 65536];
+        // On the heap: a 64 KiB array inside every `ask` future made each test's future
+        // megabytes large, which debug builds copy onto the 2 MiB test-thread stack.
+        let mut chunk = vec![0u8; 65536];
         timeout(Duration::from_secs(5), async {
             while !buf.ends_with(end) {
                 let n = self.0.read(&mut chunk).await.unwrap();

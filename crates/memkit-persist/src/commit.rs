@@ -1,0 +1,139 @@
+//! Durability: the committer thread, group commit, and what a connection awaits.
+//!
+//! Writes never wait inside the engine. Each write takes a *ticket* once it is in the
+//! journal's buffer. In `sync` mode a connection, after dispatching a batch of requests,
+//! asks for "durable >= the current ticket" and awaits it before writing the batch's
+//! replies; the committer thread flushes and fsyncs the journal once for everything
+//! buffered so far, then publishes how far that covered. While one fsync runs, more writes
+//! pile up behind it and share the next: group commit, with no timer to tune.
+//!
+//! Why "the current ticket" is enough: a write takes its ticket *after* its journal append
+//! returned, and the committer reads the ticket counter *before* it flushes, so every
+//! write with a ticket up to what it read is in the flush.
+
+use std::sync::Weak;
+use std::sync::atomic::Ordering::*;
+use std::time::Duration;
+
+use crate::Durability;
+use crate::disk::{DiskStore, DurableState};
+
+/// Starts the committer for `store`'s durability mode. It stops when the store is dropped.
+pub(crate) fn spawn(store: &std::sync::Arc<DiskStore>) -> std::io::Result<()> {
+    let weak = std::sync::Arc::downgrade(store);
+    let mode = store.durability;
+    let handle = std::thread::Builder::new()
+        .name("memkit-commit".into())
+        .spawn(move || match mode {
+            Durability::Sync => sync_loop(weak),
+            Durability::Periodic(ms) => periodic_loop(weak, Duration::from_millis(ms.max(1))),
+            Durability::None => {}
+        })?;
+    let _ = store.committer.set(handle.thread().clone());
+    Ok(())
+}
+
+/// One journal fsync covering every write whose ticket was taken before it started.
+fn flush_once(s: &DiskStore) {
+    let target = s.tickets.load(Acquire);
+    match s.db.persist(fjall::PersistMode::SyncData) {
+        Ok(()) => {
+            s.durable.store(target, Release);
+            s.counters.flushes.fetch_add(1, Relaxed);
+            s.counters
+                .last_flush_unix
+                .store(s.clock.now_secs(), Relaxed);
+            s.durable_tx.send_replace(DurableState {
+                upto: target,
+                failed: false,
+            });
+        }
+        Err(_) => {
+            // fjall poisons itself after a failed journal flush: every later write fails
+            // too, and waiting connections are told rather than left hanging.
+            s.failed.store(true, Release);
+            s.durable_tx.send_modify(|d| d.failed = true);
+        }
+    }
+}
+
+fn sync_loop(weak: Weak<DiskStore>) {
+    loop {
+        let Some(s) = weak.upgrade() else { return };
+        if s.failed.load(Acquire) {
+            return;
+        }
+        if s.wanted.load(Acquire) > s.durable.load(Acquire) {
+            flush_once(&s);
+            continue;
+        }
+        drop(s);
+        // Woken by `wait_durable` (unpark); the timeout only notices a dropped store.
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+fn periodic_loop(weak: Weak<DiskStore>, every: Duration) {
+    loop {
+        std::thread::sleep(every);
+        let Some(s) = weak.upgrade() else { return };
+        if s.failed.load(Acquire) {
+            return;
+        }
+        if s.tickets.load(Acquire) > s.durable.load(Acquire) {
+            flush_once(&s);
+        }
+    }
+}
+
+/// The journal could not be flushed (disk full or failing): the writes waited for are not
+/// durable and must not be acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotDurable;
+
+impl std::fmt::Display for NotDurable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the persistent store could not flush its journal")
+    }
+}
+
+impl std::error::Error for NotDurable {}
+
+impl DiskStore {
+    /// Whether replies must wait for durability (`sync` mode).
+    pub fn acks_wait(&self) -> bool {
+        self.durability == Durability::Sync
+    }
+
+    /// A receiver for [`Self::wait_durable`]; one per connection.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<DurableState> {
+        self.durable_tx.subscribe()
+    }
+
+    /// Waits until every write made so far (by anyone) is durable. `Err` if the journal
+    /// could not be flushed: those writes must not be acknowledged.
+    pub async fn wait_durable(
+        &self,
+        rx: &mut tokio::sync::watch::Receiver<DurableState>,
+    ) -> Result<(), NotDurable> {
+        let t = self.tickets.load(Acquire);
+        if self.durable.load(Acquire) >= t {
+            return Ok(());
+        }
+        if self.wanted.fetch_max(t, AcqRel) < t
+            && let Some(c) = self.committer.get()
+        {
+            c.unpark();
+        }
+        match rx.wait_for(|d| d.upto >= t || d.failed).await {
+            Ok(d) if d.upto >= t => Ok(()),
+            _ => Err(NotDurable),
+        }
+    }
+
+    /// The blocking form of [`Self::wait_durable`], for embedded use and tests.
+    pub fn wait_durable_blocking(&self) -> Result<(), NotDurable> {
+        let mut rx = self.subscribe();
+        memkit_types::blocking::block_on(self.wait_durable(&mut rx))
+    }
+}

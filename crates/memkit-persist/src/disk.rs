@@ -1,0 +1,281 @@
+//! [`DiskStore`]: the engine's [`StoreHook`] on fjall — loads what RAM lost, records every
+//! change, remembers `flush_all`, and reserves CAS values and write stamps so that a restart
+//! never hands one out twice.
+//!
+//! Every hook call runs with the key's engine shard locked (see `memkit_engine::hook`), so
+//! the order of writes to one key on disk is the engine's order, and a load never races a
+//! write of the same key.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+
+use memkit_engine::{Change, Flush, Loaded, StoreHook};
+use memkit_types::{Clock, Error, Result};
+use parking_lot::{Mutex, RwLock};
+
+use crate::Durability;
+use crate::record::{self, FlushState};
+
+/// CAS values and stamps are reserved this many at a time; one durable write per range.
+const RESERVE: u64 = 1 << 32;
+/// A new range is reserved once the old one has less than this left, long before it runs
+/// out, so the reservation is durable before any value in it is handed out.
+const MARGIN: u64 = 1 << 31;
+
+const META_RESERVED: &str = "reserved";
+const META_FLUSH: &str = "flush";
+
+/// What the durability committer and the server share: tickets taken by writes, and how far
+/// the journal is known to be on disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DurableState {
+    /// Every write whose ticket is at most this is durable.
+    pub upto: u64,
+    /// A journal flush failed: nothing more will become durable (the disk is full or broken).
+    pub failed: bool,
+}
+
+/// Counters for `stats`.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub writes: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub loads: AtomicU64,
+    pub purged: AtomicU64,
+    pub flushes: AtomicU64,
+    pub last_flush_unix: AtomicU64,
+    pub write_errors: AtomicU64,
+}
+
+/// The persistent store under a memkit engine.
+pub struct DiskStore {
+    pub(crate) db: fjall::Database,
+    pub(crate) items: fjall::Keyspace,
+    meta: fjall::Keyspace,
+    pub(crate) durability: Durability,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// The next write stamp.
+    stamp: AtomicU64,
+    stamp_reserved: AtomicU64,
+    cas_reserved: AtomicU64,
+    reserve_lock: Mutex<()>,
+    flush: RwLock<FlushState>,
+    /// Taken (incremented) after each write reached the journal.
+    pub(crate) tickets: AtomicU64,
+    /// The highest ticket a connection waits for (sync mode).
+    pub(crate) wanted: AtomicU64,
+    pub(crate) durable: AtomicU64,
+    pub(crate) failed: AtomicBool,
+    pub(crate) durable_tx: tokio::sync::watch::Sender<DurableState>,
+    pub(crate) committer: std::sync::OnceLock<std::thread::Thread>,
+    pub(crate) counters: Counters,
+}
+
+impl std::fmt::Debug for DiskStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskStore")
+            .field("durability", &self.durability)
+            .field("tickets", &self.tickets)
+            .field("durable", &self.durable)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A failed disk write, as the client sees it: memcached's out-of-memory error, which
+/// every client already treats as "not stored" (see `docs/persistence.md`).
+fn write_err(e: fjall::Error) -> Error {
+    let _ = e;
+    Error::OutOfMemory
+}
+
+fn read_err(e: fjall::Error) -> Error {
+    Error::Server(format!("persistent store read failed: {e}"))
+}
+
+impl DiskStore {
+    pub(crate) fn new(
+        db: fjall::Database,
+        items: fjall::Keyspace,
+        meta: fjall::Keyspace,
+        durability: Durability,
+        clock: Arc<dyn Clock>,
+    ) -> std::result::Result<DiskStore, fjall::Error> {
+        let [cas_reserved, stamp_reserved] = meta
+            .get(META_RESERVED)?
+            .map_or([0, 0], |b| record::decode_u64s::<2>(&b));
+        let mut flush = meta
+            .get(META_FLUSH)?
+            .map_or_else(FlushState::default, |b| FlushState::decode(&b));
+        flush.settle(clock.now_secs());
+        Ok(DiskStore {
+            db,
+            items,
+            meta,
+            durability,
+            clock,
+            // Stamps handed out before the restart are all below the reservation.
+            stamp: AtomicU64::new(stamp_reserved),
+            stamp_reserved: AtomicU64::new(stamp_reserved),
+            cas_reserved: AtomicU64::new(cas_reserved),
+            reserve_lock: Mutex::new(()),
+            flush: RwLock::new(flush),
+            tickets: AtomicU64::new(0),
+            wanted: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            durable_tx: tokio::sync::watch::Sender::new(DurableState::default()),
+            committer: std::sync::OnceLock::new(),
+            counters: Counters::default(),
+        })
+    }
+
+    /// Every CAS issued before this run is below this value.
+    pub(crate) fn cas_floor(&self) -> u64 {
+        self.cas_reserved.load(Acquire)
+    }
+
+    /// A delayed `flush_all` recorded before the restart that has not come due.
+    pub(crate) fn pending_flush(&self) -> Option<u64> {
+        self.flush.read().pending_unix
+    }
+
+    /// Makes sure `cas` and `stamp` lie inside durable reservations, extending them (one
+    /// synchronous journal flush) when they come near the end.
+    fn reserve(&self, cas: u64, stamp: u64) -> Result<()> {
+        let near = |v: u64, r: &AtomicU64| v.saturating_add(MARGIN) > r.load(Acquire);
+        if !near(cas, &self.cas_reserved) && !near(stamp, &self.stamp_reserved) {
+            return Ok(());
+        }
+        let _g = self.reserve_lock.lock();
+        let c = self
+            .cas_reserved
+            .load(Acquire)
+            .max(cas.saturating_add(RESERVE));
+        let s = self
+            .stamp_reserved
+            .load(Acquire)
+            .max(stamp.saturating_add(RESERVE));
+        self.meta
+            .insert(META_RESERVED, record::encode_u64s(&[c, s]))
+            .map_err(write_err)?;
+        self.db
+            .persist(fjall::PersistMode::SyncData)
+            .map_err(write_err)?;
+        self.cas_reserved.store(c, Release);
+        self.stamp_reserved.store(s, Release);
+        Ok(())
+    }
+
+    /// A write reached the journal: take its ticket.
+    fn wrote(&self, bytes: usize) {
+        self.counters.writes.fetch_add(1, Relaxed);
+        self.counters.bytes_written.fetch_add(bytes as u64, Relaxed);
+        self.tickets.fetch_add(1, Release);
+    }
+
+    fn dead(&self, h: &record::Header, now_unix: u64) -> bool {
+        h.expired(now_unix) || self.flush.read().flushed(h, now_unix)
+    }
+
+    /// Removes `key` from disk if its record is expired or flushed. The caller holds the
+    /// key's shard lock (the sweeper goes through `Engine::with_key_locked`).
+    pub(crate) fn purge_if_dead(&self, key: &[u8]) -> Result<bool> {
+        let now = self.clock.now_secs();
+        let Some(v) = self.items.get(key).map_err(read_err)? else {
+            return Ok(false);
+        };
+        match record::decode(&v) {
+            Some(h) if !self.dead(&h, now) => Ok(false),
+            _ => {
+                self.items.remove(key).map_err(write_err)?;
+                self.wrote(0);
+                self.counters.purged.fetch_add(1, Relaxed);
+                Ok(true)
+            }
+        }
+    }
+
+    /// Whether the record bytes `v` are dead now (for the sweeper's first pass).
+    pub(crate) fn is_dead_record(&self, v: &[u8], now_unix: u64) -> bool {
+        record::decode(v).is_none_or(|h| self.dead(&h, now_unix))
+    }
+}
+
+impl StoreHook for DiskStore {
+    fn load(&self, key: &[u8], now_unix: u64) -> Result<Option<Loaded>> {
+        let Some(v) = self.items.get(key).map_err(read_err)? else {
+            return Ok(None);
+        };
+        match record::decode(&v) {
+            Some(h) if !self.dead(&h, now_unix) => {
+                self.counters.loads.fetch_add(1, Relaxed);
+                Ok(Some(record::loaded(&h, &v)))
+            }
+            _ => {
+                // Expired, flushed (or unreadable): gone for memcached, so gone from disk
+                // too. The shard lock is held, so nothing rewrites the key meanwhile.
+                if self.items.remove(key).is_ok() {
+                    self.wrote(0);
+                    self.counters.purged.fetch_add(1, Relaxed);
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    fn changed(&self, change: &Change<'_>, issued_cas: u64) -> Result<()> {
+        let r = match change {
+            Change::Put { record, meta_only } => {
+                let old = if *meta_only {
+                    let v = self.items.get(record.key).map_err(read_err)?;
+                    v.as_deref().and_then(record::decode)
+                } else {
+                    None
+                };
+                // A TTL or stale-mark change keeps the version's place against flush_all.
+                let (stamp, written) = match old {
+                    Some(h) => (h.stamp, h.written_unix),
+                    None => (self.stamp.fetch_add(1, AcqRel), self.clock.now_secs()),
+                };
+                self.reserve(issued_cas, stamp)?;
+                let enc = record::encode(record, stamp, written);
+                let n = enc.len() + record.key.len();
+                self.items.insert(record.key, enc).map(|()| n)
+            }
+            Change::Remove { key } => {
+                self.reserve(issued_cas, self.stamp.load(Acquire))?;
+                self.items.remove(*key).map(|()| key.len())
+            }
+        };
+        match r {
+            Ok(n) => {
+                self.wrote(n);
+                Ok(())
+            }
+            Err(e) => {
+                self.counters.write_errors.fetch_add(1, Relaxed);
+                Err(write_err(e))
+            }
+        }
+    }
+
+    fn flush(&self, flush: Flush, now_unix: u64) -> Result<()> {
+        let mut st = *self.flush.read();
+        st.settle(now_unix);
+        match flush {
+            Flush::Now => {
+                // Called with every shard locked: no stamp is being handed out, so every
+                // earlier write has a stamp below this and every later one does not.
+                st.before_stamp = self.stamp.load(Acquire);
+                st.pending_unix = None;
+            }
+            Flush::At(t) => st.pending_unix = Some(t),
+        }
+        self.meta
+            .insert(META_FLUSH, st.encode())
+            .map_err(write_err)?;
+        *self.flush.write() = st;
+        self.wrote(0);
+        Ok(())
+    }
+}

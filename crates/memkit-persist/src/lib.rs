@@ -1,0 +1,222 @@
+//! memkit-persist: memkitd's persistent mode — MemcacheDB's idea (the memcached protocol
+//! over a disk store) made crash-safe, with memcached's exact semantics.
+//!
+//! Map:
+//! - [`open`] / [`Persistent`]: opens (recovers) a directory and builds an engine over it;
+//!   [`PersistOptions`], [`Durability`], the recovery [`Recovery`] report, [`PersistStats`].
+//! - [`disk`]: [`DiskStore`], the engine's `StoreHook` on fjall: read-through loads, change
+//!   records, `flush_all` marks, CAS and stamp reservations.
+//! - `commit`: the committer thread; tickets and group commit; what `sync` acks await.
+//! - [`sweep`]: purges expired and flushed items from disk over time.
+//! - [`record`]: the on-disk encoding.
+//!
+//! How it fits: the engine stays the single place where memcached's rules live, and its
+//! RAM is a cache of hot items bounded by the memory budget. Under each command's shard lock
+//! the engine asks the hook for a key RAM lost and hands it every change, which fjall
+//! journals before the lock is released; RAM eviction never touches the disk.
+//!
+//! Goals: crash safety in `sync` mode (an acknowledged write survives `kill -9` and power
+//! loss), group commit, data sets larger than RAM, restarts that keep CAS values unique.
+//! Non-goals: replication, multi-process access to one directory, a file format of our own.
+//! Design, formats and numbers: `docs/persistence.md`.
+
+pub mod commit;
+pub mod disk;
+pub mod record;
+pub mod sweep;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::*;
+use std::time::{Duration, Instant};
+
+use memkit_engine::{Engine, EngineConfig};
+
+pub use disk::{DiskStore, DurableState};
+
+/// When an acknowledged write is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// A write is acknowledged only once it is fsynced; concurrent writes share one fsync.
+    #[default]
+    Sync,
+    /// Writes reach the OS at once (they survive a crash of memkitd) and are fsynced every
+    /// this many milliseconds (a power loss may lose that much).
+    Periodic(u64),
+    /// Writes reach the OS at once and are never fsynced by memkitd: they survive a crash
+    /// of memkitd, not of the machine.
+    None,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    /// `sync`, `periodic`, `periodic:MS` or `none`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            None if s == "sync" => Ok(Durability::Sync),
+            None if s == "none" => Ok(Durability::None),
+            None if s == "periodic" => Ok(Durability::Periodic(1000)),
+            Some(("periodic", ms)) => ms
+                .parse()
+                .ok()
+                .filter(|&m| m > 0)
+                .map(Durability::Periodic)
+                .ok_or_else(|| format!("bad period {ms:?} (milliseconds, > 0)")),
+            _ => Err(format!(
+                "unknown durability {s:?}: sync, periodic[:MS] or none"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Durability::Sync => f.write_str("sync"),
+            Durability::Periodic(ms) => write!(f, "periodic:{ms}"),
+            Durability::None => f.write_str("none"),
+        }
+    }
+}
+
+/// How to open a persistent store.
+#[derive(Debug, Clone)]
+pub struct PersistOptions {
+    /// The directory (created if missing).
+    pub dir: PathBuf,
+    pub durability: Durability,
+    /// How often the sweeper purges expired items from disk.
+    pub sweep_every: Duration,
+}
+
+impl PersistOptions {
+    /// `sync` durability, sweeping every 10 seconds.
+    pub fn new(dir: impl AsRef<Path>) -> Self {
+        PersistOptions {
+            dir: dir.as_ref().to_path_buf(),
+            durability: Durability::Sync,
+            sweep_every: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What start-up found.
+#[derive(Debug, Clone, Copy)]
+pub struct Recovery {
+    /// Items on disk (fjall's estimate: exact after a clean shutdown and compaction).
+    pub items: u64,
+    /// Bytes the store takes on disk.
+    pub bytes_on_disk: u64,
+    /// Time to open and replay the journal.
+    pub elapsed: Duration,
+    /// Every CAS this run issues is above this.
+    pub cas_floor: u64,
+}
+
+/// A snapshot of the persistence counters, for `stats`.
+#[derive(Debug, Clone, Default)]
+pub struct PersistStats {
+    pub durability: String,
+    pub writes: u64,
+    pub bytes_written: u64,
+    pub loads: u64,
+    pub purged: u64,
+    pub flushes: u64,
+    pub last_flush_unix: u64,
+    pub bytes_on_disk: u64,
+    pub items_approx: u64,
+    pub write_errors: u64,
+    pub failed: bool,
+}
+
+/// An engine over a persistent store.
+#[derive(Debug, Clone)]
+pub struct Persistent {
+    pub engine: Arc<Engine>,
+    pub store: Arc<DiskStore>,
+    pub recovery: Recovery,
+}
+
+/// How the memory budget is split: the engine's RAM cache gets three quarters, fjall's
+/// block cache and its memtables (an active and a sealed one, each at most half of their
+/// share) an eighth each.
+pub fn split_budget(total: usize) -> (usize, u64, u64) {
+    let cache = (total / 8).max(4 << 20);
+    let write_buffer = (total / 8).max(8 << 20);
+    let engine = total.saturating_sub(cache + write_buffer).max(8 << 20);
+    (engine, cache as u64, write_buffer as u64)
+}
+
+/// Opens (or creates) the store in `opts.dir` and builds an engine over it, RAM bounded by
+/// `engine_cfg.memory_limit` (split with fjall, see [`split_budget`]). Eviction is always
+/// on: RAM is a cache here, nothing persistent is lost when it evicts.
+pub fn open(opts: &PersistOptions, engine_cfg: EngineConfig) -> Result<Persistent, String> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&opts.dir)
+        .map_err(|e| format!("cannot create {}: {e}", opts.dir.display()))?;
+    let (engine_bytes, cache, write_buffer) = split_budget(engine_cfg.memory_limit);
+    // In sync mode the journal is written out by the committer's flush, not by every
+    // insert: one write(2) + fdatasync per group. Otherwise every insert reaches the OS.
+    let manual = opts.durability == Durability::Sync;
+    let db = fjall::Database::builder(&opts.dir)
+        .cache_size(cache)
+        .manual_journal_persist(manual)
+        .open()
+        .map_err(|e| format!("cannot open {}: {e}", opts.dir.display()))?;
+    let ks = |name: &str| {
+        db.keyspace(name, || {
+            fjall::KeyspaceCreateOptions::default()
+                .manual_journal_persist(manual)
+                .max_memtable_size((write_buffer / 2).max(1 << 20))
+        })
+        .map_err(|e| format!("cannot open keyspace {name}: {e}"))
+    };
+    let (items, meta) = (ks("items")?, ks("meta")?);
+    let clock = engine_cfg.clock.clone();
+    let store = DiskStore::new(db.clone(), items.clone(), meta, opts.durability, clock)
+        .map_err(|e| format!("cannot read {}: {e}", opts.dir.display()))?;
+    let store = Arc::new(store);
+    let cas_floor = store.cas_floor();
+    let cfg = EngineConfig {
+        memory_limit: engine_bytes,
+        evict: true,
+        ..engine_cfg
+    };
+    let engine = Arc::new(Engine::with_hook(cfg, store.clone(), cas_floor));
+    if let Some(at) = store.pending_flush() {
+        engine.restore_pending_flush(at);
+    }
+    commit::spawn(&store).map_err(|e| format!("cannot start the committer: {e}"))?;
+    sweep::spawn(&engine, &store, opts.sweep_every);
+    let recovery = Recovery {
+        items: items.approximate_len() as u64,
+        bytes_on_disk: db.disk_space().unwrap_or(0),
+        elapsed: started.elapsed(),
+        cas_floor,
+    };
+    Ok(Persistent {
+        engine,
+        store,
+        recovery,
+    })
+}
+
+impl DiskStore {
+    /// The persistence counters.
+    pub fn stats(&self) -> PersistStats {
+        let c = &self.counters;
+        PersistStats {
+            durability: self.durability.to_string(),
+            writes: c.writes.load(Relaxed),
+            bytes_written: c.bytes_written.load(Relaxed),
+            loads: c.loads.load(Relaxed),
+            purged: c.purged.load(Relaxed),
+            flushes: c.flushes.load(Relaxed),
+            last_flush_unix: c.last_flush_unix.load(Relaxed),
+            bytes_on_disk: self.db.disk_space().unwrap_or(0),
+            items_approx: self.items.approximate_len() as u64,
+            write_errors: c.write_errors.load(Relaxed),
+            failed: self.failed.load(Relaxed),
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! The persistent engine keeps memcached's semantics: the shared conformance suite and the
+//! model-based property test, run on an engine over a fresh store.
+
+mod common;
+
+use std::sync::Arc;
+
+use memkit_engine::{Embedded, EngineConfig};
+use memkit_persist::{Durability, PersistOptions, Persistent};
+use memkit_types::ManualClock;
+use memkit_types::blocking::block_on;
+use proptest::prelude::*;
+
+fn open(dir: &common::TempDir, clock: &ManualClock, durability: Durability) -> Persistent {
+    let opts = PersistOptions {
+        durability,
+        ..PersistOptions::new(&dir.0)
+    };
+    let cfg = EngineConfig::with_memory(64 << 20).clock(Arc::new(clock.clone()));
+    memkit_persist::open(&opts, cfg).unwrap()
+}
+
+#[test]
+fn persistent_engine_passes_the_conformance_suite() {
+    let dir = common::TempDir::new("suite");
+    let clock = ManualClock::default();
+    let p = open(&dir, &clock, Durability::Sync);
+    let s = Embedded::from(p.engine.clone());
+    block_on(memkit_testkit::suite::run(&s, &clock)).assert_all_passed();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn persistent_engine_agrees_with_the_model(ops in memkit_testkit::ops::ops(1..60)) {
+        let dir = common::TempDir::new("model");
+        let clock = ManualClock::default();
+        let p = open(&dir, &clock, Durability::None);
+        let s = Embedded::from(p.engine.clone());
+        block_on(memkit_testkit::ops::compare(&s, &clock, &ops)).map_err(TestCaseError::fail)?;
+    }
+}
