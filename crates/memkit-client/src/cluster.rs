@@ -251,6 +251,7 @@ impl Cluster {
     pub fn health(&self) -> Vec<ServerHealth> {
         let now = Instant::now();
         let p = &self.inner.main;
+        let _consistent_with_placement = p.placement.read().unwrap_or_else(|e| e.into_inner());
         p.servers
             .iter()
             .zip(&p.health)
@@ -308,6 +309,14 @@ impl Cluster {
     /// placement computed from older down marks after a newer one.
     fn rebuild(&self, pool: &Pool) -> Arc<Placement> {
         let mut slot = pool.placement.write().unwrap_or_else(|e| e.into_inner());
+        self.rebuild_locked(pool, &mut slot)
+    }
+
+    fn rebuild_locked(
+        &self,
+        pool: &Pool,
+        slot: &mut (Arc<Placement>, Option<Instant>),
+    ) -> Arc<Placement> {
         let now = Instant::now();
         let cfg = &self.inner.config;
         let (live, next): (Vec<bool>, Option<Instant>) = if cfg.remap_on_failure {
@@ -337,9 +346,15 @@ impl Cluster {
                 let n = h.failures.fetch_add(1, Ordering::Relaxed) + 1;
                 if n >= self.inner.config.failure_limit.max(1) {
                     let until = Instant::now() + self.inner.config.retry_interval;
-                    *h.down_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
                     if self.inner.config.remap_on_failure {
-                        self.rebuild(pool);
+                        // Mark and republish under the placement lock: whoever sees the
+                        // server down (`health` reads under the same lock) also sees a
+                        // placement without it.
+                        let mut slot = pool.placement.write().unwrap_or_else(|e| e.into_inner());
+                        *h.down_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
+                        self.rebuild_locked(pool, &mut slot);
+                    } else {
+                        *h.down_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
                     }
                 }
             }
