@@ -110,6 +110,42 @@ pub enum Cmd {
     },
     /// `version` of every server, with the round-trip time.
     Ping,
+    /// Every key with its metadata (`lru_crawler metadump all`).
+    Dump {
+        /// Only keys starting with PREFIX.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Stop after N keys.
+        #[arg(long, short = 'n')]
+        limit: Option<usize>,
+        /// text (columns), json (one object per line), raw (the server's lines).
+        #[arg(long, short = 'f', value_enum, default_value = "text")]
+        format: crate::dump::DumpFormat,
+    },
+    /// Stream the servers' `watch` events (fetchers, mutations, evictions; default all).
+    Watch {
+        /// Event kinds: fetchers, mutations, evictions.
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(crate::watch::KINDS))]
+        kinds: Vec<String>,
+        /// Stop after N events.
+        #[arg(long, short = 'n')]
+        count: Option<u64>,
+        /// Stop after SECS seconds.
+        #[arg(long)]
+        duration: Option<f64>,
+    },
+    /// Render the cookbook's M/L/W/U/H per-key trace files (or every *.trace in a directory).
+    Trace {
+        /// Trace files or directories.
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+        /// Keep reading: print letters as they are appended (like `tail -f`).
+        #[arg(long, short = 'F')]
+        follow: bool,
+        /// Letters per line.
+        #[arg(long, default_value_t = 64)]
+        width: usize,
+    },
 }
 
 /// Runs the command; returns the exit status.
@@ -155,7 +191,17 @@ fn pool(args: &Args) -> Result<Cluster, String> {
 }
 
 async fn run(args: Args) -> Result<ExitCode, String> {
+    if let Some(Cmd::Trace {
+        files,
+        follow,
+        width,
+    }) = &args.command
+    {
+        return crate::trace::run(files, *follow, *width).await;
+    }
     let c = pool(&args)?;
+    let addrs: Vec<String> = c.servers().iter().map(|s| s.addr()).collect();
+    let timeout = Duration::from_millis(args.timeout_ms);
     if let Some(key) = &args.which {
         match c.server_for(key.as_bytes()) {
             Some(i) => println!("{}", c.servers()[i]),
@@ -269,6 +315,39 @@ async fn run(args: Args) -> Result<ExitCode, String> {
                 ok = false;
             }
         }
+        Cmd::Dump {
+            prefix,
+            limit,
+            format,
+        } => {
+            let opts = crate::dump::DumpOptions {
+                prefix,
+                limit,
+                format,
+            };
+            let (_, errors) = crate::dump::dump(&addrs, timeout, &opts, &mut out).await;
+            for e in errors {
+                eprintln!("memkit: {e}");
+                ok = false;
+            }
+        }
+        Cmd::Watch {
+            kinds,
+            count,
+            duration,
+        } => {
+            let opts = crate::watch::WatchOptions {
+                kinds,
+                count,
+                duration: duration.map(Duration::from_secs_f64),
+            };
+            let (_, errors) = crate::watch::watch(&addrs, timeout, &opts, &mut out).await;
+            for e in errors {
+                eprintln!("memkit: {e}");
+                ok = false;
+            }
+        }
+        Cmd::Trace { .. } => unreachable!("handled above"),
         Cmd::Ping => {
             for i in 0..c.servers().len() {
                 let t = Instant::now();

@@ -9,11 +9,17 @@
 //! - [`stats`]: fetching `stats`/`stats items`/`stats slabs` and the `text`, `table`, `json`
 //!   and `prometheus` formats of `memkit stats`; [`prom`] renders the Prometheus text format
 //!   under the community memcached_exporter's metric names.
+//! - [`dump`] (`lru_crawler metadump all`), [`watch`] (the servers' `watch` streams) over
+//!   [`raw`] text connections; [`trace`] renders the cookbook's `MLWUH` trace files.
 //!
 //! Goals: scripts and people can check where keys live and what servers hold, and watch a
 //! pool live (see `docs/operations.md`). Only standard memcached commands are used, so every
 //! tool works against real memcached as well as memkitd.
 
 pub mod cli;
+pub mod dump;
 pub mod prom;
+pub mod raw;
 pub mod stats;
+pub mod trace;
+pub mod watch;
