@@ -102,6 +102,8 @@ pub struct Args {
     /// memkitd's own flags (memcached has none of these).
     #[command(flatten)]
     pub persist: PersistArgs,
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
 }
 
 /// Persistent mode's flags. A separate struct: clap's generated code for one large struct
@@ -142,6 +144,8 @@ pub struct Settings {
     pub persist: Option<std::path::PathBuf>,
     /// `--durability`.
     pub durability: memkit_persist::Durability,
+    /// `--metrics-addr HOST:PORT`: serve Prometheus metrics there (off when `None`).
+    pub metrics_addr: Option<String>,
 }
 
 impl Default for Settings {
@@ -175,6 +179,7 @@ impl Settings {
             pidfile: a.pidfile,
             persist: a.persist.persist,
             durability: a.persist.durability,
+            metrics_addr: a.metrics.metrics_addr,
         };
         if s.persist.is_some() && !s.evict {
             // RAM is a cache over the disk in persistent mode: evicting loses nothing.

@@ -9,12 +9,14 @@
 //! - [`dispatch`]: THE place where a decoded request meets the storage backend.
 //! - [`stats`]: `stats` and its subcommands with memcached's names; `lru_crawler metadump`.
 //! - [`watch`]: the `watch` event stream.
+//! - [`metrics`]: Prometheus metrics (memcached_exporter's names) and `--metrics-addr`.
 //!
 //! Non-goals: UDP, the binary protocol, SASL (see `docs/protocol-notes.md`).
 
 pub mod config;
 pub mod connection;
 pub mod dispatch;
+pub mod metrics;
 pub mod server;
 pub mod stats;
 pub mod watch;

@@ -79,7 +79,20 @@ fn main() {
                 r.cas_floor
             );
         }
+        let metrics_addr = settings.metrics_addr.clone();
         let shared = Shared::with_persist(engine, persist.map(|p| p.store), settings);
+        if let Some(a) = metrics_addr.as_deref() {
+            match memkit_server::metrics::bind(a).await {
+                Ok(l) => drop(tokio::spawn(memkit_server::metrics::serve(
+                    l,
+                    shared.clone(),
+                ))),
+                Err(e) => {
+                    eprintln!("memkitd: metrics: cannot listen on {a}: {e}");
+                    return 71;
+                }
+            }
+        }
         run(listener, shared, shutdown_signal()).await;
         0
     });
