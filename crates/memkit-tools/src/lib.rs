@@ -7,8 +7,9 @@
 //!   libmemcached-tools (`memccat`, `memccp`, `memcrm`, `memcstat`, `memcflush`, `memcping`)
 //!   with placement identical to libmemcached's.
 //! - [`stats`]: fetching `stats`/`stats items`/`stats slabs` and the `text`, `table`, `json`
-//!   and `prometheus` formats of `memkit stats`; [`prom`] renders the Prometheus text format
-//!   under the community memcached_exporter's metric names.
+//!   and `prometheus` formats of `memkit stats`; the Prometheus text format (the community
+//!   memcached_exporter's metric names) is rendered by `memkit_server::metrics`, the code
+//!   behind `memkitd --metrics-addr`, so both print the same series.
 //! - [`dump`] (`lru_crawler metadump all`), [`watch`] (the servers' `watch` streams) over
 //!   [`raw`] text connections; [`trace`] renders the cookbook's `MLWUH` trace files.
 //!
@@ -18,7 +19,6 @@
 
 pub mod cli;
 pub mod dump;
-pub mod prom;
 pub mod raw;
 pub mod stats;
 pub mod trace;

@@ -248,12 +248,12 @@ pub fn render_prometheus(results: &[(String, Result<Snapshot, String>)]) -> Stri
         .map(|(s, _)| [("server", s.as_str())])
         .collect();
     let multi = results.len() > 1;
-    let servers: Vec<crate::prom::ServerStats<'_>> = results
+    let servers: Vec<memkit_server::metrics::ServerStats<'_>> = results
         .iter()
         .zip(&labels)
         .map(|((_, r), l)| {
             let s = r.as_ref().unwrap_or(&empty);
-            crate::prom::ServerStats {
+            memkit_server::metrics::ServerStats {
                 labels: if multi { l } else { &[] },
                 up: r.is_ok(),
                 general: &s.general,
@@ -263,7 +263,7 @@ pub fn render_prometheus(results: &[(String, Result<Snapshot, String>)]) -> Stri
             }
         })
         .collect();
-    crate::prom::render(&servers)
+    memkit_server::metrics::render(&servers)
 }
 
 /// A JSON string literal.
