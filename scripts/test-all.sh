@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Debug builds keep every temporary of an async state machine in its own stack slot; the
+# default 2 MiB of a test thread has been seen to overflow under heavy machine load.
+export RUST_MIN_STACK="${RUST_MIN_STACK:-8388608}"
+
 echo "== cargo test (workspace)"
 cargo build --workspace --bins
 cargo test --workspace
