@@ -21,6 +21,8 @@
 //! - [`structures::table`]: [`Set`] (the seeds' "table") and [`Hash`](struct@Hash) — per-element keys for
 //!   membership plus a key-list key.
 //! - [`structures::queue`]: [`Queue`] (FIFO) and [`Stack`] (LIFO) over counters and slot keys.
+//! - [`caching`]: part 2, caching (seeds 003–004) — [`caching::cache_key`], [`caching::Cache`]
+//!   (`get_or_compute` with lock/lease/XFetch/jitter), tags, refresh and warm-up, the trace.
 //! - [`codec`]: the value encodings (JSON records, decimal counters) and key naming.
 //! - [`error`]: the [`Error`] type.
 //!
@@ -43,6 +45,7 @@
 //!   and the queue/stack waits must run inside a tokio runtime. Everything else is
 //!   runtime-agnostic.
 
+pub mod caching;
 pub mod codec;
 pub mod error;
 pub mod structures;

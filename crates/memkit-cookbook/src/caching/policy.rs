@@ -1,0 +1,211 @@
+//! What a caller asks of one cached value: how long it is fresh, how a rebuild is protected
+//! from the dog-pile, XFetch, TTL jitter, tags and replica lag.
+
+use std::time::Duration;
+
+/// How a rebuild of an expired value is protected from the dog-pile (seed 003's
+/// "одновременное перестроение кэшей"; cache stampede).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protection {
+    /// Plain cache-aside: every caller that finds the value missing or expired runs the
+    /// loader. The item's memcached TTL is the freshness TTL.
+    None,
+    /// Soft expiry + rebuild lock (seed 003): the value carries its own "valid until", the
+    /// item lives `grace` longer in memcached, and on soft expiry one caller wins the
+    /// rebuild lock (`add lock:<key>`, the part-1 [`Lock`](crate::Lock)) and recomputes while
+    /// the others wait or are served the stale value ([`OnBusy`]).
+    #[default]
+    Lock,
+    /// Server-side leases (memcached 1.6 meta protocol, memkitd): `mg <key> N<lock_ttl>
+    /// R<recache>` hands exactly one caller the win flag `W` — on a miss (the server creates
+    /// an empty placeholder), when the remaining TTL drops below the recache window, or when
+    /// the item was marked stale (`md <key> I`) — and tells the others `Z` (someone is on it)
+    /// and `X` (stale). No lock key. Needs a backend that speaks meta (the embedded store,
+    /// memkitd, memcached >= 1.6 through the meta dialect of the client).
+    Lease,
+}
+
+/// What a caller that did not win the rebuild does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnBusy {
+    /// Wait (bounded, polling with linear back-off) for the winner's value; when the wait
+    /// runs out, take the stale value if there is one.
+    #[default]
+    Wait,
+    /// Return the stale value at once when there is one (wait only when there is none).
+    ServeStale,
+}
+
+/// Bounds of waiting for someone else's rebuild.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitOptions {
+    /// The longest a caller waits in total (seed 003: "2-3 seconds"). Counted as time slept.
+    pub max_wait: Duration,
+    /// The k-th poll sleeps `k * backoff_step`...
+    pub backoff_step: Duration,
+    /// ...but never more than this.
+    pub max_backoff: Duration,
+    /// Seconds the rebuild lock (or the lease placeholder) lives if its holder dies; longer
+    /// than the slowest loader.
+    pub lock_ttl: u32,
+    /// When waiting runs out and there is no stale value: `true` runs the loader anyway
+    /// (the caller needs a value), `false` fails with [`Error::LockTimeout`](crate::Error).
+    pub compute_on_timeout: bool,
+}
+
+impl Default for WaitOptions {
+    fn default() -> Self {
+        WaitOptions {
+            max_wait: Duration::from_secs(3),
+            backoff_step: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(100),
+            lock_ttl: 10,
+            compute_on_timeout: true,
+        }
+    }
+}
+
+/// The per-value caching policy. Build with [`Policy::ttl`] and the chained setters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// How long a value is fresh.
+    pub ttl: Duration,
+    /// With [`Protection::Lock`]: how much longer than `ttl` the item stays in memcached,
+    /// serving as the stale value during a rebuild. `None`: `max(ttl, 60 s)`.
+    pub grace: Option<Duration>,
+    /// TTL jitter: `ttl` is multiplied by a factor drawn uniformly from this range, so keys
+    /// written together do not expire together (seed 004: `rand(950, 1050) / 1000`).
+    /// `None`: no jitter.
+    pub jitter: Option<(f64, f64)>,
+    /// Dog-pile protection.
+    pub protection: Protection,
+    /// What losers of the rebuild race do.
+    pub on_busy: OnBusy,
+    /// Waiting bounds and the lock TTL.
+    pub wait: WaitOptions,
+    /// XFetch (Vattani, Chierichetti, Lowenstein, VLDB 2015; seed 004): recompute a still
+    /// fresh value early when `now - delta * beta * ln(rand()) >= valid_until`, where `delta`
+    /// is how long the last recompute took. `beta > 1` favours earlier recomputes.
+    /// With [`Protection::Lock`] the early recompute takes the lock (others keep being
+    /// served the still-fresh value); with [`Protection::None`] it is the paper's plain
+    /// algorithm. Not used with [`Protection::Lease`], whose recache window plays that role.
+    pub xfetch_beta: Option<f64>,
+    /// Tags whose invalidation drops this value.
+    pub tags: Vec<String>,
+    /// The DB's replication lag: when set, the loader is told to read the master while any
+    /// tag was invalidated less than this long ago.
+    pub replica_lag: Option<Duration>,
+    /// With [`Protection::Lease`]: the `R` window in seconds (the first reader once the
+    /// remaining TTL is below it recomputes while others get the current value). `None`:
+    /// a tenth of the TTL; no window when that is under 1 s or not shorter than the TTL.
+    pub recache_window: Option<u32>,
+}
+
+impl Policy {
+    /// Fresh for `ttl`, rebuild-lock protection, waiting, jitter `[0.95, 1.05]`.
+    pub fn ttl(ttl: Duration) -> Self {
+        Policy {
+            ttl,
+            grace: None,
+            jitter: Some((0.95, 1.05)),
+            protection: Protection::Lock,
+            on_busy: OnBusy::Wait,
+            wait: WaitOptions::default(),
+            xfetch_beta: None,
+            tags: Vec::new(),
+            replica_lag: None,
+            recache_window: None,
+        }
+    }
+
+    /// The same policy with another protection.
+    pub fn protection(mut self, p: Protection) -> Self {
+        self.protection = p;
+        self
+    }
+
+    /// The same policy with another [`OnBusy`].
+    pub fn on_busy(mut self, b: OnBusy) -> Self {
+        self.on_busy = b;
+        self
+    }
+
+    /// Serve stale values to the losers of the rebuild race.
+    pub fn serve_stale(self) -> Self {
+        self.on_busy(OnBusy::ServeStale)
+    }
+
+    /// The same policy with other waiting bounds.
+    pub fn wait(mut self, w: WaitOptions) -> Self {
+        self.wait = w;
+        self
+    }
+
+    /// The longest a loser waits.
+    pub fn max_wait(mut self, d: Duration) -> Self {
+        self.wait.max_wait = d;
+        self
+    }
+
+    /// The stale window after soft expiry ([`Protection::Lock`]).
+    pub fn grace(mut self, d: Duration) -> Self {
+        self.grace = Some(d);
+        self
+    }
+
+    /// No TTL jitter.
+    pub fn no_jitter(mut self) -> Self {
+        self.jitter = None;
+        self
+    }
+
+    /// TTL jitter factor range `[lo, hi]`.
+    pub fn jitter(mut self, lo: f64, hi: f64) -> Self {
+        self.jitter = Some((lo.min(hi), lo.max(hi)));
+        self
+    }
+
+    /// XFetch with `beta` (1.0 is the paper's default).
+    pub fn xfetch(mut self, beta: f64) -> Self {
+        self.xfetch_beta = Some(beta);
+        self
+    }
+
+    /// The value's tags.
+    pub fn tags<I, S>(mut self, tags: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self.tags.sort();
+        self.tags.dedup();
+        self
+    }
+
+    /// The DB replication lag for master routing.
+    pub fn replica_lag(mut self, lag: Duration) -> Self {
+        self.replica_lag = Some(lag);
+        self
+    }
+
+    /// The lease recache window in seconds.
+    pub fn recache_window(mut self, secs: u32) -> Self {
+        self.recache_window = Some(secs);
+        self
+    }
+
+    pub(crate) fn grace_ms(&self) -> u64 {
+        self.grace
+            .unwrap_or_else(|| self.ttl.max(Duration::from_secs(60)))
+            .as_millis() as u64
+    }
+
+    /// The `R` flag: only when the window is shorter than the TTL (a window as long as the
+    /// TTL would hand out a recompute right after every write).
+    pub(crate) fn recache_secs(&self, ttl_ms: u64) -> Option<u32> {
+        let ttl_secs = ttl_ms / 1000;
+        let w = u64::from(self.recache_window.unwrap_or((ttl_secs / 10) as u32));
+        (w >= 1 && w < ttl_secs).then_some(w as u32)
+    }
+}
