@@ -1,0 +1,231 @@
+//! The caching techniques through memkit-client against in-process memkitd and real
+//! memcached 1.6 (`/usr/bin/memcached`, started on a free loopback port, killed by PID).
+//! Real time here: the loader really takes 200 ms; the assertions are about counts and
+//! sources, never about durations.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memkit_client::{Client, ClientConfig, ServerSpec};
+use memkit_types::{DeleteOptions, Memcache};
+
+use crate::caching::stampede::run;
+use crate::caching::{Cache, Policy, Protection, Source, tag_key};
+
+const MEMCACHED: &str = "/usr/bin/memcached";
+const CALLERS: usize = 1000;
+const LOADER: Duration = Duration::from_millis(200);
+
+struct Memcached(Child);
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_for(port: u16) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn start_memcached() -> Option<(Memcached, u16)> {
+    if !std::path::Path::new(MEMCACHED).exists() {
+        eprintln!("{MEMCACHED} not installed: skipped");
+        return None;
+    }
+    let port = free_port();
+    let child = Command::new(MEMCACHED)
+        .args([
+            "-l",
+            "127.0.0.1",
+            "-U",
+            "0",
+            "-m",
+            "64",
+            "-u",
+            "nobody",
+            "-p",
+        ])
+        .arg(port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let m = Memcached(child);
+    assert!(wait_for(port), "memcached did not start");
+    Some((m, port))
+}
+
+/// memkitd on its own runtime, dropped (all sockets closed) with the returned guard.
+fn start_memkitd() -> (tokio::runtime::Runtime, u16) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.spawn(async move {
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        let settings = memkit_server::Settings::default();
+        let shared =
+            memkit_server::Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
+        memkit_server::run(listener, shared, std::future::pending()).await;
+    });
+    (rt, port)
+}
+
+fn client(port: u16) -> Client {
+    Client::new(
+        ServerSpec::new("127.0.0.1", port),
+        ClientConfig {
+            connect_timeout: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(5),
+            pool_size: 4,
+            ..ClientConfig::default()
+        },
+    )
+}
+
+/// Every technique against one server.
+async fn suite(name: &str, mc: Client) {
+    let cache = Cache::builder(mc.clone()).seed(1).build();
+    let wait = Policy::ttl(Duration::from_secs(30))
+        .no_jitter()
+        .max_wait(Duration::from_secs(3));
+
+    // Lock policy, cold key: exactly one load, nobody stale, nobody timed out.
+    let r = run(&cache, "net:cold", &wait, CALLERS, LOADER).await;
+    eprintln!(
+        "{name} lock/wait cold: {r:?}",
+        r = (r.loads, r.hits, r.waited, r.computed, r.stale, r.errors)
+    );
+    assert_eq!(
+        (r.loads, r.errors, r.stale, r.computed),
+        (1, 0, 0, 1),
+        "{name}"
+    );
+
+    // Lock policy, soft-expired key, stale serving: one load, everyone else stale.
+    let short = Policy::ttl(Duration::from_millis(50))
+        .no_jitter()
+        .serve_stale();
+    cache.put("net:stale", &short, &0u64).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let r = run(&cache, "net:stale", &short, CALLERS, LOADER).await;
+    eprintln!(
+        "{name} lock/stale: {r:?}",
+        r = (r.loads, r.computed, r.stale, r.errors)
+    );
+    assert_eq!(
+        (r.loads, r.computed, r.stale, r.errors),
+        (1, 1, CALLERS - 1, 0),
+        "{name}"
+    );
+
+    // Leases (mg N/R, W/X/Z), cold: one load.
+    let lease = wait.clone().protection(Protection::Lease);
+    let r = run(&cache, "net:lease", &lease, CALLERS, LOADER).await;
+    eprintln!(
+        "{name} lease cold: {r:?}",
+        r = (r.loads, r.waited, r.computed, r.errors)
+    );
+    assert_eq!(
+        (r.loads, r.errors, r.stale, r.computed),
+        (1, 0, 0, 1),
+        "{name}"
+    );
+    // Marked stale server-side: one winner, the rest served stale.
+    let o = DeleteOptions {
+        invalidate: true,
+        ..Default::default()
+    };
+    mc.delete_with(b"net:lease", &o).await.unwrap();
+    let r = run(
+        &cache,
+        "net:lease",
+        &lease.clone().serve_stale(),
+        CALLERS,
+        LOADER,
+    )
+    .await;
+    eprintln!(
+        "{name} lease stale: {r:?}",
+        r = (r.loads, r.computed, r.stale, r.errors)
+    );
+    assert_eq!(
+        (r.loads, r.computed, r.stale, r.errors),
+        (1, 1, CALLERS - 1, 0),
+        "{name}"
+    );
+
+    // Tags: exactly the carriers, also after the tag key is evicted.
+    let pa = Policy::ttl(Duration::from_secs(60)).tags(["a"]);
+    let pab = Policy::ttl(Duration::from_secs(60)).tags(["a", "b"]);
+    let pb = Policy::ttl(Duration::from_secs(60)).tags(["b"]);
+    let read = |key: &'static str, p: Policy| {
+        let cache = cache.clone();
+        async move {
+            cache
+                .fetch(key, &p, |_| async { Ok::<_, std::io::Error>(1u8) })
+                .await
+                .unwrap()
+                .source
+        }
+    };
+    for (k, p) in [("t:a", &pa), ("t:ab", &pab), ("t:b", &pb)] {
+        assert_eq!(read(k, p.clone()).await, Source::Computed);
+        assert_eq!(read(k, p.clone()).await, Source::Hit);
+    }
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    cache.invalidate_tag("a").await.unwrap();
+    assert_eq!(read("t:a", pa.clone()).await, Source::Computed, "{name}");
+    assert_eq!(read("t:ab", pab.clone()).await, Source::Computed, "{name}");
+    assert_eq!(read("t:b", pb.clone()).await, Source::Hit, "{name}");
+    mc.delete(tag_key("b").as_bytes()).await.unwrap();
+    assert_eq!(
+        read("t:ab", pab.clone()).await,
+        Source::Computed,
+        "{name}: evicted tag"
+    );
+    assert_eq!(
+        read("t:b", pb.clone()).await,
+        Source::Computed,
+        "{name}: evicted tag"
+    );
+    assert_eq!(read("t:a", pa.clone()).await, Source::Hit, "{name}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caching_against_memkitd() {
+    let (rt, port) = start_memkitd();
+    suite("memkitd", client(port)).await;
+    rt.shutdown_background();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caching_against_real_memcached() {
+    let Some((_server, port)) = start_memcached() else {
+        return;
+    };
+    suite("memcached", client(port)).await;
+}
