@@ -110,6 +110,19 @@ pub enum Cmd {
     },
     /// `version` of every server, with the round-trip time.
     Ping,
+    /// Live dashboard: ops/s, hit ratio, evictions, items, memory, connections, and the
+    /// memory per item-size class; q quits, tab moves between the total and each server.
+    Top {
+        /// Seconds between refreshes.
+        #[arg(long, short = 'i', default_value_t = 1.0)]
+        interval: f64,
+        /// Stop after N refreshes.
+        #[arg(long, short = 'n')]
+        iterations: Option<u64>,
+        /// Print frames as plain text (the default when not on a terminal).
+        #[arg(long, short = 'b')]
+        batch: bool,
+    },
     /// Every key with its metadata (`lru_crawler metadump all`).
     Dump {
         /// Only keys starting with PREFIX.
@@ -348,6 +361,20 @@ async fn run(args: Args) -> Result<ExitCode, String> {
             }
         }
         Cmd::Trace { .. } => unreachable!("handled above"),
+        Cmd::Top {
+            interval,
+            iterations,
+            batch,
+        } => {
+            let opts = crate::top::TopOptions {
+                interval: Duration::from_secs_f64(interval.max(0.1)),
+                iterations,
+                batch,
+            };
+            drop(out);
+            crate::top::run(&c, &opts).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
         Cmd::Ping => {
             for i in 0..c.servers().len() {
                 let t = Instant::now();

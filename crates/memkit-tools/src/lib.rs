@@ -10,6 +10,7 @@
 //!   and `prometheus` formats of `memkit stats`; the Prometheus text format (the community
 //!   memcached_exporter's metric names) is rendered by `memkit_server::metrics`, the code
 //!   behind `memkitd --metrics-addr`, so both print the same series.
+//! - [`top`]: the live dashboard (on [`term`], a few termios calls).
 //! - [`dump`] (`lru_crawler metadump all`), [`watch`] (the servers' `watch` streams) over
 //!   [`raw`] text connections; [`trace`] renders the cookbook's `MLWUH` trace files.
 //!
@@ -21,5 +22,7 @@ pub mod cli;
 pub mod dump;
 pub mod raw;
 pub mod stats;
+pub mod term;
+pub mod top;
 pub mod trace;
 pub mod watch;
