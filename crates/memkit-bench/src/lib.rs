@@ -11,6 +11,8 @@
 //! - [`server_bench`]: `memkit-bench server`: memkitd against memcached over loopback, same
 //!   settings and load: throughput, CPU per request, latency, memory, Zipf miss ratio,
 //!   memcaslap; [`server_report`] renders the ratio table and the SVG chart.
+//! - [`persist_bench`]: `memkit-bench persist`: memkitd's persistent mode: durable sets/s
+//!   (group commit) and gets/s over a data set 4x the memory budget.
 //! - [`loadgen`]: the async (tokio) load generator; [`procs`]: the server processes and
 //!   their `/proc` figures.
 //!
@@ -20,6 +22,7 @@
 pub mod engine_bench;
 pub mod loadgen;
 pub mod lru;
+pub mod persist_bench;
 pub mod procs;
 pub mod report;
 pub mod server_bench;

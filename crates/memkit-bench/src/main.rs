@@ -4,6 +4,7 @@
 //! - `engine`: the embedded engine against moka and LRU baselines (see
 //!   [`memkit_bench::engine_bench`]); prints markdown to stdout, progress to stderr.
 //! - `server`: memkitd against memcached over loopback (see [`memkit_bench::server_bench`]).
+//! - `persist`: memkitd's persistent mode (see [`memkit_bench::persist_bench`]).
 
 use clap::{Args, Parser, Subcommand};
 use memkit_bench::engine_bench::{self, EngineBenchConfig, Part};
@@ -24,6 +25,8 @@ enum Cmd {
     Engine(EngineArgs),
     /// memkitd vs memcached over loopback: throughput, CPU, latency, memory, miss ratio.
     Server(memkit_bench::server_bench::ServerArgs),
+    /// memkitd --persist: durable sets/s and gets/s over a data set 4x the memory budget.
+    Persist(memkit_bench::persist_bench::PersistArgs),
 }
 
 #[derive(Debug, Args)]
@@ -72,5 +75,6 @@ fn main() {
             print!("{}", report.to_markdown());
         }
         Cmd::Server(a) => std::process::exit(memkit_bench::server_bench::main(a)),
+        Cmd::Persist(a) => std::process::exit(memkit_bench::persist_bench::main(a)),
     }
 }

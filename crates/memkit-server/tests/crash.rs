@@ -1,0 +1,329 @@
+//! Crash safety of persistent mode: memkitd (`--persist DIR`, `sync` durability) under
+//! concurrent writers is killed with SIGKILL at random moments, again and again. After each
+//! restart every acknowledged write must be there with its value, flags and CAS, CAS values
+//! must keep growing, and the store must open every time.
+//!
+//! Each writer owns its keys and runs one request at a time, so at the kill it has at most
+//! one write in flight: that one may or may not have landed, everything acknowledged must
+//! have. Cycles: `MEMKIT_CRASH_CYCLES` (default 20). Only 127.0.0.1; only our own child is
+//! killed.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const WRITERS: usize = 4;
+const SET_KEYS: u64 = 16;
+
+struct Conn {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Conn {
+    fn connect(port: u16) -> std::io::Result<Conn> {
+        let s = TcpStream::connect(("127.0.0.1", port))?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        s.set_nodelay(true)?;
+        Ok(Conn {
+            r: BufReader::new(s.try_clone()?),
+            w: s,
+        })
+    }
+    fn line(&mut self) -> std::io::Result<String> {
+        let mut l = String::new();
+        if self.r.read_line(&mut l)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(l.trim_end().to_string())
+    }
+    fn ask(&mut self, req: &str) -> std::io::Result<String> {
+        self.w.write_all(req.as_bytes())?;
+        self.line()
+    }
+    /// `mg key v f c`: (value, flags, cas), or `None` on a miss.
+    fn get(&mut self, key: &str) -> std::io::Result<Option<(String, u32, u64)>> {
+        let head = self.ask(&format!("mg {key} v f c\r\n"))?;
+        if head == "EN" {
+            return Ok(None);
+        }
+        let mut parts = head.split(' ');
+        assert_eq!(parts.next(), Some("VA"), "{head}");
+        let _len = parts.next();
+        let (mut flags, mut cas) = (0, 0);
+        for p in parts {
+            match p.as_bytes()[0] {
+                b'f' => flags = p[1..].parse().unwrap(),
+                b'c' => cas = p[1..].parse().unwrap(),
+                _ => {}
+            }
+        }
+        Ok(Some((self.line()?, flags, cas)))
+    }
+    /// `ms key S F c` → the new CAS, `None` if not stored.
+    fn set(&mut self, key: &str, value: &str, flags: u32) -> std::io::Result<Option<u64>> {
+        let r = self.ask(&format!(
+            "ms {key} {} F{flags} c\r\n{value}\r\n",
+            value.len()
+        ))?;
+        Ok(r.strip_prefix("HD c").map(|c| c.parse().unwrap()))
+    }
+}
+
+/// What a writer knows was acknowledged, and what it had in flight when the server died.
+#[derive(Debug, Default, Clone)]
+struct Acked {
+    sets: HashMap<u64, (String, u32, u64)>,
+    counter: u64,
+    log_len: u64,
+    cas_value: u64,
+    in_flight: Option<Op>,
+    /// The highest CAS seen (and acknowledged) so far.
+    max_cas: u64,
+    /// The highest CAS seen before the last crash: every later write's CAS is above it.
+    floor: u64,
+    ops: u64,
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Set(u64, String, u32),
+    Incr,
+    Append,
+    Cas,
+}
+
+fn writer(port: u16, w: usize, mut st: Acked, stop: Arc<AtomicBool>, seed: u64) -> Acked {
+    let Ok(mut c) = Conn::connect(port) else {
+        return st;
+    };
+    let mut rng = seed;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let r = next();
+        let op = match r % 4 {
+            0 => {
+                let k = next() % SET_KEYS;
+                Op::Set(k, format!("v{w}-{}", st.ops), (next() % 1000) as u32)
+            }
+            1 => Op::Incr,
+            2 => Op::Append,
+            _ => Op::Cas,
+        };
+        st.in_flight = Some(op.clone());
+        let done: std::io::Result<()> = (|| {
+            match &op {
+                Op::Set(k, v, f) => {
+                    let cas = c.set(&format!("w{w}:s{k}"), v, *f)?.expect("stored");
+                    let prev = st.sets.get(k).map_or(0, |s| s.2);
+                    // Per key, CAS grows; across a restart it grows past everything
+                    // issued before (within one run shards count CAS independently).
+                    assert!(cas > prev && cas > st.floor, "CAS must grow");
+                    st.max_cas = st.max_cas.max(cas);
+                    st.sets.insert(*k, (v.clone(), *f, cas));
+                }
+                Op::Incr => {
+                    let r = c.ask(&format!("incr w{w}:ctr 1\r\n"))?;
+                    st.counter = r.parse().unwrap_or_else(|_| panic!("incr: {r}"));
+                }
+                Op::Append => {
+                    let r = c.ask(&format!("append w{w}:log 0 0 2\r\nx,\r\n"))?;
+                    assert_eq!(r, "STORED");
+                    st.log_len += 1;
+                }
+                Op::Cas => {
+                    let key = format!("w{w}:cas");
+                    let (v, _, cas) = c.get(&key)?.expect("cas key exists");
+                    let n: u64 = v.parse().unwrap();
+                    assert_eq!(n, st.cas_value, "nobody else writes this key");
+                    let r = c.ask(&format!(
+                        "cas {key} 0 0 {} {cas}\r\n{}\r\n",
+                        (n + 1).to_string().len(),
+                        n + 1
+                    ))?;
+                    assert_eq!(r, "STORED");
+                    st.cas_value = n + 1;
+                }
+            }
+            Ok(())
+        })();
+        if done.is_err() {
+            return st; // the server died with `op` in flight
+        }
+        st.in_flight = None;
+        st.ops += 1;
+    }
+    st
+}
+
+/// Checks the restarted server against what was acknowledged; returns the state to go on
+/// from (an in-flight write that landed counts as acknowledged from now on).
+fn verify(port: u16, w: usize, mut st: Acked) -> Acked {
+    let mut c = Conn::connect(port).expect("connect after restart");
+    let fl = st.in_flight.take();
+    for k in 0..SET_KEYS {
+        let got = c.get(&format!("w{w}:s{k}")).unwrap();
+        let want = st.sets.get(&k).cloned();
+        match (&fl, got, want) {
+            (Some(Op::Set(fk, v, f)), Some(g), _) if *fk == k && g.0 == *v => {
+                assert_eq!(g.1, *f, "in-flight set landed with its flags");
+                assert!(g.2 > st.floor);
+                st.max_cas = st.max_cas.max(g.2);
+                st.sets.insert(k, g);
+            }
+            (_, got, want) => assert_eq!(got, want, "writer {w} key s{k}"),
+        }
+    }
+    let ctr = c.get(&format!("w{w}:ctr")).unwrap().unwrap().0;
+    let ctr: u64 = ctr.trim().parse().unwrap();
+    let in_flight = |o: fn(&Op) -> bool| fl.as_ref().is_some_and(o);
+    assert!(
+        ctr == st.counter || (in_flight(|o| matches!(o, Op::Incr)) && ctr == st.counter + 1),
+        "writer {w}: counter {ctr}, acknowledged {}",
+        st.counter
+    );
+    st.counter = ctr;
+    let log = c.get(&format!("w{w}:log")).unwrap().unwrap().0;
+    let n = (log.len() / 2) as u64;
+    assert_eq!(log, "x,".repeat(n as usize), "log holds whole appends only");
+    assert!(
+        n == st.log_len || (in_flight(|o| matches!(o, Op::Append)) && n == st.log_len + 1),
+        "writer {w}: log {n}, acknowledged {}",
+        st.log_len
+    );
+    st.log_len = n;
+    let v: u64 = c
+        .get(&format!("w{w}:cas"))
+        .unwrap()
+        .unwrap()
+        .0
+        .parse()
+        .unwrap();
+    assert!(
+        v == st.cas_value || (in_flight(|o| matches!(o, Op::Cas)) && v == st.cas_value + 1),
+        "writer {w}: cas value {v}, acknowledged {}",
+        st.cas_value
+    );
+    st.cas_value = v;
+    st
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start(dir: &std::path::Path) -> (Child, u16) {
+    for _ in 0..20 {
+        let port = free_port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_memkitd"))
+            .args([
+                "-p",
+                &port.to_string(),
+                "-l",
+                "127.0.0.1",
+                "-t",
+                "2",
+                "--persist",
+            ])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn memkitd");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                break; // port taken after all, or the store failed to open
+            }
+            if let Ok(mut c) = Conn::connect(port)
+                && c.ask("version\r\n").is_ok_and(|v| v.starts_with("VERSION"))
+            {
+                return (child, port);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("memkitd did not start (does the store open?)");
+}
+
+#[test]
+fn sigkill_under_concurrent_writes_loses_no_acknowledged_write() {
+    let cycles: usize = std::env::var("MEMKIT_CRASH_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let dir: PathBuf = std::env::temp_dir().join(format!("memkit-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (mut child, mut port) = start(&dir);
+    {
+        let mut c = Conn::connect(port).unwrap();
+        for w in 0..WRITERS {
+            for (k, v) in [("ctr", "0"), ("log", ""), ("cas", "0")] {
+                let r = c.ask(&format!("set w{w}:{k} 0 0 {}\r\n{v}\r\n", v.len()));
+                assert_eq!(r.unwrap(), "STORED");
+            }
+        }
+    }
+    let mut states = vec![Acked::default(); WRITERS];
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ u64::from(std::process::id());
+    let (mut total_ops, started) = (0, Instant::now());
+    for cycle in 0..cycles {
+        let stop = Arc::new(AtomicBool::new(false));
+        let handles: Vec<_> = states
+            .drain(..)
+            .enumerate()
+            .map(|(w, st)| {
+                let stop = stop.clone();
+                let s = seed.wrapping_mul(2 * w as u64 + 1) | 1;
+                std::thread::spawn(move || writer(port, w, st, stop, s))
+            })
+            .collect();
+        seed = seed.rotate_left(7) ^ 0xA5A5_5A5A_0F0F_F0F0;
+        // Kill at a random moment while the writers are busy.
+        std::thread::sleep(Duration::from_millis(30 + seed % 300));
+        child.kill().expect("SIGKILL our memkitd");
+        let _ = child.wait();
+        stop.store(true, Ordering::Relaxed);
+        let crashed: Vec<Acked> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let max_before = crashed.iter().map(|s| s.max_cas).max().unwrap_or(0);
+        (child, port) = start(&dir);
+        states = crashed
+            .into_iter()
+            .enumerate()
+            .map(|(w, st)| {
+                total_ops += st.ops;
+                verify(port, w, st)
+            })
+            .collect();
+        // A write after the restart gets a CAS above everything before the crash.
+        let mut c = Conn::connect(port).unwrap();
+        let cas = c.set("probe", &cycle.to_string(), 0).unwrap().unwrap();
+        assert!(cas > max_before, "cycle {cycle}: CAS {cas} <= {max_before}");
+        for s in states.iter_mut() {
+            s.floor = max_before.max(s.max_cas);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!(
+        "crash test: {cycles} SIGKILL cycles, {total_ops} acknowledged writes verified, {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
