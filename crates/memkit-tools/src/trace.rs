@@ -65,21 +65,47 @@ pub fn run_length(s: &str) -> String {
     out.join(" ")
 }
 
-/// Splits letters into episodes: each starts at a miss (`M`), except a first one that does
-/// not (a trace started while the cache was warm).
+/// Splits letters into episodes. An episode starts at a miss (`M`) that follows an outcome
+/// (`H`, `S`, `W`, `U`, `E`); misses and lock attempts in a row stay together, so a group
+/// file where many callers missed at once (`MLMLML...LLWUHHH`) reads as one rebuild. A first
+/// episode may start without a miss (the trace began while the cache was warm).
 pub fn episodes(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
+    let mut prev = 0u8;
     for (i, b) in s.bytes().enumerate() {
-        if b == b'M' && i > start {
+        if b == b'M' && i > start && !matches!(prev, b'M' | b'L') {
             out.push(&s[start..i]);
             start = i;
         }
+        prev = b;
     }
     if start < s.len() {
         out.push(&s[start..]);
     }
     out
+}
+
+/// An episode's letters for the listing: run-length encoded (`M L W U H×15`), or as
+/// counts per letter when that would be long (interleaved callers).
+pub fn shape(ep: &str) -> String {
+    let rl = run_length(ep);
+    if rl.chars().count() <= 24 {
+        return rl;
+    }
+    LETTERS
+        .iter()
+        .zip(counts(ep))
+        .filter(|(_, n)| *n > 0)
+        .map(|(l, n)| {
+            if n == 1 {
+                (*l as char).to_string()
+            } else {
+                format!("{}×{n}", *l as char)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn plural(n: usize, one: &str) -> String {
@@ -94,42 +120,39 @@ fn plural(n: usize, one: &str) -> String {
 pub fn story(ep: &str) -> String {
     let [m, l, w, u, h, s, e] = counts(ep);
     let mut parts: Vec<String> = Vec::new();
-    if m > 0 {
-        parts.push(if m == 1 {
-            "miss".into()
+    let once = |n: usize, what: &str| {
+        if n == 1 {
+            what.to_string()
         } else {
-            format!("miss ×{m}")
-        });
-    } else {
-        parts.push("(already cached)".into());
+            format!("{what} ×{n}")
+        }
+    };
+    match m {
+        0 => parts.push("(already cached)".into()),
+        1 => parts.push("miss".into()),
+        m => parts.push(format!("{m} misses together")),
     }
     if l > 0 {
-        if w > 0 || e > 0 {
+        if m > 1 {
+            parts.push(plural(l, "lock attempt"));
+        } else if w > 0 || e > 0 {
             parts.push(if l == 1 {
                 "locked".into()
             } else {
                 format!("locked after {l} attempts")
             });
         } else {
-            parts.push(if l == 1 {
-                "lock busy".into()
-            } else {
-                format!("lock busy ×{l}")
-            });
+            parts.push(once(l, "lock busy"));
         }
     }
     if e > 0 {
-        parts.push(if e == 1 {
-            "loader failed".into()
-        } else {
-            format!("loader failed ×{e}")
-        });
+        parts.push(once(e, "loader failed"));
     }
     if w > 0 {
-        parts.push(if w == 1 {
-            "rebuilt".into()
+        parts.push(if w == 1 && m > 1 {
+            "rebuilt once".into()
         } else {
-            format!("rebuilt ×{w}")
+            once(w, "rebuilt")
         });
     }
     if u > 0 {
@@ -139,7 +162,7 @@ pub fn story(ep: &str) -> String {
         parts.push(format!("{} served stale", plural(s, "value")));
     }
     if h > 0 {
-        if w == 0 && m > 0 {
+        if w == 0 && m == 1 {
             parts.push("someone else's value read".into());
             if h > 1 {
                 parts.push(plural(h - 1, "hit"));
@@ -180,13 +203,7 @@ pub fn render(name: &str, s: &str, width: usize) -> String {
     let eps = episodes(s);
     let num_w = eps.len().to_string().len();
     for (i, ep) in eps.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "  {:>num_w$}. {:<24} {}",
-            i + 1,
-            run_length(ep),
-            story(ep)
-        );
+        let _ = writeln!(out, "  {:>num_w$}. {:<24} {}", i + 1, shape(ep), story(ep));
     }
     out
 }
@@ -296,6 +313,15 @@ mod tests {
         assert!(r.starts_with("k: 32 letters (M=2 L=3 W=1 U=1 H=25), hit ratio 92.6%"));
         assert_eq!(story("HHH"), "(already cached), 3 hits");
         assert_eq!(story("MLE"), "miss, locked, loader failed");
+        // Callers missing together in a group file: one episode.
+        let group = "MLMLMLLLLWUHHHHMLWU";
+        assert_eq!(episodes(group), ["MLMLMLLLLWUHHHH", "MLWU"]);
+        assert_eq!(shape(episodes(group)[0]), "M L M L M L×4 W U H×4");
+        assert_eq!(shape(&"ML".repeat(20)), "M×20 L×20");
+        assert_eq!(
+            story(episodes(group)[0]),
+            "3 misses together, 6 lock attempts, rebuilt once, unlocked, 4 hits"
+        );
         assert_eq!(
             story("MLSWU"),
             "miss, locked, rebuilt, unlocked, 1 value served stale"
