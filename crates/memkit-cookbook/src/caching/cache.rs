@@ -9,6 +9,10 @@
 //! `u` is seed 003's "годен до" (soft expiry), `d` is XFetch's `delta`, `t` the tag versions
 //! read before the loader ran. An empty value is a lease placeholder (`mg ... N`), never a
 //! record; a value that does not decode is a miss and is overwritten.
+//!
+//! With [`Policy::hot_copies`] / [`Policy::replicas`] the same record is stored under every
+//! copy key `<key>#<i>` ([`copy_key`](super::copy_key)); the rebuild lock, the trace and
+//! [`LoadContext::key`] stay on the logical `key`.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -18,14 +22,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use memkit_types::{
-    Clock, DeleteOptions, Exptime, GetOptions, Memcache, StoreMode, StoreOptions, SystemClock,
+    Clock, DeleteOptions, Exptime, GetOptions, Item, Memcache, StoreMode, StoreOptions,
+    SystemClock, validate_key,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::policy::{OnBusy, Policy, Protection};
+use super::policy::{Copies, OnBusy, Policy, Protection};
 use super::tags::{Tags, must_read_master_at};
 use super::trace::{Letter, TraceSink};
 use crate::structures::sleep;
@@ -323,9 +328,30 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
         self.inner.stats.snapshot()
     }
 
-    /// Removes the cached value of `key`.
+    /// Removes the cached value of `key` (one item; for a value with copies use
+    /// [`Cache::remove_with`]).
     pub async fn remove(&self, key: &str) -> Result<bool> {
         Ok(self.inner.mc.delete(key.as_bytes()).await?)
+    }
+
+    /// Removes the cached value of `key` stored with `policy`: every copy of it. Tries every
+    /// copy; `true` if one existed. Fails with the first error when a copy could not be
+    /// deleted (e.g. its server is down: that copy may come back with its server).
+    pub async fn remove_with(&self, key: &str, policy: &Policy) -> Result<bool> {
+        let mut found = false;
+        let mut first_err = None;
+        for k in item_keys(key, policy)? {
+            match self.inner.mc.delete(k.as_bytes()).await {
+                Ok(b) => found |= b,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e.into()),
+            None => Ok(found),
+        }
     }
 
     pub(crate) fn now_ms(&self) -> u64 {
@@ -348,6 +374,7 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
 
     /// The cached value of `key` if it is fresh and its tags are current; never loads.
     pub async fn get<T: DeserializeOwned>(&self, key: &str, policy: &Policy) -> Result<Option<T>> {
+        let policy = &*policy.effective();
         Ok(match self.lookup::<T>(key, policy).await? {
             State::Fresh(env) => Some(env.v),
             _ => None,
@@ -356,10 +383,11 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
 
     /// Stores `value` under `key` as `policy` says, recording the current tag versions.
     pub async fn put<T: Serialize>(&self, key: &str, policy: &Policy, value: &T) -> Result<()> {
+        let policy = &*policy.effective();
+        let keys = item_keys(key, policy)?;
         let versions = self.tag_versions(policy).await?;
         let (bytes, opts) = self.record(policy, value, &versions, 0)?;
-        self.inner.mc.store(key.as_bytes(), &bytes, &opts).await?;
-        Ok(())
+        self.write_copies(&keys, &bytes, &opts).await
     }
 
     /// Cache-aside: the cached value of `key`, or the loader's (stored for next time).
@@ -396,6 +424,7 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
         Fut: Future<Output = std::result::Result<T, E>> + Send,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        let policy = &*policy.effective();
         let out = match policy.protection {
             Protection::Lease => self.fetch_lease(key, policy, loader).await,
             _ => self.fetch_soft(key, policy, loader).await,
@@ -772,7 +801,7 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
 
     /// Reads `key` and classifies it (one get, plus one multi-get of its tags).
     async fn lookup<T: DeserializeOwned>(&self, key: &str, policy: &Policy) -> Result<State<T>> {
-        let Some(item) = self.inner.mc.get(key.as_bytes()).await? else {
+        let Some(item) = self.read_item(key, policy).await? else {
             return Ok(State::Gone(Reason::Miss));
         };
         let Some(env) = decode::<T>(&item.value) else {
@@ -785,6 +814,62 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
             return Ok(State::Stale(env));
         }
         Ok(State::Fresh(env))
+    }
+
+    /// The item holding `key`'s value. With copies: one copy (copy 0 for replicas, a random
+    /// one for hot keys), and only when it is missing or its server unavailable, the others
+    /// in one multi-get, the first present in copy order winning. Unavailable only when
+    /// every copy was.
+    async fn read_item(&self, key: &str, policy: &Policy) -> Result<Option<Item>> {
+        let keys = item_keys(key, policy)?;
+        let n = keys.len();
+        if n == 1 {
+            return Ok(self.inner.mc.get(keys[0].as_bytes()).await?);
+        }
+        let first = match policy.copies {
+            Copies::Hot(_) => self
+                .inner
+                .rng
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .random_range(0..n),
+            _ => 0,
+        };
+        let down = match self.inner.mc.get(keys[first].as_bytes()).await {
+            Ok(Some(item)) => return Ok(Some(item)),
+            Ok(None) => None,
+            Err(e) if e.is_unavailable() => Some(e),
+            Err(e) => return Err(e.into()),
+        };
+        let rest: Vec<&[u8]> = (1..n).map(|d| keys[(first + d) % n].as_bytes()).collect();
+        match self.inner.mc.get_multi(&rest, &GetOptions::default()).await {
+            Ok(items) => Ok(items.into_iter().flatten().next()),
+            Err(e) if e.is_unavailable() => match down {
+                Some(d) => Err(d.into()),
+                None => Ok(None),
+            },
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Stores one record under every item key. Succeeds when one copy was stored (the
+    /// others are logged); fails with the first error when none was.
+    async fn write_copies(&self, keys: &[String], bytes: &[u8], opts: &StoreOptions) -> Result<()> {
+        let mut stored = false;
+        let mut first_err = None;
+        for k in keys {
+            match self.inner.mc.store(k.as_bytes(), bytes, opts).await {
+                Ok(_) => stored = true,
+                Err(e) => {
+                    tracing::debug!(target: "memkit::cache", key = %k, error = %e, "storing a copy failed");
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match first_err {
+            Some(e) if !stored => Err(e.into()),
+            _ => Ok(()),
+        }
     }
 
     /// Whether the value's recorded tags are the policy's tags at their current versions.
@@ -862,15 +947,12 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
             read_master,
         };
         let (value, delta) = self.run_loader(key, loader, ctx).await?;
-        let stored = match self.record(policy, &value, &versions, delta) {
-            Ok((bytes, opts)) => self
-                .inner
-                .mc
-                .store(key.as_bytes(), &bytes, &opts)
-                .await
-                .map(|_| ())
-                .map_err(Error::from),
-            Err(e) => Err(e),
+        let stored = match (
+            self.record(policy, &value, &versions, delta),
+            item_keys(key, policy),
+        ) {
+            (Ok((bytes, opts)), Ok(keys)) => self.write_copies(&keys, &bytes, &opts).await,
+            (Err(e), _) | (_, Err(e)) => Err(e),
         };
         if let Err(e) = stored {
             tracing::warn!(target: "memkit::cache", key, error = %e, "storing the rebuilt value failed");
@@ -927,6 +1009,7 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
         Fut: Future<Output = std::result::Result<T, E>> + Send,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        let policy = &*policy.effective();
         if let State::Fresh(env) = self.lookup::<T>(key, policy).await?
             && env.u > self.now_ms().saturating_add(ahead.as_millis() as u64)
         {
@@ -954,6 +1037,17 @@ struct Unavailable<F>(F);
 
 fn env_is_some_and_not_taken(item: &memkit_types::Item, tags_ok: bool) -> bool {
     !item.value.is_empty() && !tags_ok && !item.win_taken && !item.stale
+}
+
+/// The memcached keys of `key`'s value under `policy`, each checked to be a valid key.
+fn item_keys(key: &str, policy: &Policy) -> Result<Vec<String>> {
+    let keys = policy.item_keys(key);
+    if keys.len() > 1 {
+        for k in &keys {
+            validate_key(k.as_bytes())?;
+        }
+    }
+    Ok(keys)
 }
 
 fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Option<Envelope<T>> {

@@ -6,7 +6,8 @@
 //! - [`key`]: [`cache_key`] — readable prefix + SHA-256 of the canonically serialized options.
 //! - [`policy`]: [`Policy`] (freshness TTL, jitter, grace, tags, replica lag, XFetch beta),
 //!   [`Protection`] (`None`, `Lock` = soft expiry + rebuild lock, `Lease` = `mg N/R` with
-//!   `W/X/Z`), [`OnBusy`] (wait or serve stale), [`WaitOptions`].
+//!   `W/X/Z`), [`OnBusy`] (wait or serve stale), [`WaitOptions`], [`Copies`] (hot-key
+//!   duplication and replicated keys: copies `<key>#<i>`, see [`copy_key`]).
 //! - [`cache`]: [`Cache`] — [`Cache::get_or_compute`] / [`Cache::fetch`], the stored record
 //!   format, [`LoadContext`] (why the loader runs, whether to read the DB master), counters.
 //! - [`tags`]: [`Tags`] — millisecond tag versions, one multi-get per read, invalidation,
@@ -46,7 +47,7 @@ pub use cache::{
     StatsSnapshot,
 };
 pub use key::{cache_key, canonical};
-pub use policy::{OnBusy, Policy, Protection, WaitOptions};
+pub use policy::{Copies, MAX_COPIES, OnBusy, Policy, Protection, WaitOptions, copy_key};
 pub use refresh::{RefreshReport, WarmUpReport};
 pub use tags::{TagVersion, Tags, must_read_master_at, tag_key};
 pub use trace::{FileTrace, Letter, MemoryTrace, Tee, TraceSink, TracingTrace};
@@ -73,4 +74,6 @@ mod doc_pages {
     struct Trace;
     #[doc = include_str!("../../../../docs/cookbook/caching-stampede.md")]
     struct Stampede;
+    #[doc = include_str!("../../../../docs/cookbook/caching-hot-keys.md")]
+    struct HotKeys;
 }

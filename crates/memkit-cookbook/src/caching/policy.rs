@@ -1,7 +1,47 @@
 //! What a caller asks of one cached value: how long it is fresh, how a rebuild is protected
-//! from the dog-pile, XFetch, TTL jitter, tags and replica lag.
+//! from the dog-pile, XFetch, TTL jitter, tags, replica lag, and copies (hot-key
+//! duplication, replicated important keys).
 
+use std::borrow::Cow;
 use std::time::Duration;
+
+/// The most copies [`Copies`] keeps of one value (a copy's suffix is at most `#31`).
+pub const MAX_COPIES: usize = 32;
+
+/// How many copies of a value the cache keeps, and how it reads them (see
+/// `docs/cookbook/caching-hot-keys.md`). Copy `i` of cache key `key` is the memcached key
+/// [`copy_key`]`(key, i)` = `<key>#<i>`; the cache writes every copy, deletes every copy, and
+/// protects the rebuild with one lock on the logical `key`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Copies {
+    /// One item under `key` itself.
+    #[default]
+    One,
+    /// Hot-key duplication: `n` copies `<key>#0` .. `<key>#{n-1}`; a read asks one copy
+    /// chosen at random (spreading a hot key's reads over the servers the copies land on),
+    /// and only when that copy is missing, the others (one multi-get).
+    Hot(usize),
+    /// Replicated important keys: `n` copies; a read asks `<key>#0` and only when it is
+    /// missing (evicted, or its server is down) the others, taking the first present in
+    /// copy order (one multi-get).
+    Replicas(usize),
+}
+
+impl Copies {
+    /// How many items one value occupies (1 ..= [`MAX_COPIES`]).
+    pub fn count(self) -> usize {
+        match self {
+            Copies::One => 1,
+            Copies::Hot(n) | Copies::Replicas(n) => n.clamp(1, MAX_COPIES),
+        }
+    }
+}
+
+/// The memcached key of copy `i` of cache key `key`: `<key>#<i>`. Keep `key` at most 247
+/// bytes when it has copies (memcached keys are at most 250 bytes; the cache checks).
+pub fn copy_key(key: &str, i: usize) -> String {
+    format!("{key}#{i}")
+}
 
 /// How a rebuild of an expired value is protected from the dog-pile (seed 003's
 /// "одновременное перестроение кэшей"; cache stampede).
@@ -99,6 +139,10 @@ pub struct Policy {
     /// remaining TTL is below it recomputes while others get the current value). `None`:
     /// a tenth of the TTL; no window when that is under 1 s or not shorter than the TTL.
     pub recache_window: Option<u32>,
+    /// Copies of the value: hot-key duplication or replicas ([`Copies`]). With more than
+    /// one copy, [`Protection::Lease`] acts as [`Protection::Lock`] (a server-side lease
+    /// lives on one item and cannot cover the other copies).
+    pub copies: Copies,
 }
 
 impl Policy {
@@ -115,6 +159,7 @@ impl Policy {
             tags: Vec::new(),
             replica_lag: None,
             recache_window: None,
+            copies: Copies::One,
         }
     }
 
@@ -193,6 +238,42 @@ impl Policy {
     pub fn recache_window(mut self, secs: u32) -> Self {
         self.recache_window = Some(secs);
         self
+    }
+
+    /// Hot-key duplication: keep `n` copies and read a random one ([`Copies::Hot`]);
+    /// `n <= 1` means one item, more than [`MAX_COPIES`] is capped.
+    pub fn hot_copies(mut self, n: usize) -> Self {
+        self.copies = if n <= 1 { Copies::One } else { Copies::Hot(n) };
+        self
+    }
+
+    /// Replicated important key: keep `n` copies and read the first present in order
+    /// ([`Copies::Replicas`]); `n <= 1` means one item, more than [`MAX_COPIES`] is capped.
+    pub fn replicas(mut self, n: usize) -> Self {
+        self.copies = if n <= 1 {
+            Copies::One
+        } else {
+            Copies::Replicas(n)
+        };
+        self
+    }
+
+    /// The memcached keys holding `key`'s value: `key` itself, or its copies
+    /// `<key>#0` .. `<key>#{n-1}`.
+    pub fn item_keys(&self, key: &str) -> Vec<String> {
+        match self.copies.count() {
+            1 => vec![key.to_owned()],
+            n => (0..n).map(|i| copy_key(key, i)).collect(),
+        }
+    }
+
+    /// The policy the cache runs: with copies, leases become the rebuild lock.
+    pub(crate) fn effective(&self) -> Cow<'_, Policy> {
+        if self.copies.count() > 1 && self.protection == Protection::Lease {
+            Cow::Owned(self.clone().protection(Protection::Lock))
+        } else {
+            Cow::Borrowed(self)
+        }
     }
 
     pub(crate) fn grace_ms(&self) -> u64 {

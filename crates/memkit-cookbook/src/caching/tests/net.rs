@@ -8,11 +8,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use memkit_client::{Client, ClientConfig, ServerSpec};
+use memkit_client::{Client, ClientConfig, Cluster, ClusterConfig, ServerSpec};
 use memkit_types::{DeleteOptions, Memcache};
 
 use crate::caching::stampede::run;
-use crate::caching::{Cache, Policy, Protection, Source, tag_key};
+use crate::caching::{Cache, Policy, Protection, Source, copy_key, tag_key};
 
 const MEMCACHED: &str = "/usr/bin/memcached";
 const CALLERS: usize = 1000;
@@ -228,4 +228,75 @@ async fn caching_against_real_memcached() {
         return;
     };
     suite("memcached", client(port)).await;
+}
+
+/// Replicated important keys through a 3-server cluster of memkitd: the cache's own copies
+/// (`Policy::replicas`), and the cluster's replication (`Cluster::replicated`) as `M`; the
+/// server holding the first copy is shut down and both entries are still read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicated_entry_survives_a_dead_server() {
+    let mut servers: Vec<Option<tokio::runtime::Runtime>> = Vec::new();
+    let mut specs = Vec::new();
+    for _ in 0..3 {
+        let (rt, port) = start_memkitd();
+        servers.push(Some(rt));
+        specs.push(ServerSpec::new("127.0.0.1", port));
+    }
+    let cluster = Cluster::new(
+        specs,
+        ClusterConfig {
+            client: ClientConfig {
+                connect_timeout: Duration::from_secs(1),
+                request_timeout: Duration::from_secs(2),
+                pool_size: 2,
+                ..ClientConfig::default()
+            },
+            ..ClusterConfig::default()
+        },
+    );
+    let at = |k: &str| cluster.server_for(k.as_bytes()).unwrap();
+    // A key whose copies 0 and 1 hash to different servers (usual, not guaranteed: see
+    // docs/cookbook/caching-hot-keys.md), and a key on copy 0's server for the cluster's
+    // own replication.
+    let key = (0..)
+        .map(|i| format!("important:{i}"))
+        .find(|k| at(&copy_key(k, 0)) != at(&copy_key(k, 1)))
+        .unwrap();
+    let dead = at(&copy_key(&key, 0));
+    let key2 = (0..)
+        .map(|i| format!("session:{i}"))
+        .find(|k| at(k) == dead)
+        .unwrap();
+
+    let load = |v: u32| move |_| async move { Ok::<_, std::io::Error>(v) };
+    let copies = Cache::new(cluster.clone());
+    let p = Policy::ttl(Duration::from_secs(60)).replicas(3);
+    let by_cluster = Cache::new(cluster.replicated(2));
+    let one = Policy::ttl(Duration::from_secs(60));
+    let f = copies.fetch(&key, &p, load(1)).await.unwrap();
+    assert_eq!((f.value, f.source), (1, Source::Computed));
+    let f = by_cluster.fetch(&key2, &one, load(1)).await.unwrap();
+    assert_eq!((f.value, f.source), (1, Source::Computed));
+
+    servers[dead].take().unwrap().shutdown_background();
+    let gone = cluster.client(dead).get(copy_key(&key, 0).as_bytes()).await;
+    assert!(gone.is_err(), "server {dead} is down: {gone:?}");
+    for round in 0..5 {
+        let f = copies.fetch(&key, &p, load(2)).await.unwrap();
+        assert_eq!(
+            (f.value, f.source),
+            (1, Source::Hit),
+            "cache copies, read {round}"
+        );
+        let f = by_cluster.fetch(&key2, &one, load(2)).await.unwrap();
+        assert_eq!(
+            (f.value, f.source),
+            (1, Source::Hit),
+            "Cluster::replicated, read {round}"
+        );
+    }
+    assert_eq!((copies.stats().loads, by_cluster.stats().loads), (1, 1));
+    for rt in servers.into_iter().flatten() {
+        rt.shutdown_background();
+    }
 }
