@@ -35,19 +35,19 @@ fn main() -> Result<(), BoxError> {
         match servers {
             // THE line: the same application on the embedded store ...
             None => backend(Embedded::with_defaults(), "embedded store").await,
-            // ... or on a memkitd cluster (libmemcached-compatible ketama placement).
-            Some(s) => {
-                backend(
-                    Cluster::new(
-                        ServerSpec::parse_list(&s)?,
-                        ClusterConfig::new(Distribution::Ketama),
-                    ),
-                    &s,
-                )
-                .await
-            }
+            // ... or on a memkitd (or memcached) cluster.
+            Some(list) => backend(cluster(&list)?, &list).await,
         }
     })
+}
+
+/// A pool placed like libmemcached's weighted ketama (pylibmc, php-memcached agree).
+fn cluster(list: &str) -> Result<Cluster, BoxError> {
+    let servers = ServerSpec::parse_list(list)?;
+    Ok(Cluster::new(
+        servers,
+        ClusterConfig::new(Distribution::Ketama),
+    ))
 }
 
 /// The "database": posts with a slow query, and a count of queries run.
