@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use memkit_protocol::{DecodeError, ErrorReply, Request, decode_request, meta_key};
@@ -39,10 +39,24 @@ pub async fn serve(
     let durable = sh.persist.clone().filter(|p| p.acks_wait());
     let mut durable_rx = durable.as_ref().map(|p| p.subscribe());
     let mut must_sync = false;
-    let idle = match sh.settings.idle_timeout {
-        0 => Duration::MAX,
-        s => Duration::from_secs(s),
+    let idle =
+        (sh.settings.idle_timeout > 0).then(|| Duration::from_secs(sh.settings.idle_timeout));
+    // Built once and polled first at every read: re-creating `changed()` per read would
+    // register and drop a waiter on a channel every connection shares.
+    let stopped = async move {
+        while !*stop.borrow_and_update() {
+            if stop.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
     };
+    tokio::pin!(stopped);
+    let last_cmd = sh
+        .conns
+        .lock()
+        .get(&id)
+        .map(|c| c.last_cmd.clone())
+        .unwrap_or_default();
     loop {
         let mut action = Action::Continue;
         while action == Action::Continue {
@@ -103,23 +117,27 @@ pub async fn serve(
             }
             Action::Watch(mask) => return watch_stream(stream, &sh, mask).await,
         }
-        if *stop.borrow() {
-            return;
-        }
         if rbuf.capacity() - rbuf.len() < 4096 {
             rbuf.reserve(16 * 1024);
         }
+        // The idle timer only when one is configured: a timer per read costs more than
+        // the rest of a small request's handling.
+        let read = async {
+            match idle {
+                Some(d) => tokio::time::timeout(d, stream.read_buf(&mut rbuf)).await,
+                None => Ok(stream.read_buf(&mut rbuf).await),
+            }
+        };
         let read = tokio::select! {
-            r = tokio::time::timeout(idle, stream.read_buf(&mut rbuf)) => r,
-            _ = stop.changed() => return,
+            biased;
+            _ = &mut stopped => return,
+            r = read => r,
         };
         match read {
             Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,
             Ok(Ok(n)) => {
                 sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
-                if let Some(c) = sh.conns.lock().get_mut(&id) {
-                    c.last_cmd = Instant::now();
-                }
+                last_cmd.store(sh.started.elapsed().as_secs(), Relaxed);
             }
         }
     }

@@ -53,7 +53,9 @@ pub struct ConnInfo {
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub state: &'static str,
-    pub last_cmd: Instant,
+    /// Seconds since server start of the connection's last read: an atomic the
+    /// connection updates without taking the registry lock.
+    pub last_cmd: Arc<AtomicU64>,
 }
 
 /// Everything connections share.
@@ -158,7 +160,7 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
                 let local = stream.local_addr().unwrap_or(peer);
                 shared.conns.lock().insert(
                     id,
-                    ConnInfo { peer, local, state: "conn_parse_cmd", last_cmd: Instant::now() },
+                    ConnInfo { peer, local, state: "conn_parse_cmd", last_cmd: Arc::new(AtomicU64::new(shared.started.elapsed().as_secs())) },
                 );
                 let sh = shared.clone();
                 let stop = stop_rx.clone();

@@ -391,7 +391,10 @@ fn conns(sh: &Shared, out: &mut Vec<u8>) {
         write_stat_u64(
             out,
             &format!("{id}:secs_since_last_cmd"),
-            c.last_cmd.elapsed().as_secs(),
+            sh.started
+                .elapsed()
+                .as_secs()
+                .saturating_sub(c.last_cmd.load(Relaxed)),
         );
     }
 }
