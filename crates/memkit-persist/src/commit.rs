@@ -33,10 +33,52 @@ pub(crate) fn spawn(store: &std::sync::Arc<DiskStore>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The journal fjall appends to now: the highest-numbered `N.jnl` in the store directory.
+fn newest_journal(dir: &std::path::Path) -> Option<(u64, std::path::PathBuf)> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let id = p
+                .file_name()?
+                .to_str()?
+                .strip_suffix(".jnl")?
+                .parse()
+                .ok()?;
+            Some((id, p))
+        })
+        .max_by_key(|(id, _)| *id)
+}
+
+/// Makes everything written to the journal so far durable.
+///
+/// fjall's own `persist(SyncData)` holds the journal's writer lock through the fdatasync,
+/// which stalls every writer (and with it the engine shard each one holds) for the whole
+/// flush. So the buffered journal bytes are handed to the OS under the lock
+/// (`PersistMode::Buffer`, a write(2)), and the fdatasync runs outside it on our own
+/// descriptor of the same file: fsync applies to the file, whichever descriptor asks.
+/// A journal fjall sealed meanwhile was fsynced by fjall before it switched files.
+fn sync_journal(s: &DiskStore) -> std::io::Result<()> {
+    s.db.persist(fjall::PersistMode::Buffer)
+        .map_err(std::io::Error::other)?;
+    let mut cached = s.journal_fd.lock();
+    let Some((id, path)) = newest_journal(&s.dir) else {
+        // Not the layout we know: let fjall do it, lock and all.
+        return s
+            .db
+            .persist(fjall::PersistMode::SyncData)
+            .map_err(std::io::Error::other);
+    };
+    if cached.as_ref().is_none_or(|(cid, _)| *cid != id) {
+        *cached = Some((id, std::fs::File::open(path)?));
+    }
+    cached.as_ref().expect("just set").1.sync_data()
+}
+
 /// One journal fsync covering every write whose ticket was taken before it started.
 fn flush_once(s: &DiskStore) {
     let target = s.tickets.load(Acquire);
-    match s.db.persist(fjall::PersistMode::SyncData) {
+    match sync_journal(s) {
         Ok(()) => {
             s.durable.store(target, Release);
             s.counters.flushes.fetch_add(1, Relaxed);

@@ -69,6 +69,9 @@ pub struct DiskStore {
     pub(crate) durable_tx: tokio::sync::watch::Sender<DurableState>,
     pub(crate) committer: std::sync::OnceLock<std::thread::Thread>,
     pub(crate) counters: Counters,
+    /// The store directory, and the committer's descriptor of the active journal.
+    pub(crate) dir: std::path::PathBuf,
+    pub(crate) journal_fd: Mutex<Option<(u64, std::fs::File)>>,
 }
 
 impl std::fmt::Debug for DiskStore {
@@ -99,6 +102,7 @@ impl DiskStore {
         meta: fjall::Keyspace,
         durability: Durability,
         clock: Arc<dyn Clock>,
+        dir: std::path::PathBuf,
     ) -> std::result::Result<DiskStore, fjall::Error> {
         let [cas_reserved, stamp_reserved] = meta
             .get(META_RESERVED)?
@@ -126,6 +130,8 @@ impl DiskStore {
             durable_tx: tokio::sync::watch::Sender::new(DurableState::default()),
             committer: std::sync::OnceLock::new(),
             counters: Counters::default(),
+            dir,
+            journal_fd: Mutex::new(None),
         })
     }
 

@@ -173,8 +173,15 @@ pub fn open(opts: &PersistOptions, engine_cfg: EngineConfig) -> Result<Persisten
     };
     let (items, meta) = (ks("items")?, ks("meta")?);
     let clock = engine_cfg.clock.clone();
-    let store = DiskStore::new(db.clone(), items.clone(), meta, opts.durability, clock)
-        .map_err(|e| format!("cannot read {}: {e}", opts.dir.display()))?;
+    let store = DiskStore::new(
+        db.clone(),
+        items.clone(),
+        meta,
+        opts.durability,
+        clock,
+        opts.dir.clone(),
+    )
+    .map_err(|e| format!("cannot read {}: {e}", opts.dir.display()))?;
     let store = Arc::new(store);
     let cas_floor = store.cas_floor();
     let cfg = EngineConfig {
