@@ -73,7 +73,7 @@ fn start_memcached() -> Option<Memcached> {
             "-U",
             "0",
             "-u",
-            "root",
+            "nobody",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
