@@ -387,6 +387,7 @@ impl Shard {
         );
         to.write_pos += n as u32;
         to.live_bytes += n as u32;
+        to.expiring += u32::from(hdr.exptime != 0);
         from.live_bytes -= at.len as u32;
         let new_e = pack(m, dst_off);
         if let Some(slot) = self.index.find_mut(h, |&x| x == e) {
@@ -430,7 +431,9 @@ impl Shard {
     pub(crate) fn reclaim_expired(&mut self, now: u32, max_segments: usize) -> u64 {
         self.apply_flush(now);
         let before = self.stats.reclaimed;
-        for _ in 0..max_segments {
+        // At most one pass over the sealed segments per call, whatever `max_segments` says.
+        let pass = max_segments.min(self.small.len() + self.main.len());
+        for _ in 0..pass {
             let total = self.small.len() + self.main.len();
             if total == 0 {
                 break;
@@ -482,6 +485,13 @@ impl Shard {
     }
 
     fn unlink_dead_in(&mut self, s: u32, now: u32) {
+        // Nothing here can expire, and no flush since the last walk: nothing to find.
+        let flush_mark = self.flush_mark();
+        let seg = &mut self.segs[s as usize];
+        if seg.expiring == 0 && seg.walked_flush == flush_mark {
+            return;
+        }
+        seg.walked_flush = flush_mark;
         let mut off = 0;
         let mut key = [0u8; 256];
         while off < self.segs[s as usize].write_pos as usize {

@@ -47,6 +47,11 @@ pub(crate) struct Segment {
     pub base_seq: u64,
     /// Engine time (seconds) when this segment last became a head: the age of its items.
     pub created: u32,
+    /// Items with an expiry time written here since the last reset: the expiry walk skips
+    /// a segment that has none (and has been walked since the last flush).
+    pub expiring: u32,
+    /// The shard's flush mark when the expiry walk last went through this segment.
+    pub walked_flush: u64,
 }
 
 impl Segment {
@@ -57,6 +62,8 @@ impl Segment {
             live_bytes: 0,
             base_seq: 0,
             created: 0,
+            expiring: 0,
+            walked_flush: 0,
         }
     }
 
@@ -82,6 +89,8 @@ impl Segment {
         self.live_bytes = 0;
         self.base_seq = base_seq;
         self.created = now;
+        self.expiring = 0;
+        self.walked_flush = 0;
     }
 
     pub fn bytes(&self) -> &[u8] {

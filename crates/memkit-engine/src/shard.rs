@@ -210,6 +210,11 @@ impl Shard {
         self.seq
     }
 
+    /// Items with a sequence at or below this are flushed.
+    pub(crate) fn flush_mark(&self) -> u64 {
+        self.flush_seq
+    }
+
     // ---- locating items ----
 
     pub(crate) fn item_at(&self, e: Loc) -> ItemAt {
@@ -404,6 +409,7 @@ impl Shard {
         let n = write_item(&mut seg.bytes_mut()[off..], base, hdr, key, &stored);
         seg.write_pos += n as u32;
         seg.live_bytes += n as u32;
+        seg.expiring += u32::from(hdr.exptime != 0);
         pack(head, off)
     }
 

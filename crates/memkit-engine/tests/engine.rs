@@ -301,3 +301,17 @@ fn overwrites_never_evict_live_data_that_fits() {
         assert!(get(&e, key(i).as_bytes()).is_some());
     }
 }
+
+#[test]
+fn flushed_items_are_reclaimed_even_without_expiry_times() {
+    // Segments holding no expiring items are skipped by the expiry walk, unless a flush
+    // happened since they were last walked.
+    let (e, _) = engine(4);
+    for i in 0..5000u32 {
+        set(&e, format!("f{i}").as_bytes(), b"value", 0).unwrap();
+    }
+    assert_eq!(e.reclaim_expired(usize::MAX), 0, "nothing is dead yet");
+    e.flush_all(0);
+    assert_eq!(e.reclaim_expired(usize::MAX), 5000);
+    assert_eq!(e.stats().counters.curr_items, 0);
+}
