@@ -16,9 +16,12 @@
 //!   or never written): a lost tag must invalidate, never validate. The next build creates
 //!   the tag again (`add` with the current time, so concurrent creators agree).
 //!   Limit: a timestamp cannot tell apart two writes in the same millisecond, so a tag key
-//!   evicted and re-created (or invalidated after eviction) in the very millisecond of its
-//!   last write could bring that version back. Invalidations of a *present* key are immune
-//!   (`old + 1`); the eviction case needs an eviction within a millisecond of the write.
+//!   evicted and re-created (or invalidated after eviction) no later than the millisecond
+//!   its last version names could bring that version back. Invalidations of a *present* key
+//!   are immune (`old + 1`). `old + 1` lets a version run ahead of the clock by one
+//!   millisecond per extra invalidation within a millisecond, so the eviction case needs an
+//!   eviction within that many milliseconds of the write — an LRU evicts the coldest keys,
+//!   and a tag invalidated that often is the hottest key there is.
 //! - An optional process-local cache of tag versions (off by default) saves the multi-get for
 //!   tags shared by many caches, at the price of seeing other processes' invalidations up to
 //!   its TTL late; this process's own invalidations are seen at once.

@@ -205,9 +205,18 @@ proptest! {
                     }
                     Op::EvictTag(t) => {
                         // The seed's assumption: a lost tag is re-created at a later
-                        // millisecond than its last write (see the tags module docs).
-                        clock.advance_millis(1);
-                        cache.store().delete(tag_key(&name(t)).as_bytes()).await.unwrap();
+                        // millisecond than its last version (see the tags module docs).
+                        // Versions can run ahead of the clock (`old + 1` when several
+                        // invalidations share a millisecond), so step past the version,
+                        // not merely past the clock's last reading.
+                        let key = tag_key(&name(t));
+                        let last = match cache.store().get(key.as_bytes()).await.unwrap() {
+                            Some(it) => std::str::from_utf8(&it.value).unwrap().parse().unwrap(),
+                            None => 0u64,
+                        };
+                        let now = clock.now_millis();
+                        clock.advance_millis(last.max(now) + 1 - now);
+                        cache.store().delete(key.as_bytes()).await.unwrap();
                         for (i, s) in sets.iter().enumerate() {
                             if s.contains(&t) { valid[i] = false; }
                         }
