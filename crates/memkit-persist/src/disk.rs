@@ -15,6 +15,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::Durability;
 use crate::record::{self, FlushState};
+use crate::space::Space;
 
 /// CAS values and stamps are reserved this many at a time; one durable write per range.
 const RESERVE: u64 = 1 << 32;
@@ -45,6 +46,8 @@ pub(crate) struct Counters {
     pub flushes: AtomicU64,
     pub last_flush_unix: AtomicU64,
     pub write_errors: AtomicU64,
+    /// Writes refused because free space fell below the reserve.
+    pub refused_full: AtomicU64,
 }
 
 /// The persistent store under a memkit engine.
@@ -72,6 +75,10 @@ pub struct DiskStore {
     /// The store directory, and the committer's descriptor of the active journal.
     pub(crate) dir: std::path::PathBuf,
     pub(crate) journal_fd: Mutex<Option<(u64, std::fs::File)>>,
+    /// Free-space admission (see [`crate::space`]).
+    pub(crate) space: Space,
+    /// Live records counted by the sweeper's last whole pass; `u64::MAX` before the first.
+    pub(crate) counted_items: AtomicU64,
 }
 
 impl std::fmt::Debug for DiskStore {
@@ -84,11 +91,27 @@ impl std::fmt::Debug for DiskStore {
     }
 }
 
-/// A failed disk write, as the client sees it: memcached's out-of-memory error, which
-/// every client already treats as "not stored" (see `docs/persistence.md`).
+/// What a client is told when new data does not fit on disk: `SERVER_ERROR out of disk
+/// space storing object`, worded after memcached's `out of memory storing object`.
+pub const DISK_FULL: &str = "out of disk space storing object";
+
+fn disk_full() -> Error {
+    Error::Server(DISK_FULL.into())
+}
+
+/// A failed disk write, as the client sees it (see `docs/persistence.md`).
 fn write_err(e: fjall::Error) -> Error {
-    let _ = e;
-    Error::OutOfMemory
+    // The I/O error may sit under fjall's or lsm-tree's wrapper: walk the chain.
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull)
+        {
+            return disk_full();
+        }
+        cause = c.source();
+    }
+    Error::Server(format!("persistent store write failed: {e}"))
 }
 
 fn read_err(e: fjall::Error) -> Error {
@@ -103,6 +126,7 @@ impl DiskStore {
         durability: Durability,
         clock: Arc<dyn Clock>,
         dir: std::path::PathBuf,
+        reserve: u64,
     ) -> std::result::Result<DiskStore, fjall::Error> {
         let [cas_reserved, stamp_reserved] = meta
             .get(META_RESERVED)?
@@ -130,6 +154,8 @@ impl DiskStore {
             durable_tx: tokio::sync::watch::Sender::new(DurableState::default()),
             committer: std::sync::OnceLock::new(),
             counters: Counters::default(),
+            space: Space::new(dir.clone(), reserve),
+            counted_items: AtomicU64::new(u64::MAX),
             dir,
             journal_fd: Mutex::new(None),
         })
@@ -232,6 +258,12 @@ impl StoreHook for DiskStore {
     fn changed(&self, change: &Change<'_>, issued_cas: u64) -> Result<()> {
         let r = match change {
             Change::Put { record, meta_only } => {
+                // New data waits for space; removals go through (they are how space is
+                // given back, and a tombstone is a few bytes of the reserve).
+                if self.space.low(self.counters.bytes_written.load(Relaxed)) {
+                    self.counters.refused_full.fetch_add(1, Relaxed);
+                    return Err(disk_full());
+                }
                 let old = if *meta_only {
                     let v = self.items.get(record.key).map_err(read_err)?;
                     v.as_deref().and_then(record::decode)
@@ -260,6 +292,11 @@ impl StoreHook for DiskStore {
             }
             Err(e) => {
                 self.counters.write_errors.fetch_add(1, Relaxed);
+                if matches!(e, fjall::Error::Poisoned) {
+                    // A background flush or compaction failed: fjall refuses every write
+                    // from now on. Say so in `stats` (persist_failed) as for a failed fsync.
+                    self.failed.store(true, Release);
+                }
                 Err(write_err(e))
             }
         }

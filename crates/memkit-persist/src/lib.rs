@@ -8,6 +8,7 @@
 //!   records, `flush_all` marks, CAS and stamp reservations.
 //! - `commit`: the committer thread; tickets and group commit; what `sync` acks await.
 //! - [`sweep`]: purges expired and flushed items from disk over time.
+//! - [`space`]: free-space admission — new data is refused before the disk is full.
 //! - [`record`]: the on-disk encoding.
 //!
 //! How it fits: the engine stays the single place where memcached's rules live, and its
@@ -23,6 +24,7 @@
 pub mod commit;
 pub mod disk;
 pub mod record;
+pub mod space;
 pub mod sweep;
 
 use std::path::{Path, PathBuf};
@@ -87,6 +89,9 @@ pub struct PersistOptions {
     pub durability: Durability,
     /// How often the sweeper purges expired items from disk.
     pub sweep_every: Duration,
+    /// Refuse new data while fewer bytes than this are free on the store's filesystem
+    /// (`None`: [`default_reserve`]; `Some(0)`: never refuse, let fjall meet ENOSPC).
+    pub reserve: Option<u64>,
 }
 
 impl PersistOptions {
@@ -96,6 +101,7 @@ impl PersistOptions {
             dir: dir.as_ref().to_path_buf(),
             durability: Durability::Sync,
             sweep_every: Duration::from_secs(10),
+            reserve: None,
         }
     }
 }
@@ -124,9 +130,20 @@ pub struct PersistStats {
     pub flushes: u64,
     pub last_flush_unix: u64,
     pub bytes_on_disk: u64,
+    /// Live items on disk, as counted by the sweeper's last whole pass over the `items`
+    /// keyspace (it lags by up to one pass); fjall's estimate until a pass completes.
+    pub items: u64,
+    /// fjall's estimate: counts overwritten versions and tombstones not yet compacted away.
     pub items_approx: u64,
     pub write_errors: u64,
     pub failed: bool,
+    /// Writes refused for lack of disk space (see [`space`]).
+    pub refused_full: u64,
+    /// Free bytes on the store's filesystem at the last check, and the reserve kept.
+    pub disk_free: u64,
+    pub disk_reserve: u64,
+    /// The last check found free space below the reserve: new data is being refused.
+    pub disk_low: bool,
 }
 
 /// An engine over a persistent store.
@@ -145,6 +162,14 @@ pub fn split_budget(total: usize) -> (usize, u64, u64) {
     let write_buffer = (total / 8).max(8 << 20);
     let engine = total.saturating_sub(cache + write_buffer).max(8 << 20);
     (engine, cache as u64, write_buffer as u64)
+}
+
+/// The free space kept for fjall's own work when none is configured: room for the
+/// memtables in flight to be flushed and for a compaction's output to coexist with its
+/// input at small sizes — four times the memtable budget, at least 64 MiB. A heuristic: a
+/// compaction of large levels can need more (see `docs/persistence.md`).
+pub fn default_reserve(write_buffer: u64) -> u64 {
+    (4 * write_buffer).max(64 << 20)
 }
 
 /// Opens (or creates) the store in `opts.dir` and builds an engine over it, RAM bounded by
@@ -180,6 +205,8 @@ pub fn open(opts: &PersistOptions, engine_cfg: EngineConfig) -> Result<Persisten
         opts.durability,
         clock,
         opts.dir.clone(),
+        opts.reserve
+            .unwrap_or_else(|| default_reserve(write_buffer)),
     )
     .map_err(|e| format!("cannot read {}: {e}", opts.dir.display()))?;
     let store = Arc::new(store);
@@ -221,9 +248,17 @@ impl DiskStore {
             flushes: c.flushes.load(Relaxed),
             last_flush_unix: c.last_flush_unix.load(Relaxed),
             bytes_on_disk: self.db.disk_space().unwrap_or(0),
+            items: match self.counted_items.load(Relaxed) {
+                u64::MAX => self.items.approximate_len() as u64,
+                n => n,
+            },
             items_approx: self.items.approximate_len() as u64,
             write_errors: c.write_errors.load(Relaxed),
             failed: self.failed.load(Relaxed),
+            refused_full: c.refused_full.load(Relaxed),
+            disk_free: self.space.free.load(Relaxed),
+            disk_reserve: self.space.reserve,
+            disk_low: self.space.is_low(),
         }
     }
 }

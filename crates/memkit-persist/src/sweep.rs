@@ -6,6 +6,7 @@
 //! that looks dead is re-checked and removed with its key's shard locked, so a write racing
 //! the sweeper is never undone.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -16,18 +17,25 @@ use crate::disk::DiskStore;
 /// Records examined per round.
 const PER_ROUND: usize = 10_000;
 
-/// One round from `cursor` (exclusive); returns the number purged and the new cursor
-/// (`None` when the walk wrapped around).
-pub fn sweep_round(
-    engine: &Engine,
-    store: &DiskStore,
-    cursor: Option<Vec<u8>>,
-) -> (u64, Option<Vec<u8>>) {
+/// What one round did.
+#[derive(Debug, Default)]
+pub struct Round {
+    /// Records purged.
+    pub purged: u64,
+    /// Live records seen (the pass's running count makes `persist_items`).
+    pub live: u64,
+    /// Where the next round starts; `None` when the walk reached the end.
+    pub cursor: Option<Vec<u8>>,
+}
+
+/// One round from `cursor` (exclusive).
+pub fn sweep_round(engine: &Engine, store: &DiskStore, cursor: Option<Vec<u8>>) -> Round {
     use std::ops::Bound;
     let now = store.clock.now_secs();
     let lower = cursor.map_or(Bound::Unbounded, Bound::Excluded);
     let mut dead = Vec::new();
     let mut last = None;
+    let mut live = 0;
     for (seen, kv) in store
         .items
         .range::<Vec<u8>, _>((lower, Bound::Unbounded))
@@ -39,16 +47,25 @@ pub fn sweep_round(
         let Ok((k, v)) = kv.into_inner() else { break };
         if store.is_dead_record(&v, now) {
             dead.push(k.to_vec());
+        } else {
+            live += 1;
         }
         last = Some(k.to_vec());
     }
     let mut purged = 0;
     for key in &dead {
-        if engine.with_key_locked(key, || store.purge_if_dead(key)) == Ok(true) {
-            purged += 1;
+        match engine.with_key_locked(key, || store.purge_if_dead(key)) {
+            Ok(true) => purged += 1,
+            // Rewritten meanwhile: alive after all.
+            Ok(false) => live += 1,
+            Err(_) => {}
         }
     }
-    (purged, last)
+    Round {
+        purged,
+        live,
+        cursor: last,
+    }
 }
 
 /// Sweeps every `every` for as long as the engine lives.
@@ -57,13 +74,19 @@ pub(crate) fn spawn(engine: &Arc<Engine>, store: &Arc<DiskStore>, every: Duratio
     let _ = std::thread::Builder::new()
         .name("memkit-sweep".into())
         .spawn(move || {
-            let mut cursor = None;
+            let (mut cursor, mut live) = (None, 0);
             loop {
                 std::thread::sleep(every);
                 let (Some(e), Some(s)) = (we.upgrade(), ws.upgrade()) else {
                     return;
                 };
-                cursor = sweep_round(&e, &s, cursor).1;
+                let r = sweep_round(&e, &s, cursor);
+                live += r.live;
+                cursor = r.cursor;
+                if cursor.is_none() {
+                    // A whole pass: publish its count of live records.
+                    s.counted_items.store(std::mem::take(&mut live), Relaxed);
+                }
             }
         });
 }

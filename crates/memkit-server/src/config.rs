@@ -117,6 +117,12 @@ pub struct PersistArgs {
     /// group commit), periodic[:MS] (fsync every MS ms, default 1000), none (never fsync).
     #[arg(long = "durability", value_name = "MODE", default_value = "sync")]
     pub durability: memkit_persist::Durability,
+    /// With --persist: refuse new data (SERVER_ERROR out of disk space storing object)
+    /// while fewer than this many MiB are free on the store's filesystem, so that the
+    /// store itself never meets a full disk. Default: 4x the memtable budget, at least 64.
+    /// 0 turns the guard off.
+    #[arg(long = "persist-reserve", value_name = "MB")]
+    pub reserve_mb: Option<u64>,
 }
 
 /// The settings the server runs with, after applying and checking the flags.
@@ -144,6 +150,8 @@ pub struct Settings {
     pub persist: Option<std::path::PathBuf>,
     /// `--durability`.
     pub durability: memkit_persist::Durability,
+    /// `--persist-reserve MB`, in bytes (`None`: the store's default).
+    pub persist_reserve: Option<u64>,
     /// `--metrics-addr HOST:PORT`: serve Prometheus metrics there (off when `None`).
     pub metrics_addr: Option<String>,
 }
@@ -179,6 +187,7 @@ impl Settings {
             pidfile: a.pidfile,
             persist: a.persist.persist,
             durability: a.persist.durability,
+            persist_reserve: a.persist.reserve_mb.map(|mb| mb << 20),
             metrics_addr: a.metrics.metrics_addr,
         };
         if s.persist.is_some() && !s.evict {

@@ -45,6 +45,7 @@ pub fn backend_for(
     };
     let opts = memkit_persist::PersistOptions {
         durability: settings.durability,
+        reserve: settings.persist_reserve,
         ..memkit_persist::PersistOptions::new(dir)
     };
     let cfg = memkit_engine::EngineConfig {

@@ -191,9 +191,14 @@ fn persist_stats(sh: &Shared, out: &mut Vec<u8>) {
         ("persist_flushes", s.flushes),
         ("persist_last_flush_unix", s.last_flush_unix),
         ("persist_bytes_on_disk", s.bytes_on_disk),
+        ("persist_items", s.items),
         ("persist_items_approx", s.items_approx),
         ("persist_write_errors", s.write_errors),
         ("persist_failed", u64::from(s.failed)),
+        ("persist_refused_full", s.refused_full),
+        ("persist_disk_free", s.disk_free),
+        ("persist_disk_reserve", s.disk_reserve),
+        ("persist_disk_low", u64::from(s.disk_low)),
     ] {
         write_stat_u64(out, k, v);
     }
