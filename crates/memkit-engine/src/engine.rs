@@ -240,6 +240,7 @@ impl Engine {
                         exptime_unix: (s.exptime != 0).then(|| epoch + u64::from(s.exptime)),
                         cas: s.cas,
                         stale: s.stale,
+                        win_sent: s.win_sent,
                     },
                     meta_only,
                 },
@@ -315,9 +316,22 @@ impl Engine {
             return shard.get(h, key, opts, now, |e| self.rel_exptime(e), f);
         };
         let live = self.preload(&**hook, &mut shard, h, key, now)?;
-        let r = shard.get(h, key, opts, now, |e| self.rel_exptime(e), f)?;
-        // A touch rewrites the TTL of a live item; a vivify creates one on a miss.
-        let touched = live && opts.touch.is_some();
+        let mut won = false;
+        let r = shard.get(
+            h,
+            key,
+            opts,
+            now,
+            |e| self.rel_exptime(e),
+            |v| {
+                won = v.win;
+                f(v)
+            },
+        )?;
+        // A touch rewrites the TTL of a live item; a vivify creates one on a miss; a win
+        // token handed out on a hit must outlive the item's stay in RAM (else the next
+        // reader after an eviction or a restart would win too).
+        let touched = live && (opts.touch.is_some() || won);
         if r.is_some() && (touched || (!live && opts.vivify.is_some())) {
             self.record(&**hook, &mut shard, h, key, now, touched)?;
         }

@@ -30,6 +30,9 @@ pub struct Record<'a> {
     pub cas: u64,
     /// Marked stale (`md ... I`, or a late `ms ... I`).
     pub stale: bool,
+    /// A win token (`W`) was handed out for this version: later readers get `Z`. Kept on
+    /// disk so an eviction or a restart does not hand out a second token.
+    pub win_sent: bool,
 }
 
 /// An item loaded back into RAM (a RAM miss the disk can answer).
@@ -46,6 +49,8 @@ pub struct Loaded {
     pub cas: u64,
     /// Marked stale.
     pub stale: bool,
+    /// A win token was handed out for this version.
+    pub win_sent: bool,
 }
 
 /// What a command changed, told to the hook before the shard lock is released.

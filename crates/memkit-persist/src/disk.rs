@@ -166,9 +166,16 @@ impl DiskStore {
         self.cas_reserved.load(Acquire)
     }
 
-    /// A delayed `flush_all` recorded before the restart that has not come due.
+    /// The delayed `flush_all` the engine must re-arm after a restart: one not yet due, or
+    /// one that came due in the current second. memcached's rule (`realtime(delay) - 1`)
+    /// makes a delayed flush also void items written later in its own second; the disk
+    /// applies that rule by itself, so RAM must too, or an item written now would live in
+    /// RAM and be dead on disk.
     pub(crate) fn pending_flush(&self) -> Option<u64> {
-        self.flush.read().pending_unix
+        let f = self.flush.read();
+        f.pending_unix.or_else(|| {
+            (f.upto_unix != 0 && f.upto_unix >= self.clock.now_secs()).then_some(f.upto_unix)
+        })
     }
 
     /// Makes sure `cas` and `stamp` lie inside durable reservations, extending them (one
@@ -304,12 +311,27 @@ impl StoreHook for DiskStore {
 
     fn flush(&self, flush: Flush, now_unix: u64) -> Result<()> {
         let mut st = *self.flush.read();
+        // Called with every shard locked: no stamp is being handed out, so every earlier
+        // write has a stamp below this and every later one does not.
+        let stamp = self.stamp.load(Acquire);
+        // A delayed flush due in this very second voids every write so far and would go on
+        // voiding the rest of the second. The engine (memcached's single `oldest_live`)
+        // instead applies it to what was written so far and lets the new flush replace it;
+        // the disk does the same, by stamp, or a write acknowledged after this flush could
+        // be void on disk while RAM still serves it.
+        let due_now = |t: u64| t != 0 && t == now_unix;
+        if st.pending_unix.is_some_and(due_now) || due_now(st.upto_unix) {
+            st.before_stamp = stamp;
+            st.pending_unix = None;
+            st.upto_unix = 0;
+        }
         st.settle(now_unix);
         match flush {
             Flush::Now => {
-                // Called with every shard locked: no stamp is being handed out, so every
-                // earlier write has a stamp below this and every later one does not.
-                st.before_stamp = self.stamp.load(Acquire);
+                // Every earlier write is below the stamp: the second-based marks have
+                // nothing left to void.
+                st.before_stamp = stamp;
+                st.upto_unix = 0;
                 st.pending_unix = None;
             }
             Flush::At(t) => st.pending_unix = Some(t),

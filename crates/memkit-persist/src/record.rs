@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! 0      version (1)
-//! 1      bits: 0x01 stale
+//! 1      bits: 0x01 stale, 0x02 win token handed out
 //! 2..6   client flags, u32 LE
 //! 6..14  expiry, absolute Unix seconds, u64 LE (0 = never)
 //! 14..22 CAS, u64 LE
@@ -24,6 +24,7 @@ pub const VERSION: u8 = 1;
 /// Bytes before the value.
 pub const HEADER: usize = 38;
 const STALE: u8 = 0x01;
+const WIN_SENT: u8 = 0x02;
 
 /// A decoded item header (the value follows it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +33,7 @@ pub struct Header {
     pub exptime_unix: Option<u64>,
     pub cas: u64,
     pub stale: bool,
+    pub win_sent: bool,
     pub stamp: u64,
     pub written_unix: u64,
 }
@@ -47,7 +49,7 @@ impl Header {
 pub fn encode(r: &Record<'_>, stamp: u64, written_unix: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + r.value.len());
     out.push(VERSION);
-    out.push(if r.stale { STALE } else { 0 });
+    out.push(if r.stale { STALE } else { 0 } | if r.win_sent { WIN_SENT } else { 0 });
     out.extend_from_slice(&r.flags.to_le_bytes());
     out.extend_from_slice(&r.exptime_unix.unwrap_or(0).to_le_bytes());
     out.extend_from_slice(&r.cas.to_le_bytes());
@@ -72,6 +74,7 @@ pub fn decode(b: &[u8]) -> Option<Header> {
         exptime_unix: (exp != 0).then_some(exp),
         cas: u64_at(b, 14),
         stale: b[1] & STALE != 0,
+        win_sent: b[1] & WIN_SENT != 0,
         stamp: u64_at(b, 22),
         written_unix: u64_at(b, 30),
     })
@@ -85,6 +88,7 @@ pub fn loaded(h: &Header, b: &[u8]) -> Loaded {
         exptime_unix: h.exptime_unix,
         cas: h.cas,
         stale: h.stale,
+        win_sent: h.win_sent,
     }
 }
 
@@ -166,12 +170,13 @@ mod tests {
             exptime_unix: Some(1_800_000_000),
             cas: 42,
             stale: true,
+            win_sent: true,
         };
         let b = encode(&r, 7, 1_700_000_000);
         let h = decode(&b).unwrap();
         assert_eq!(
-            (h.flags, h.exptime_unix, h.cas, h.stale, h.stamp),
-            (0xdead_beef, Some(1_800_000_000), 42, true, 7)
+            (h.flags, h.exptime_unix, h.cas, h.stale, h.win_sent, h.stamp),
+            (0xdead_beef, Some(1_800_000_000), 42, true, true, 7)
         );
         let l = loaded(&h, &b);
         assert_eq!(l.value, b"hello");
@@ -185,6 +190,7 @@ mod tests {
             exptime_unix: None,
             cas: 1,
             stale: false,
+            win_sent: false,
             stamp,
             written_unix,
         };

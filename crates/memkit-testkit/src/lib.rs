@@ -7,7 +7,8 @@
 //! - [`suite`]: the behavioural conformance suite, a table of named async cases.
 //! - [`ops`]: an [`ops::Op`] language over the trait, proptest strategies for op sequences,
 //!   and [`ops::compare`], which runs a sequence on a backend and on the model and reports
-//!   the first divergence.
+//!   the first divergence; [`ops::compare_with`] also lets the test disturb the backend
+//!   between ops (evict RAM, reopen a persistent store).
 //!
 //! Entry points for a backend's own tests:
 //!

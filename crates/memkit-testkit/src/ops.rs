@@ -392,8 +392,8 @@ impl Side {
 }
 
 /// Takes every CAS out of an outcome (in a fixed order) and blanks what implementations may
-/// legitimately differ on: CAS numbers and `last_access`.
-fn normalise(out: &Outcome) -> (Outcome, Vec<Cas>) {
+/// legitimately differ on: CAS numbers and `last_access` (and `fetched` if asked).
+fn normalise(out: &Outcome, ignore_fetched: bool) -> (Outcome, Vec<Cas>) {
     let mut out = out.clone();
     let mut cas = Vec::new();
     match &mut out {
@@ -401,6 +401,9 @@ fn normalise(out: &Outcome) -> (Outcome, Vec<Cas>) {
             for item in items.iter_mut().flatten() {
                 cas.push(std::mem::take(&mut item.cas));
                 item.last_access = item.last_access.map(|_| 0);
+                if ignore_fetched {
+                    item.fetched = item.fetched.map(|_| false);
+                }
             }
         }
         Outcome::Store(Ok(s)) => cas.push(std::mem::take(&mut s.cas)),
@@ -453,6 +456,21 @@ pub async fn compare<M: Memcache>(
     backend_clock: &ManualClock,
     ops: &[Op],
 ) -> std::result::Result<(), String> {
+    compare_with(backend, backend_clock, ops, false, |_| {}).await
+}
+
+/// [`compare`], calling `between(i)` before op `i` (and with `ops.len()` before the final
+/// read-back) so a test can disturb the backend where the model sees nothing: evict its RAM,
+/// close and reopen a persistent store. Whatever `between` does must not change what the
+/// backend answers. `ignore_fetched` blanks the `h` flag on both sides, for a backend where
+/// it is a RAM-only hint that an eviction or a restart resets (persistent mode).
+pub async fn compare_with<M: Memcache>(
+    backend: &M,
+    backend_clock: &ManualClock,
+    ops: &[Op],
+    ignore_fetched: bool,
+    mut between: impl FnMut(usize),
+) -> std::result::Result<(), String> {
     let start = backend_clock.now_millis();
     let model_clock = ManualClock::new(start / 1000);
     model_clock.advance_millis(start % 1000);
@@ -469,9 +487,10 @@ pub async fn compare<M: Memcache>(
     };
     for (i, op) in ops.iter().chain(std::iter::once(&final_read)).enumerate() {
         let expected = ms.apply(&model, &model_clock, op).await;
+        between(i);
         let got = bs.apply(backend, backend_clock, op).await;
-        let (e, e_cas) = normalise(&expected);
-        let (g, g_cas) = normalise(&got);
+        let (e, e_cas) = normalise(&expected, ignore_fetched);
+        let (g, g_cas) = normalise(&got, ignore_fetched);
         let label = if i == ops.len() {
             "final read-back".to_string()
         } else {

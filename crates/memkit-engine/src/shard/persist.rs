@@ -6,7 +6,7 @@ use memkit_types::Result;
 
 use super::{Found, Shard};
 use crate::hook::Loaded;
-use crate::segment::{Header, STALE};
+use crate::segment::{Header, STALE, WIN_SENT};
 
 /// The state of an item right after a command, for the hook.
 #[derive(Debug, Clone, Copy)]
@@ -17,6 +17,7 @@ pub(crate) struct Snapshot<'a> {
     pub exptime: u32,
     pub cas: u64,
     pub stale: bool,
+    pub win_sent: bool,
 }
 
 impl Shard {
@@ -35,7 +36,7 @@ impl Shard {
         now: u32,
     ) -> Result<()> {
         let hdr = Header {
-            bits: if item.stale { STALE } else { 0 },
+            bits: if item.stale { STALE } else { 0 } | if item.win_sent { WIN_SENT } else { 0 },
             flags: item.flags,
             exptime,
             ext_cas: Some(item.cas),
@@ -62,6 +63,7 @@ impl Shard {
                 exptime: at.header.exptime,
                 cas: self.cas_of(&at.header),
                 stale: at.header.bits & STALE != 0,
+                win_sent: at.header.bits & WIN_SENT != 0,
             })),
             Found::Dead(_) => Err(()),
             Found::Miss => Ok(None),
