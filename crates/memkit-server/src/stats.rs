@@ -112,8 +112,14 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("touch_misses", n(c.touch_misses)),
         ("store_too_large", n(c.store_too_large)),
         ("store_no_memory", n(c.store_no_memory)),
-        ("auth_cmds", "0".into()),
-        ("auth_errors", "0".into()),
+        (
+            "auth_cmds",
+            n(sh.auth.as_ref().map_or(0, |a| a.cmds.load(Relaxed))),
+        ),
+        (
+            "auth_errors",
+            n(sh.auth.as_ref().map_or(0, |a| a.errors.load(Relaxed))),
+        ),
         ("bytes_read", n(sh.counters.bytes_read.load(Relaxed))),
         ("bytes_written", n(sh.counters.bytes_written.load(Relaxed))),
         ("limit_maxbytes", n(e.limit_maxbytes)),
@@ -226,7 +232,12 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
         ("tcp_backlog", n(u64::from(st.backlog))),
         ("binding_protocol", "ascii".into()),
         ("auth_enabled_sasl", "no".into()),
-        ("auth_enabled_ascii", "no".into()),
+        (
+            "auth_enabled_ascii",
+            sh.auth
+                .as_ref()
+                .map_or("no".into(), |a| a.path().to_string()),
+        ),
         ("item_size_max", n(st.item_size_max as u64)),
         ("maxconns_fast", "yes".into()),
         ("hashpower_init", "0".into()),
