@@ -4,6 +4,8 @@
 //! - [`config`]: memcached's command-line flags, applied with the same meanings.
 //! - [`server`]: shared state, the accept loop and connection limit, graceful shutdown;
 //!   [`server::run`] takes a bound listener and a shutdown future.
+//! - [`tls`]: TLS (`-Z`, `-o ssl_*`) on rustls/ring: certificates, client verification,
+//!   the handshake before everything else.
 //! - [`auth`]: ASCII authentication (`-Y`), the unauthenticated phase before the request
 //!   loop.
 //! - [`connection`]: one client: read, decode, dispatch, batched writes, swallowing refused
@@ -23,6 +25,7 @@ pub mod dispatch;
 pub mod metrics;
 pub mod server;
 pub mod stats;
+pub mod tls;
 pub mod watch;
 
 pub use config::{Args, Settings};

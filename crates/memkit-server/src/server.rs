@@ -77,6 +77,8 @@ pub struct Shared {
     pub shutdown: Notify,
     /// ASCII authentication (`-Y`); `None` when off.
     pub auth: Option<Arc<crate::auth::Auth>>,
+    /// TLS (`-Z`); `None` when off.
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 impl Shared {
@@ -88,8 +90,8 @@ impl Shared {
     /// State for a server over `engine`, which `persist` backs (`--persist`).
     ///
     /// # Panics
-    /// When the settings ask for authentication (`-Y`) and the file cannot be loaded: a
-    /// server told to require passwords must not start without. [`Shared::try_with_persist`]
+    /// When the settings ask for authentication (`-Y`) or TLS (`-Z`) and the files cannot
+    /// be loaded: a server told to require passwords or encryption must not start without. [`Shared::try_with_persist`]
     /// returns the error instead.
     pub fn with_persist(
         engine: Arc<Engine>,
@@ -99,8 +101,8 @@ impl Shared {
         Self::try_with_persist(engine, persist, settings).unwrap_or_else(|e| panic!("{}", e.1))
     }
 
-    /// As [`Shared::with_persist`], loading the auth file the settings name. The error is
-    /// memcached's exit code and message.
+    /// As [`Shared::with_persist`], loading the auth file and certificates the settings
+    /// name. The error is memcached's exit code and message.
     pub fn try_with_persist(
         engine: Arc<Engine>,
         persist: Option<Arc<DiskStore>>,
@@ -110,6 +112,13 @@ impl Shared {
         let auth = match &settings.auth_file {
             Some(path) => Some(Arc::new(crate::auth::Auth::load(path).map_err(|e| (1, e))?)),
             None => None,
+        };
+        // memcached exits with EX_USAGE when TLS cannot be set up.
+        let tls = match settings.ssl.enabled {
+            true => Some(Arc::new(
+                crate::tls::Tls::load(&settings.ssl).map_err(|e| (64, e))?,
+            )),
+            false => None,
         };
         let limits = Limits {
             max_item_size: settings.item_size_max,
@@ -130,6 +139,7 @@ impl Shared {
             next_conn: AtomicU64::new(16),
             shutdown: Notify::new(),
             auth,
+            tls,
         });
         // Evictions happen inside the engine; `watch evictions` hears of them through this
         // hook, which costs one upgrade and one relaxed load while nobody watches.
@@ -188,7 +198,7 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
                 let sh = shared.clone();
                 let stop = stop_rx.clone();
                 tokio::spawn(async move {
-                    crate::auth::serve(stream, sh.clone(), id, stop).await;
+                    crate::tls::serve(stream, sh.clone(), id, stop).await;
                     sh.conns.lock().remove(&id);
                     sh.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
                 });

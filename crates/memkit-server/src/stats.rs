@@ -62,7 +62,7 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
     let n = |v: u64| v.to_string();
     // memcached 1.6.18's names, in its order. Fields about machinery memkitd does not have
     // (slab rebalancing, LRU maintainer, extstore, NAPI) are reported as 0.
-    let rows: Vec<(&str, String)> = vec![
+    let mut rows: Vec<(&str, String)> = vec![
         ("pid", n(u64::from(std::process::id()))),
         ("uptime", n(sh.started.elapsed().as_secs())),
         ("time", n(now)),
@@ -151,6 +151,19 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("log_watcher_skipped", "0".into()),
         ("log_watcher_sent", "0".into()),
         ("log_watchers", "0".into()),
+    ];
+    // Only with -Z, where memcached puts them.
+    if let Some(tls) = &sh.tls {
+        rows.push((
+            "ssl_handshake_errors",
+            n(tls.handshake_errors.load(Relaxed)),
+        ));
+        rows.push((
+            "time_since_server_cert_refresh",
+            n(tls.loaded.elapsed().as_secs()),
+        ));
+    }
+    rows.extend([
         ("unexpected_napi_ids", "0".into()),
         ("round_robin_fallback", "0".into()),
         ("bytes", n(c.bytes)),
@@ -177,7 +190,7 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("memkit_segment_size", n(e.segment_size)),
         ("memkit_shards", n(e.shards)),
         ("memkit_evict_retained", n(c.evict_retained)),
-    ];
+    ]);
     for (k, v) in rows {
         write_stat(out, k, v.as_bytes());
     }
@@ -207,6 +220,7 @@ fn persist_stats(sh: &Shared, out: &mut Vec<u8>) {
 
 fn settings(sh: &Shared, out: &mut Vec<u8>) {
     let st = &sh.settings;
+    let ssl = &st.ssl;
     let yes = |b: bool| if b { "yes" } else { "no" };
     let n = |v: u64| v.to_string();
     let rows: Vec<(&str, String)> = vec![
@@ -278,17 +292,28 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
         ("ext_max_frag", "0.80".into()),
         ("slab_automove_freeratio", "0.010".into()),
         ("ext_drop_unread", "no".into()),
-        ("ssl_enabled", "no".into()),
-        ("ssl_chain_cert", "(null)".into()),
-        ("ssl_key", "(null)".into()),
-        ("ssl_verify_mode", "0".into()),
+        ("ssl_enabled", yes(ssl.enabled).into()),
+        (
+            "ssl_chain_cert",
+            ssl.chain_cert.clone().unwrap_or("(null)".into()),
+        ),
+        ("ssl_key", ssl.key.clone().unwrap_or("(null)".into())),
+        ("ssl_verify_mode", ssl.verify_mode.to_string()),
         ("ssl_keyformat", "1".into()),
         ("ssl_ciphers", "NULL".into()),
-        ("ssl_ca_cert", "NULL".into()),
+        ("ssl_ca_cert", ssl.ca_cert.clone().unwrap_or("NULL".into())),
         ("ssl_wbuf_size", "16384".into()),
         ("ssl_session_cache", "no".into()),
         ("ssl_kernel_tls", "no".into()),
-        ("ssl_min_version", "tlsv1.2".into()),
+        (
+            "ssl_min_version",
+            if ssl.min_version >= 3 {
+                "tlsv1.3"
+            } else {
+                "tlsv1.2"
+            }
+            .into(),
+        ),
         ("num_napi_ids", "(null)".into()),
         ("memory_file", "(null)".into()),
         ("watch_enabled", yes(st.watch).into()),
