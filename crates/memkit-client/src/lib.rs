@@ -45,3 +45,8 @@ pub use conn::{Connector, Stream, TcpConnector};
 pub use distribution::{Distribution, Placement, ServerSpec};
 pub use hash::HashFn;
 pub use tls::{TlsConnector, TlsOptions};
+
+/// `docs/security.md`'s client examples, compiled as doctests so they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/security.md")]
+pub struct SecurityDoc;
