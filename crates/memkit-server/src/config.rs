@@ -450,4 +450,47 @@ mod tests {
         assert!(s.check().is_err());
         assert!(Args::try_parse_from(["memkitd", "-I", "lots"]).is_err());
     }
+
+    #[test]
+    fn security_flags_parse_like_memcached() {
+        let (s, warn) = Settings::from_args(Args::parse_from([
+            "memkitd",
+            "-Y",
+            "users",
+            "-Z",
+            "-o",
+            "ssl_chain_cert=c.pem,ssl_key=k.pem,ssl_ca_cert=ca.pem,ssl_verify_mode=2",
+            "-o",
+            "ssl_min_version=1,ssl_ciphers=HIGH",
+        ]));
+        assert_eq!(s.auth_file.as_deref(), Some("users"));
+        assert_eq!(
+            s.ssl,
+            SslSettings {
+                enabled: true,
+                chain_cert: Some("c.pem".into()),
+                key: Some("k.pem".into()),
+                ca_cert: Some("ca.pem".into()),
+                verify_mode: 2,
+                min_version: 2,
+            }
+        );
+        assert_eq!(warn.len(), 2, "{warn:?}");
+        assert!(s.check().is_ok());
+        let refused = |o: &str| {
+            Settings::from_args(Args::parse_from(["memkitd", "-o", o]))
+                .0
+                .check()
+                .unwrap_err()
+        };
+        assert_eq!(refused("ssl_chain_cert"), "Missing ssl_chain_cert argument");
+        assert_eq!(
+            refused("ssl_verify_mode=4"),
+            "Invalid ssl_verify_mode. Use help to see valid options."
+        );
+        assert_eq!(
+            refused("ssl_min_version=x"),
+            "could not parse argument to ssl_min_version"
+        );
+    }
 }

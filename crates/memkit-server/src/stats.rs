@@ -25,6 +25,11 @@ pub fn write_stats(sh: &Shared, args: &[&[u8]], out: &mut Vec<u8>) {
         Some(b"reset") => {
             sh.engine.reset_stats();
             sh.counters.reset();
+            // memcached keeps these with the per-thread counters that `stats reset` zeroes.
+            if let Some(a) = &sh.auth {
+                a.cmds.store(0, Relaxed);
+                a.errors.store(0, Relaxed);
+            }
             out.extend_from_slice(b"RESET\r\n");
             return;
         }

@@ -254,6 +254,14 @@ fn a_failure_keeps_the_connection_and_a_retry_succeeds() {
             ("4".into(), "1".into())
         );
         assert_eq!(st("auth_enabled_ascii"), f.path());
+        let mut c = Conn::open(port);
+        c.ask(b"set a 0 0 12\r\nalice secret\r\n", b"STORED\r\n");
+        assert_eq!(c.ask(b"stats reset\r\n", b"RESET\r\n"), b"RESET\r\n");
+        assert_eq!(
+            stats(port)("auth_cmds"),
+            "1",
+            "stats' own login after the reset"
+        );
     }
     assert_eq!(k.shared.auth.as_ref().map(|a| a.path()), Some(f.path()));
 }
