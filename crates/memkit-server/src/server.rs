@@ -91,8 +91,8 @@ impl Shared {
     ///
     /// # Panics
     /// When the settings ask for authentication (`-Y`) or TLS (`-Z`) and the files cannot
-    /// be loaded: a server told to require passwords or encryption must not start without. [`Shared::try_with_persist`]
-    /// returns the error instead.
+    /// be loaded: a server told to require passwords or encryption must not start without.
+    /// [`Shared::try_with_persist`] returns the error instead.
     pub fn with_persist(
         engine: Arc<Engine>,
         persist: Option<Arc<DiskStore>>,
