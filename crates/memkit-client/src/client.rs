@@ -19,6 +19,7 @@ use memkit_types::{
 };
 use tokio::sync::Mutex;
 
+use crate::auth::Credentials;
 use crate::command::{self, Dialect};
 use crate::conn::{Connection, Connector, Job, TcpConnector};
 use crate::distribution::ServerSpec;
@@ -37,8 +38,10 @@ pub struct ClientConfig {
     pub max_value_size: usize,
     /// Meta or classic commands; see [`crate::command`].
     pub dialect: Dialect,
-    /// Opens streams: plain TCP, or a TLS wrapper.
+    /// Opens streams: plain TCP, or TLS ([`ClientConfig::with_tls`]).
     pub connector: Arc<dyn Connector>,
+    /// Log in on every new connection (servers started with `-Y`); see [`crate::auth`].
+    pub auth: Option<Credentials>,
 }
 
 impl Default for ClientConfig {
@@ -50,7 +53,27 @@ impl Default for ClientConfig {
             max_value_size: 128 << 20,
             dialect: Dialect::Meta,
             connector: Arc::new(TcpConnector),
+            auth: None,
         }
+    }
+}
+
+impl ClientConfig {
+    /// Connects with `connector` (e.g. a [`crate::TlsConnector`]) instead of plain TCP.
+    pub fn with_tls(self, connector: impl Connector) -> Self {
+        self.with_connector(Arc::new(connector))
+    }
+
+    /// Connects with `connector`.
+    pub fn with_connector(mut self, connector: Arc<dyn Connector>) -> Self {
+        self.connector = connector;
+        self
+    }
+
+    /// Logs in with `creds` on every new connection, before any request.
+    pub fn with_auth(mut self, creds: Credentials) -> Self {
+        self.auth = Some(creds);
+        self
     }
 }
 
@@ -63,6 +86,7 @@ impl fmt::Debug for ClientConfig {
             .field("max_value_size", &self.max_value_size)
             .field("dialect", &self.dialect)
             .field("connector", &self.connector)
+            .field("auth", &self.auth)
             .finish()
     }
 }
@@ -136,10 +160,21 @@ impl Client {
             return Ok(c.clone());
         }
         *slot = None;
-        let connect = inner.config.connector.connect(&inner.spec);
-        let stream = match tokio::time::timeout(inner.config.connect_timeout, connect).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(Error::Io(format!("connect to {}: {e}", inner.spec))),
+        // One deadline for the TCP (and TLS) handshake and the login.
+        let open = async {
+            let mut stream = inner
+                .config
+                .connector
+                .connect(&inner.spec)
+                .await
+                .map_err(|e| Error::Io(format!("connect to {}: {e}", inner.spec)))?;
+            if let Some(creds) = &inner.config.auth {
+                crate::auth::login(&mut stream, creds).await?;
+            }
+            Ok::<_, Error>(stream)
+        };
+        let stream = match tokio::time::timeout(inner.config.connect_timeout, open).await {
+            Ok(r) => r?,
             Err(_) => return Err(Error::Timeout),
         };
         let c = Arc::new(Connection::start(stream, inner.limits));

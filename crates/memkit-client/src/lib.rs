@@ -3,6 +3,10 @@
 //! Map:
 //! - [`client`]: [`Client`], one server: a small pool of pipelined connections, connect and
 //!   request timeouts, and the [`memkit_types::Memcache`] implementation.
+//! - [`tls`]: [`TlsConnector`] (rustls, ring) and [`TlsOptions`] to build one from PEM: CA
+//!   roots, optional client certificate, server name.
+//! - [`auth`]: ASCII authentication ([`Credentials`]) for `-Y` servers: a login `set` first
+//!   on every new connection.
 //! - [`conn`]: one connection — a writer task that batches concurrent requests into one
 //!   write, a reader task that fills a FIFO of reply slots; the [`Connector`] seam for TLS.
 //! - [`command`]: each `Memcache` call as wire requests (classic where exact, meta where the
@@ -17,11 +21,11 @@
 //! Goals: the same server for every key as libmemcached (ketama) and python-memcached
 //! (modula); behaviour identical to the embedded store (the conformance suite runs through
 //! this client against memkitd and real memcached); a dead server costs at most one timeout
-//! and is then a miss. Non-goals: the binary protocol, UDP, SASL; a TLS implementation
-//! (only the seam: bring a [`Connector`]).
+//! and is then a miss. Non-goals: the binary protocol, UDP, SASL.
 //!
 //! See `docs/client.md` for configuration and compatibility.
 
+pub mod auth;
 pub mod blocking;
 pub mod client;
 pub mod cluster;
@@ -30,7 +34,9 @@ pub mod conn;
 pub mod distribution;
 pub mod hash;
 pub mod reply;
+pub mod tls;
 
+pub use auth::Credentials;
 pub use blocking::BlockingClient;
 pub use client::{Client, ClientConfig};
 pub use cluster::{Cluster, ClusterConfig, HotKeys, Replicas};
@@ -38,3 +44,9 @@ pub use command::Dialect;
 pub use conn::{Connector, Stream, TcpConnector};
 pub use distribution::{Distribution, Placement, ServerSpec};
 pub use hash::HashFn;
+pub use tls::{TlsConnector, TlsOptions};
+
+/// `docs/security.md`'s client examples, compiled as doctests so they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/security.md")]
+pub struct SecurityDoc;

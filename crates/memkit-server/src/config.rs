@@ -104,6 +104,39 @@ pub struct Args {
     pub persist: PersistArgs,
     #[command(flatten)]
     pub metrics: crate::metrics::MetricsArgs,
+    #[command(flatten)]
+    pub security: SecurityArgs,
+}
+
+/// Authentication and TLS flags (memcached's `-Y` and `-Z`; TLS details come in `-o ssl_*`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SecurityArgs {
+    /// Enable ASCII protocol authentication. FILE holds `user:password` lines; a client's
+    /// first command must be `set <any key> 0 0 <bytes>` with `user password` as data.
+    #[arg(short = 'Y', long = "auth-file", value_name = "FILE")]
+    pub auth_file: Option<String>,
+    /// Enable TLS (-o ssl_chain_cert=FILE,ssl_key=FILE[,ssl_ca_cert=FILE,ssl_verify_mode=N]).
+    #[arg(short = 'Z', long = "enable-ssl")]
+    pub enable_ssl: bool,
+}
+
+/// TLS settings (`-Z`, `-o ssl_*`), with memcached's names and numbering.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SslSettings {
+    /// `-Z`.
+    pub enabled: bool,
+    /// `ssl_chain_cert`: the server's certificate chain, PEM.
+    pub chain_cert: Option<String>,
+    /// `ssl_key`: its private key, PEM (default: read from the chain file).
+    pub key: Option<String>,
+    /// `ssl_ca_cert`: CAs whose client certificates are accepted, PEM.
+    pub ca_cert: Option<String>,
+    /// `ssl_verify_mode`: 0 none, 1 request (verify if sent), 2 require, 3 once (= 2: there
+    /// is no renegotiation to skip verifying on).
+    pub verify_mode: u8,
+    /// `ssl_min_version`: 2 = TLS 1.2 (default), 3 = TLS 1.3. 0 and 1 (TLS 1.0/1.1) are
+    /// raised to 2 with a warning: rustls does not speak them.
+    pub min_version: u8,
 }
 
 /// Persistent mode's flags. A separate struct: clap's generated code for one large struct
@@ -154,6 +187,12 @@ pub struct Settings {
     pub persist_reserve: Option<u64>,
     /// `--metrics-addr HOST:PORT`: serve Prometheus metrics there (off when `None`).
     pub metrics_addr: Option<String>,
+    /// `-Y FILE`: ASCII authentication against this `user:password` file.
+    pub auth_file: Option<String>,
+    /// `-Z` and `-o ssl_*`.
+    pub ssl: SslSettings,
+    /// Options memcached refuses to start with (bad `-o ssl_*` values), for [`Settings::check`].
+    refused: Vec<String>,
 }
 
 impl Default for Settings {
@@ -189,6 +228,13 @@ impl Settings {
             durability: a.persist.durability,
             persist_reserve: a.persist.reserve_mb.map(|mb| mb << 20),
             metrics_addr: a.metrics.metrics_addr,
+            auth_file: a.security.auth_file,
+            ssl: SslSettings {
+                enabled: a.security.enable_ssl,
+                min_version: 2,
+                ..SslSettings::default()
+            },
+            refused: Vec::new(),
         };
         if s.persist.is_some() && !s.evict {
             // RAM is a cache over the disk in persistent mode: evicting loses nothing.
@@ -238,6 +284,7 @@ impl Settings {
                     Ok(n) => s.item_size_max = n,
                     Err(e) => warn.push(format!("-o item_size_max: {e}")),
                 },
+                k if k.starts_with("ssl_") => ssl_option(&mut s, k, v, &mut warn),
                 // memcached's tuning knobs for machinery memkitd does not have.
                 "modern"
                 | "hashpower"
@@ -275,7 +322,60 @@ impl Settings {
         if self.item_size_max > self.memory_limit / 2 {
             return Err("Cannot set item size limit higher than 1/2 of memory max.".into());
         }
+        if let Some(msg) = self.refused.first() {
+            return Err(msg.clone());
+        }
         Ok(())
+    }
+}
+
+/// One `-o ssl_*` option; memcached's messages for the values it refuses.
+fn ssl_option(s: &mut Settings, k: &str, v: &str, warn: &mut Vec<String>) {
+    let ssl = &mut s.ssl;
+    let path = |v: &str| (!v.is_empty()).then(|| v.to_string());
+    let missing = || format!("Missing {k} argument");
+    let refused = &mut s.refused;
+    match k {
+        "ssl_chain_cert" => match path(v) {
+            Some(p) => ssl.chain_cert = Some(p),
+            None => refused.push(missing()),
+        },
+        "ssl_key" => match path(v) {
+            Some(p) => ssl.key = Some(p),
+            None => refused.push(missing()),
+        },
+        "ssl_ca_cert" => match path(v) {
+            Some(p) => ssl.ca_cert = Some(p),
+            None => refused.push(missing()),
+        },
+        "ssl_verify_mode" => match v.parse::<u8>() {
+            Ok(n @ 0..=3) => ssl.verify_mode = n,
+            Ok(_) => refused.push("Invalid ssl_verify_mode. Use help to see valid options.".into()),
+            Err(_) if v.is_empty() => refused.push(missing()),
+            Err(_) => refused.push("could not parse argument to ssl_verify_mode".into()),
+        },
+        "ssl_min_version" => match v.parse::<u8>() {
+            Ok(n @ 2..=3) => ssl.min_version = n,
+            Ok(n @ 0..=1) => {
+                warn.push(format!(
+                    "-o ssl_min_version={n}: TLS 1.0/1.1 are not supported; TLS 1.2 is the minimum"
+                ));
+                ssl.min_version = 2;
+            }
+            Ok(_) => refused.push("Invalid ssl_min_version. Use help to see valid options.".into()),
+            Err(_) if v.is_empty() => refused.push(missing()),
+            Err(_) => refused.push("could not parse argument to ssl_min_version".into()),
+        },
+        // SSL_FILETYPE_PEM is 1; DER and ENGINE keys are not supported.
+        "ssl_keyformat" if v == "1" => {}
+        "ssl_keyformat" => refused.push(format!("-o ssl_keyformat={v}: only PEM (1) is supported")),
+        "ssl_ciphers" => warn.push(
+            "-o ssl_ciphers: accepted, ignored (rustls's safe default suites are used)".into(),
+        ),
+        "ssl_wbuf_size" | "ssl_session_cache" | "ssl_kernel_tls" => {
+            warn.push(format!("-o {k}: accepted, no effect in memkitd"))
+        }
+        other => warn.push(format!("-o {other}: unknown option, ignored")),
     }
 }
 
@@ -358,5 +458,48 @@ mod tests {
         let (s, _) = Settings::from_args(Args::parse_from(["memkitd", "-m", "1", "-I", "1m"]));
         assert!(s.check().is_err());
         assert!(Args::try_parse_from(["memkitd", "-I", "lots"]).is_err());
+    }
+
+    #[test]
+    fn security_flags_parse_like_memcached() {
+        let (s, warn) = Settings::from_args(Args::parse_from([
+            "memkitd",
+            "-Y",
+            "users",
+            "-Z",
+            "-o",
+            "ssl_chain_cert=c.pem,ssl_key=k.pem,ssl_ca_cert=ca.pem,ssl_verify_mode=2",
+            "-o",
+            "ssl_min_version=1,ssl_ciphers=HIGH",
+        ]));
+        assert_eq!(s.auth_file.as_deref(), Some("users"));
+        assert_eq!(
+            s.ssl,
+            SslSettings {
+                enabled: true,
+                chain_cert: Some("c.pem".into()),
+                key: Some("k.pem".into()),
+                ca_cert: Some("ca.pem".into()),
+                verify_mode: 2,
+                min_version: 2,
+            }
+        );
+        assert_eq!(warn.len(), 2, "{warn:?}");
+        assert!(s.check().is_ok());
+        let refused = |o: &str| {
+            Settings::from_args(Args::parse_from(["memkitd", "-o", o]))
+                .0
+                .check()
+                .unwrap_err()
+        };
+        assert_eq!(refused("ssl_chain_cert"), "Missing ssl_chain_cert argument");
+        assert_eq!(
+            refused("ssl_verify_mode=4"),
+            "Invalid ssl_verify_mode. Use help to see valid options."
+        );
+        assert_eq!(
+            refused("ssl_min_version=x"),
+            "could not parse argument to ssl_min_version"
+        );
     }
 }

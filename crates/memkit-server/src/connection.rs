@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use memkit_protocol::{DecodeError, ErrorReply, Request, decode_request, meta_key};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{broadcast, watch};
 
 use crate::dispatch::{Action, dispatch};
@@ -25,9 +24,10 @@ const FLUSH_AT: usize = 256 * 1024;
 
 /// Serves one connection until the client leaves, sends `quit`, goes idle for longer than
 /// `-o idle_timeout`, or the server stops (`stop` turns true: requests already read are
-/// answered first).
-pub async fn serve(
-    mut stream: TcpStream,
+/// answered first). Generic over the stream (TCP, TLS, [`crate::auth::Prefixed`]) so each
+/// kind gets its own compiled loop: plain TCP pays nothing for the others.
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
     sh: Arc<Shared>,
     id: u64,
     mut stop: watch::Receiver<bool>,
@@ -158,11 +158,17 @@ async fn await_durable(
     }
 }
 
-async fn write_out(stream: &mut TcpStream, sh: &Shared, out: &mut Vec<u8>) -> std::io::Result<()> {
+async fn write_out<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    sh: &Shared,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
     stream.write_all(out).await?;
+    // TLS keeps records it could not send yet; a no-op on TCP.
+    stream.flush().await?;
     sh.counters
         .bytes_written
         .fetch_add(out.len() as u64, Relaxed);
@@ -193,20 +199,25 @@ fn trace_request(sh: &Shared, id: u64, req: &Request<'_>, raw: &[u8]) {
 }
 
 /// After `watch`: stream log lines until the client goes away; input is ignored.
-async fn watch_stream(mut stream: TcpStream, sh: &Shared, mask: u8) {
+async fn watch_stream<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, sh: &Shared, mask: u8) {
     let mut sub = sh.watchers.subscribe(mask);
     let mut scratch = [0u8; 512];
     loop {
         tokio::select! {
             ev = sub.rx.recv() => match ev {
                 Ok((kind, line)) => {
-                    if sub.wants(kind) && stream.write_all(line.as_bytes()).await.is_err() {
+                    if sub.wants(kind)
+                        && (stream.write_all(line.as_bytes()).await.is_err()
+                            || stream.flush().await.is_err())
+                    {
                         return;
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     let note = format!("ts=0 gid=0 type=skipped count={n}\n");
-                    if stream.write_all(note.as_bytes()).await.is_err() {
+                    if stream.write_all(note.as_bytes()).await.is_err()
+                        || stream.flush().await.is_err()
+                    {
                         return;
                     }
                 }

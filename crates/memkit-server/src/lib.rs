@@ -4,6 +4,10 @@
 //! - [`config`]: memcached's command-line flags, applied with the same meanings.
 //! - [`server`]: shared state, the accept loop and connection limit, graceful shutdown;
 //!   [`server::run`] takes a bound listener and a shutdown future.
+//! - [`tls`]: TLS (`-Z`, `-o ssl_*`) on rustls/ring: certificates, client verification,
+//!   the handshake before everything else.
+//! - [`auth`]: ASCII authentication (`-Y`), the unauthenticated phase before the request
+//!   loop.
 //! - [`connection`]: one client: read, decode, dispatch, batched writes, swallowing refused
 //!   data, idle timeout.
 //! - [`dispatch`]: THE place where a decoded request meets the storage backend.
@@ -11,14 +15,17 @@
 //! - [`watch`]: the `watch` event stream.
 //! - [`metrics`]: Prometheus metrics (memcached_exporter's names) and `--metrics-addr`.
 //!
-//! Non-goals: UDP, the binary protocol, SASL (see `docs/protocol-notes.md`).
+//! Non-goals: UDP, the binary protocol, SASL (see `docs/protocol-notes.md`). Security
+//! (auth, TLS, the defaults): `docs/security.md`.
 
+pub mod auth;
 pub mod config;
 pub mod connection;
 pub mod dispatch;
 pub mod metrics;
 pub mod server;
 pub mod stats;
+pub mod tls;
 pub mod watch;
 
 pub use config::{Args, Settings};

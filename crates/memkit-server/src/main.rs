@@ -80,7 +80,16 @@ fn main() {
             );
         }
         let metrics_addr = settings.metrics_addr.clone();
-        let shared = Shared::with_persist(engine, persist.map(|p| p.store), settings);
+        let shared = match Shared::try_with_persist(engine, persist.map(|p| p.store), settings) {
+            Ok(s) => s,
+            Err((code, msg)) => {
+                eprintln!("{msg}");
+                return code;
+            }
+        };
+        if let Some(auth) = shared.auth.clone() {
+            drop(tokio::spawn(reload_on_hup(auth)));
+        }
         if let Some(a) = metrics_addr.as_deref() {
             match memkit_server::metrics::bind(a).await {
                 Ok(l) => drop(tokio::spawn(memkit_server::metrics::serve(
@@ -110,4 +119,18 @@ async fn shutdown_signal() {
         _ = term.recv() => {}
     }
     tracing::info!("signal received, shutting down");
+}
+
+/// memcached re-reads the auth file on SIGHUP; a file that fails to load keeps the old one.
+async fn reload_on_hup(auth: std::sync::Arc<memkit_server::auth::Auth>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        match auth.reload() {
+            Ok(n) => tracing::info!("auth file {} reloaded: {n} entries", auth.path()),
+            Err(e) => eprintln!("memkitd: {e}; keeping the previous entries"),
+        }
+    }
 }

@@ -75,6 +75,10 @@ pub struct Shared {
     next_conn: AtomicU64,
     /// Notified by the `shutdown` command.
     pub shutdown: Notify,
+    /// ASCII authentication (`-Y`); `None` when off.
+    pub auth: Option<Arc<crate::auth::Auth>>,
+    /// TLS (`-Z`); `None` when off.
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 impl Shared {
@@ -84,11 +88,38 @@ impl Shared {
     }
 
     /// State for a server over `engine`, which `persist` backs (`--persist`).
+    ///
+    /// # Panics
+    /// When the settings ask for authentication (`-Y`) or TLS (`-Z`) and the files cannot
+    /// be loaded: a server told to require passwords or encryption must not start without.
+    /// [`Shared::try_with_persist`] returns the error instead.
     pub fn with_persist(
         engine: Arc<Engine>,
         persist: Option<Arc<DiskStore>>,
         settings: Settings,
     ) -> Arc<Shared> {
+        Self::try_with_persist(engine, persist, settings).unwrap_or_else(|e| panic!("{}", e.1))
+    }
+
+    /// As [`Shared::with_persist`], loading the auth file and certificates the settings
+    /// name. The error is memcached's exit code and message.
+    pub fn try_with_persist(
+        engine: Arc<Engine>,
+        persist: Option<Arc<DiskStore>>,
+        settings: Settings,
+    ) -> Result<Arc<Shared>, (i32, String)> {
+        // memcached exits with EXIT_FAILURE when the auth file cannot be read.
+        let auth = match &settings.auth_file {
+            Some(path) => Some(Arc::new(crate::auth::Auth::load(path).map_err(|e| (1, e))?)),
+            None => None,
+        };
+        // memcached exits with EX_USAGE when TLS cannot be set up.
+        let tls = match settings.ssl.enabled {
+            true => Some(Arc::new(
+                crate::tls::Tls::load(&settings.ssl).map_err(|e| (64, e))?,
+            )),
+            false => None,
+        };
         let limits = Limits {
             max_item_size: settings.item_size_max,
             ..Limits::default()
@@ -107,6 +138,8 @@ impl Shared {
             class_sizes,
             next_conn: AtomicU64::new(16),
             shutdown: Notify::new(),
+            auth,
+            tls,
         });
         // Evictions happen inside the engine; `watch evictions` hears of them through this
         // hook, which costs one upgrade and one relaxed load while nobody watches.
@@ -118,7 +151,7 @@ impl Shared {
                 crate::watch::emit(&sh, || crate::watch::Event::eviction(ev));
             }
         });
-        shared
+        Ok(shared)
     }
 }
 
@@ -165,7 +198,7 @@ pub async fn run(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Futu
                 let sh = shared.clone();
                 let stop = stop_rx.clone();
                 tokio::spawn(async move {
-                    crate::connection::serve(stream, sh.clone(), id, stop).await;
+                    crate::tls::serve(stream, sh.clone(), id, stop).await;
                     sh.conns.lock().remove(&id);
                     sh.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
                 });

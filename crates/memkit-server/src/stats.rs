@@ -25,6 +25,11 @@ pub fn write_stats(sh: &Shared, args: &[&[u8]], out: &mut Vec<u8>) {
         Some(b"reset") => {
             sh.engine.reset_stats();
             sh.counters.reset();
+            // memcached keeps these with the per-thread counters that `stats reset` zeroes.
+            if let Some(a) = &sh.auth {
+                a.cmds.store(0, Relaxed);
+                a.errors.store(0, Relaxed);
+            }
             out.extend_from_slice(b"RESET\r\n");
             return;
         }
@@ -62,7 +67,7 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
     let n = |v: u64| v.to_string();
     // memcached 1.6.18's names, in its order. Fields about machinery memkitd does not have
     // (slab rebalancing, LRU maintainer, extstore, NAPI) are reported as 0.
-    let rows: Vec<(&str, String)> = vec![
+    let mut rows: Vec<(&str, String)> = vec![
         ("pid", n(u64::from(std::process::id()))),
         ("uptime", n(sh.started.elapsed().as_secs())),
         ("time", n(now)),
@@ -112,8 +117,14 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("touch_misses", n(c.touch_misses)),
         ("store_too_large", n(c.store_too_large)),
         ("store_no_memory", n(c.store_no_memory)),
-        ("auth_cmds", "0".into()),
-        ("auth_errors", "0".into()),
+        (
+            "auth_cmds",
+            n(sh.auth.as_ref().map_or(0, |a| a.cmds.load(Relaxed))),
+        ),
+        (
+            "auth_errors",
+            n(sh.auth.as_ref().map_or(0, |a| a.errors.load(Relaxed))),
+        ),
         ("bytes_read", n(sh.counters.bytes_read.load(Relaxed))),
         ("bytes_written", n(sh.counters.bytes_written.load(Relaxed))),
         ("limit_maxbytes", n(e.limit_maxbytes)),
@@ -145,6 +156,19 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("log_watcher_skipped", "0".into()),
         ("log_watcher_sent", "0".into()),
         ("log_watchers", "0".into()),
+    ];
+    // Only with -Z, where memcached puts them.
+    if let Some(tls) = &sh.tls {
+        rows.push((
+            "ssl_handshake_errors",
+            n(tls.handshake_errors.load(Relaxed)),
+        ));
+        rows.push((
+            "time_since_server_cert_refresh",
+            n(tls.loaded.elapsed().as_secs()),
+        ));
+    }
+    rows.extend([
         ("unexpected_napi_ids", "0".into()),
         ("round_robin_fallback", "0".into()),
         ("bytes", n(c.bytes)),
@@ -171,7 +195,7 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("memkit_segment_size", n(e.segment_size)),
         ("memkit_shards", n(e.shards)),
         ("memkit_evict_retained", n(c.evict_retained)),
-    ];
+    ]);
     for (k, v) in rows {
         write_stat(out, k, v.as_bytes());
     }
@@ -206,6 +230,7 @@ fn persist_stats(sh: &Shared, out: &mut Vec<u8>) {
 
 fn settings(sh: &Shared, out: &mut Vec<u8>) {
     let st = &sh.settings;
+    let ssl = &st.ssl;
     let yes = |b: bool| if b { "yes" } else { "no" };
     let n = |v: u64| v.to_string();
     let rows: Vec<(&str, String)> = vec![
@@ -231,7 +256,12 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
         ("tcp_backlog", n(u64::from(st.backlog))),
         ("binding_protocol", "ascii".into()),
         ("auth_enabled_sasl", "no".into()),
-        ("auth_enabled_ascii", "no".into()),
+        (
+            "auth_enabled_ascii",
+            sh.auth
+                .as_ref()
+                .map_or("no".into(), |a| a.path().to_string()),
+        ),
         ("item_size_max", n(st.item_size_max as u64)),
         ("maxconns_fast", "yes".into()),
         ("hashpower_init", "0".into()),
@@ -272,17 +302,28 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
         ("ext_max_frag", "0.80".into()),
         ("slab_automove_freeratio", "0.010".into()),
         ("ext_drop_unread", "no".into()),
-        ("ssl_enabled", "no".into()),
-        ("ssl_chain_cert", "(null)".into()),
-        ("ssl_key", "(null)".into()),
-        ("ssl_verify_mode", "0".into()),
+        ("ssl_enabled", yes(ssl.enabled).into()),
+        (
+            "ssl_chain_cert",
+            ssl.chain_cert.clone().unwrap_or("(null)".into()),
+        ),
+        ("ssl_key", ssl.key.clone().unwrap_or("(null)".into())),
+        ("ssl_verify_mode", ssl.verify_mode.to_string()),
         ("ssl_keyformat", "1".into()),
         ("ssl_ciphers", "NULL".into()),
-        ("ssl_ca_cert", "NULL".into()),
+        ("ssl_ca_cert", ssl.ca_cert.clone().unwrap_or("NULL".into())),
         ("ssl_wbuf_size", "16384".into()),
         ("ssl_session_cache", "no".into()),
         ("ssl_kernel_tls", "no".into()),
-        ("ssl_min_version", "tlsv1.2".into()),
+        (
+            "ssl_min_version",
+            if ssl.min_version >= 3 {
+                "tlsv1.3"
+            } else {
+                "tlsv1.2"
+            }
+            .into(),
+        ),
         ("num_napi_ids", "(null)".into()),
         ("memory_file", "(null)".into()),
         ("watch_enabled", yes(st.watch).into()),

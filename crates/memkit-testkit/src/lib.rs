@@ -4,6 +4,7 @@
 //! Map:
 //! - [`model`]: [`Model`], the simplest obviously-correct [`memkit_types::Memcache`]: a
 //!   mutex around a `BTreeMap`, an injected clock, memcached 1.6's rules written out plainly.
+//! - `certs` (feature `tls`): a throwaway PKI for TLS tests, written to a temp dir.
 //! - [`suite`]: the behavioural conformance suite, a table of named async cases.
 //! - [`ops`]: an [`ops::Op`] language over the trait, proptest strategies for op sequences,
 //!   and [`ops::compare`], which runs a sequence on a backend and on the model and reports
@@ -38,6 +39,8 @@
 //! (see the comments in [`model`]). Non-goals: memory limits and eviction (the model never
 //! evicts, so compare a backend configured large enough), speed.
 
+#[cfg(feature = "tls")]
+pub mod certs;
 pub mod model;
 pub mod ops;
 pub mod suite;

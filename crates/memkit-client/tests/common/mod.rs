@@ -51,6 +51,20 @@ impl Memkitd {
 
     /// On a given port (0: any); `None` if it cannot be bound.
     pub fn start_on(port: u16) -> Option<Memkitd> {
+        Self::start_args(port, &[])
+    }
+
+    /// With memcached-style flags (`-Y FILE`, `-Z -o ssl_...`).
+    pub fn start_with(args: &[&str]) -> Memkitd {
+        Self::start_args(0, args).expect("bind a free port")
+    }
+
+    fn start_args(port: u16, args: &[&str]) -> Option<Memkitd> {
+        let mut argv = vec!["memkitd"];
+        argv.extend_from_slice(args);
+        let (settings, _) = memkit_server::Settings::from_args(
+            <memkit_server::Args as clap::Parser>::parse_from(argv),
+        );
         let listener = TcpListener::bind(("127.0.0.1", port)).ok()?;
         let port = listener.local_addr().ok()?.port();
         listener.set_nonblocking(true).ok()?;
@@ -61,7 +75,6 @@ impl Memkitd {
             .ok()?;
         rt.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-            let settings = memkit_server::Settings::default();
             let shared = memkit_server::Shared::new(
                 Arc::new(memkit_server::engine_for(&settings)),
                 settings,
@@ -104,6 +117,15 @@ impl Memcached {
     }
 
     pub fn start_on(port: u16) -> Option<Memcached> {
+        Self::start_args(port, &[])
+    }
+
+    /// On a free port with extra flags (`-Y FILE`, `-Z -o ssl_...`).
+    pub fn start_with(args: &[&str]) -> Option<Memcached> {
+        Self::start_args(free_port(), args)
+    }
+
+    fn start_args(port: u16, args: &[&str]) -> Option<Memcached> {
         if !std::path::Path::new(MEMCACHED).exists() {
             eprintln!("{MEMCACHED} not installed: skipped");
             return None;
@@ -121,6 +143,7 @@ impl Memcached {
                 "-p",
             ])
             .arg(port.to_string())
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

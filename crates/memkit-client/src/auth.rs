@@ -1,0 +1,116 @@
+//! ASCII authentication for servers started with `-Y` (memcached 1.6 and memkitd): the
+//! first request on every new connection is `set <key> 0 -1 <n>` carrying `user password`.
+//!
+//! The server answers `STORED` (in) or `CLIENT_ERROR authentication failure`; the latter
+//! fails the connect with [`Error::Client`], which a cluster does *not* take for an
+//! unreachable server: a wrong password is a configuration error to surface, not a miss.
+//!
+//! The exptime is -1 on purpose: an auth server ignores it, and a server *without* `-Y`
+//! stores the item already expired, so the password is never kept in its cache where any
+//! client could read it. The password still crosses the network in plain text unless the
+//! connection is TLS.
+
+use std::fmt;
+
+use memkit_types::{Error, Result};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::conn::Stream;
+
+/// The key of the authentication `set` (servers ignore it).
+pub const AUTH_KEY: &str = "_memkit_auth";
+
+/// A username and password for `-Y` servers.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    username: String,
+    password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+impl Credentials {
+    /// Credentials; neither part may be empty or hold spaces, control bytes or NUL (the
+    /// server splits the data on spaces and ends it at a NUL or line break).
+    pub fn new(username: impl Into<String>, password: impl Into<String>) -> Result<Credentials> {
+        let c = Credentials {
+            username: username.into(),
+            password: password.into(),
+        };
+        for part in [&c.username, &c.password] {
+            if part.is_empty() || part.bytes().any(|b| b == b' ' || b.is_ascii_control()) {
+                return Err(Error::Protocol(
+                    "auth username and password must be non-empty, without spaces or control \
+                     characters"
+                        .into(),
+                ));
+            }
+        }
+        Ok(c)
+    }
+
+    /// The username.
+    pub fn username(&self) -> &str {
+        &self.username
+    }
+
+    /// The request that logs in.
+    fn request(&self) -> Vec<u8> {
+        let data = format!("{} {}", self.username, self.password);
+        format!("set {AUTH_KEY} 0 -1 {}\r\n{data}\r\n", data.len()).into_bytes()
+    }
+}
+
+/// Logs in on a fresh stream, before it carries anything else. The caller bounds the time.
+pub(crate) async fn login(stream: &mut Box<dyn Stream>, creds: &Credentials) -> Result<()> {
+    let io = |e: std::io::Error| Error::Io(format!("authentication: {e}"));
+    stream.write_all(&creds.request()).await.map_err(io)?;
+    stream.flush().await.map_err(io)?;
+    // Exactly one reply line is due and nothing else was sent, so reading up to its end
+    // takes nothing that belongs to a later request.
+    let mut line = Vec::with_capacity(64);
+    let mut chunk = [0u8; 256];
+    while !line.ends_with(b"\n") {
+        let n = stream.read(&mut chunk).await.map_err(io)?;
+        if n == 0 {
+            return Err(Error::Io("authentication: connection closed".into()));
+        }
+        line.extend_from_slice(&chunk[..n]);
+        if line.len() > 1024 {
+            return Err(Error::Protocol("authentication: reply too long".into()));
+        }
+    }
+    let text = String::from_utf8_lossy(&line);
+    let text = text.trim_end();
+    if text == "STORED" {
+        return Ok(());
+    }
+    match text.strip_prefix("CLIENT_ERROR ") {
+        Some(msg) => Err(Error::Client(msg.to_string())),
+        None => Err(Error::Protocol(format!(
+            "authentication: unexpected reply {text:?}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_checked_and_never_printed() {
+        let c = Credentials::new("alice", "s3cr3t").unwrap();
+        assert_eq!(c.request(), b"set _memkit_auth 0 -1 12\r\nalice s3cr3t\r\n");
+        assert!(!format!("{c:?}").contains("s3cr3t"));
+        for (u, p) in [("", "x"), ("a b", "x"), ("a", "x\r\n"), ("a", "")] {
+            assert!(Credentials::new(u, p).is_err(), "{u:?} {p:?}");
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! TLS (`-Z`, `-o ssl_chain_cert=...,ssl_key=...,ssl_ca_cert=...,ssl_verify_mode=N`), on
+//! rustls with the ring provider.
+//!
+//! memcached's options keep their meaning: `ssl_chain_cert` is the server's PEM chain,
+//! `ssl_key` its PEM key (default: looked for in the chain file), `ssl_ca_cert` the CAs
+//! client certificates are checked against, `ssl_verify_mode` 0 (no client certificate),
+//! 1 (request one, verify it if sent), 2 (require one), 3 (require once: the same as 2,
+//! rustls never renegotiates), `ssl_min_version` 2 (TLS 1.2) or 3 (TLS 1.3). Differences,
+//! all refusals at start-up rather than surprises later: verify modes 1-3 need
+//! `ssl_ca_cert` (OpenSSL would fall back to its system store), keys are PEM only, and
+//! TLS 1.0/1.1 are not offered.
+//!
+//! The handshake runs in the connection's own task under a deadline, so a client that
+//! opens a socket and never speaks holds one connection slot for [`HANDSHAKE_TIMEOUT`],
+//! not forever, and never blocks the accept loop.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::config::SslSettings;
+use crate::server::Shared;
+
+/// How long a client has to complete the TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The server's TLS state.
+pub struct Tls {
+    acceptor: tokio_rustls::TlsAcceptor,
+    /// Handshakes that failed or timed out (`stats`: `ssl_handshake_errors`).
+    pub handshake_errors: AtomicU64,
+    /// When the certificates were loaded (`time_since_server_cert_refresh`).
+    pub loaded: Instant,
+}
+
+// Not derived: the acceptor holds the private key, which has no business in a debug dump.
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("handshake_errors", &self.handshake_errors)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tls {
+    /// Loads the certificates `ssl` names; the error is memcached's message.
+    pub fn load(ssl: &SslSettings) -> Result<Tls, String> {
+        Ok(Tls {
+            acceptor: tokio_rustls::TlsAcceptor::from(server_config(ssl)?),
+            handshake_errors: AtomicU64::new(0),
+            loaded: Instant::now(),
+        })
+    }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The certificates of a PEM file.
+pub fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| e.to_string())?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    if certs.is_empty() {
+        return Err("no certificate in the file".into());
+    }
+    Ok(certs)
+}
+
+/// The rustls server configuration for `ssl`.
+pub fn server_config(ssl: &SslSettings) -> Result<Arc<ServerConfig>, String> {
+    let chain_path = ssl.chain_cert.as_deref().unwrap_or("(null)");
+    let chain = load_certs(chain_path)
+        .map_err(|e| format!("Error loading the certificate chain: {chain_path} : {e}"))?;
+    let key_path = ssl.key.as_deref().unwrap_or(chain_path);
+    let key = PrivateKeyDer::from_pem_file(key_path)
+        .map_err(|e| format!("Error loading the key: {key_path} : {e}"))?;
+    let ca = match &ssl.ca_cert {
+        Some(path) => {
+            let mut roots = RootCertStore::empty();
+            for c in load_certs(path)
+                .map_err(|e| format!("Error loading the CA certificate: {path} : {e}"))?
+            {
+                roots
+                    .add(c)
+                    .map_err(|e| format!("Error loading the CA certificate: {path} : {e}"))?;
+            }
+            Some(Arc::new(roots))
+        }
+        None => None,
+    };
+    let versions: &[&rustls::SupportedProtocolVersion] = if ssl.min_version >= 3 {
+        &[&rustls::version::TLS13]
+    } else {
+        &[&rustls::version::TLS13, &rustls::version::TLS12]
+    };
+    let builder = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(versions)
+        .map_err(|e| format!("Error setting up TLS: {e}"))?;
+    let builder = match (ssl.verify_mode, ca) {
+        (0, _) => builder.with_no_client_auth(),
+        (mode, Some(roots)) => {
+            let v = WebPkiClientVerifier::builder_with_provider(roots, provider());
+            let v = if mode == 1 {
+                v.allow_unauthenticated()
+            } else {
+                v
+            };
+            builder.with_client_cert_verifier(
+                v.build()
+                    .map_err(|e| format!("Error setting up client verification: {e}"))?,
+            )
+        }
+        (mode, None) => {
+            return Err(format!(
+                "ssl_verify_mode={mode} needs ssl_ca_cert: the CAs client certificates are \
+                 checked against"
+            ));
+        }
+    };
+    let config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("Error validating the certificate: {e}"))?;
+    Ok(Arc::new(config))
+}
+
+/// Serves an accepted connection: the TLS handshake first when `-Z` is on, then
+/// authentication (if `-Y`) and the request loop.
+pub async fn serve(stream: TcpStream, sh: Arc<Shared>, id: u64, stop: watch::Receiver<bool>) {
+    let Some(tls) = sh.tls.clone() else {
+        return crate::auth::serve(stream, sh, id, stop).await;
+    };
+    let mut s = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tls.handshake_errors.fetch_add(1, Relaxed);
+            tracing::debug!("TLS handshake failed: {e}");
+            return;
+        }
+        Err(_) => {
+            tls.handshake_errors.fetch_add(1, Relaxed);
+            tracing::debug!("TLS handshake timed out");
+            return;
+        }
+    };
+    crate::auth::serve(&mut s, sh, id, stop).await;
+    // close_notify, so the client can tell a complete reply from a cut connection; bounded,
+    // as a client that stopped reading must not hold the task.
+    let _ = tokio::time::timeout(Duration::from_secs(1), s.shutdown()).await;
+}

@@ -1,0 +1,338 @@
+//! ASCII authentication (`-Y`) end to end: memkitd in-process on port 0, and the same
+//! conversations against real memcached 1.6.18 (`/usr/bin/memcached -Y`) so every expected
+//! byte is memcached's own. memcached is skipped with a note when it is not installed,
+//! unless `CI=true` makes that a failure.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memkit_server::{Args, Settings, Shared};
+
+const MEMCACHED: &str = "/usr/bin/memcached";
+
+/// A file in the temp dir, removed on drop.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(name: &str, body: &[u8]) -> TempFile {
+        let p = std::env::temp_dir().join(format!("memkit-auth-{}-{name}", std::process::id()));
+        std::fs::write(&p, body).unwrap();
+        TempFile(p)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// memkitd on its own runtime and thread; stops when dropped.
+struct Memkitd {
+    port: u16,
+    shared: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Memkitd {
+    fn start(args: &[&str]) -> Memkitd {
+        let mut argv = vec!["memkitd"];
+        argv.extend_from_slice(args);
+        let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(argv));
+        let shared = Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let sh = shared.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::from_std(listener).unwrap();
+                memkit_server::run(l, sh, async move {
+                    let _ = rx.await;
+                })
+                .await;
+            });
+        });
+        Memkitd {
+            port,
+            shared,
+            stop: Some(tx),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Memkitd {
+    fn drop(&mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        let _ = self.thread.take().unwrap().join();
+    }
+}
+
+/// Real memcached as a child, killed by PID on drop.
+struct Memcached {
+    port: u16,
+    child: Child,
+}
+
+impl Memcached {
+    fn start(args: &[&str]) -> Option<Memcached> {
+        if !std::path::Path::new(MEMCACHED).exists() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true but {MEMCACHED} is missing"
+            );
+            eprintln!("{MEMCACHED} not installed: skipped");
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(MEMCACHED)
+            .args(["-l", "127.0.0.1", "-U", "0", "-u", "nobody", "-p"])
+            .arg(port.to_string())
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let m = Memcached { port, child };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "memcached did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(m)
+    }
+}
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A blocking test connection with a read deadline.
+struct Conn(TcpStream);
+
+impl Conn {
+    fn open(port: u16) -> Conn {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Conn(s)
+    }
+
+    /// Sends `req` and reads exactly as many bytes as `want` has.
+    fn ask(&mut self, req: &[u8], want: &[u8]) -> Vec<u8> {
+        self.0.write_all(req).unwrap();
+        let mut got = vec![0u8; want.len()];
+        let mut n = 0;
+        while n < got.len() {
+            match self.0.read(&mut got[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) => panic!(
+                    "read failed after {:?}: {e}",
+                    String::from_utf8_lossy(&got[..n])
+                ),
+            }
+        }
+        got.truncate(n);
+        got
+    }
+
+    /// Whether the server closes the connection (within the read deadline).
+    fn closed(&mut self) -> bool {
+        let mut b = [0u8; 64];
+        matches!(self.0.read(&mut b), Ok(0)) || matches!(self.0.read(&mut b), Ok(0))
+    }
+}
+
+const USERS: &[u8] = b"alice:secret\nbob:hunter2\n";
+
+/// One conversation, a request and memcached's exact reply at a time (each reply is read
+/// before the next request is sent: memcached drops replies to unauthenticated commands
+/// that arrive in one read, see `auth.rs`).
+const SCRIPT: &[(&[u8], &[u8])] = &[
+    (b"get foo\r\n", b"CLIENT_ERROR unauthenticated\r\n"),
+    (b"version\r\n", b"CLIENT_ERROR unauthenticated\r\n"),
+    (b"quit\r\n", b"CLIENT_ERROR unauthenticated\r\n"),
+    (b"SET k 0 0 12\r\n", b"CLIENT_ERROR unauthenticated\r\n"),
+    (b"set k 0 0\r\n", b"CLIENT_ERROR unauthenticated\r\n"),
+    (b"set k 0 0 abc\r\n", b"CLIENT_ERROR unauthenticated\r\n"),
+    (
+        b"set k 0 0 11\r\nalice wrong\r\n",
+        b"CLIENT_ERROR authentication failure\r\n",
+    ),
+    (
+        b"set k 0 0 5\r\nalice\r\n",
+        b"CLIENT_ERROR bad authentication token format\r\n",
+    ),
+    (
+        b"set k 0 0 12\r\nalice secretXX",
+        b"CLIENT_ERROR bad command line termination\r\n",
+    ),
+    (
+        b"set k 0 0 12\r\nalice\tsecret\r\n",
+        b"CLIENT_ERROR bad authentication token format\r\n",
+    ),
+    (b"get k\r\n", b"CLIENT_ERROR unauthenticated\r\n"),
+    // Success; key, flags and exptime are ignored and nothing is stored.
+    (b"set k 0 0 12 noreply\r\nalice secret\r\n", b"STORED\r\n"),
+    (b"get k\r\n", b"END\r\n"),
+    (b"set k 0 0 2\r\nhi\r\n", b"STORED\r\n"),
+    (b"get k\r\n", b"VALUE k 0 2\r\nhi\r\nEND\r\n"),
+    // Once in, a second auth-shaped set is an ordinary set.
+    (b"set k 0 0 11\r\nbob hunter2\r\n", b"STORED\r\n"),
+    (b"get k\r\n", b"VALUE k 0 11\r\nbob hunter2\r\nEND\r\n"),
+];
+
+fn run_script(port: u16) {
+    let mut c = Conn::open(port);
+    for (req, want) in SCRIPT {
+        let got = c.ask(req, want);
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want),
+            "after sending {:?}",
+            String::from_utf8_lossy(req)
+        );
+    }
+}
+
+#[test]
+fn memkitd_and_memcached_answer_the_same_bytes() {
+    let f = TempFile::new("users-script", USERS);
+    let k = Memkitd::start(&["-Y", f.path()]);
+    run_script(k.port);
+    if let Some(m) = Memcached::start(&["-Y", f.path()]) {
+        run_script(m.port);
+    }
+}
+
+#[test]
+fn a_failure_keeps_the_connection_and_a_retry_succeeds() {
+    let f = TempFile::new("users-retry", USERS);
+    let k = Memkitd::start(&["-Y", f.path()]);
+    let m = Memcached::start(&["-Y", f.path()]);
+    for port in std::iter::once(k.port).chain(m.as_ref().map(|m| m.port)) {
+        let mut c = Conn::open(port);
+        let bad: &[u8] = b"CLIENT_ERROR authentication failure\r\n";
+        assert_eq!(c.ask(b"set a 0 0 5\r\nbob h\r\n", bad), bad);
+        assert_eq!(
+            c.ask(b"set a 0 0 11\r\nbob hunter2\r\n", b"STORED\r\n"),
+            b"STORED\r\n"
+        );
+        // Pipelined behind the credentials on a new connection: answered in order.
+        let mut c = Conn::open(port);
+        let want = b"STORED\r\nSTORED\r\nVALUE x 0 1\r\n1\r\nEND\r\n";
+        let got = c.ask(
+            b"set a 0 0 12\r\nalice secret\r\nset x 0 0 1\r\n1\r\nget x\r\n",
+            want,
+        );
+        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
+        // Three attempts above, the fourth is `stats`' own.
+        let st = stats(port);
+        assert_eq!(
+            (st("auth_cmds"), st("auth_errors")),
+            ("4".into(), "1".into())
+        );
+        assert_eq!(st("auth_enabled_ascii"), f.path());
+        let mut c = Conn::open(port);
+        c.ask(b"set a 0 0 12\r\nalice secret\r\n", b"STORED\r\n");
+        assert_eq!(c.ask(b"stats reset\r\n", b"RESET\r\n"), b"RESET\r\n");
+        assert_eq!(
+            stats(port)("auth_cmds"),
+            "1",
+            "stats' own login after the reset"
+        );
+    }
+    assert_eq!(k.shared.auth.as_ref().map(|a| a.path()), Some(f.path()));
+}
+
+/// `stats` of an authenticated connection, as a lookup.
+fn stats(port: u16) -> impl Fn(&str) -> String {
+    let mut c = Conn::open(port);
+    c.ask(b"set a 0 0 12\r\nalice secret\r\n", b"STORED\r\n");
+    c.0.write_all(b"stats\r\nstats settings\r\n").unwrap();
+    let mut text = String::new();
+    let mut buf = [0u8; 8192];
+    while text.matches("END\r\n").count() < 2 {
+        let n = c.0.read(&mut buf).unwrap();
+        assert!(n > 0);
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    move |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+            .unwrap_or_else(|| panic!("no stat {name}"))
+            .to_string()
+    }
+}
+
+#[test]
+fn junk_without_a_newline_closes_like_memcached() {
+    let f = TempFile::new("users-junk", USERS);
+    let k = Memkitd::start(&["-Y", f.path()]);
+    let m = Memcached::start(&["-Y", f.path()]);
+    for port in std::iter::once(k.port).chain(m.as_ref().map(|m| m.port)) {
+        let mut c = Conn::open(port);
+        c.0.write_all(&[b'x'; 3000]).unwrap();
+        assert!(c.closed(), "port {port}");
+    }
+}
+
+#[test]
+fn without_an_auth_file_nothing_changes() {
+    let k = Memkitd::start(&[]);
+    let mut c = Conn::open(k.port);
+    assert_eq!(c.ask(b"set k 0 0 1\r\nv\r\n", b"STORED\r\n"), b"STORED\r\n");
+    assert!(k.shared.auth.is_none());
+}
+
+#[test]
+fn bad_auth_files_refuse_to_start_with_memcacheds_messages() {
+    let parse = |args: &[&str]| {
+        let mut argv = vec!["memkitd"];
+        argv.extend_from_slice(args);
+        let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(argv));
+        Shared::try_with_persist(
+            Arc::new(memkit_server::engine_for(&settings)),
+            None,
+            settings,
+        )
+        .map(|_| ())
+    };
+    let missing = parse(&["-Y", "/nonexistent/memkit-auth"]).unwrap_err();
+    assert_eq!(missing.0, 1);
+    assert!(
+        missing
+            .1
+            .starts_with("Could not open authfile [/nonexistent/memkit-auth]")
+    );
+    let f = TempFile::new("users-bad", b"alice:secret\nnocolon\n");
+    let bad = parse(&["-Y", f.path()]).unwrap_err();
+    assert_eq!(
+        bad.1,
+        format!(
+            "Authfile [{}] has a malformed entry. Should be 'user:password'",
+            f.path()
+        )
+    );
+}

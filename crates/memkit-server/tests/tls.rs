@@ -1,0 +1,310 @@
+//! TLS (`-Z`) end to end: memkitd in-process on port 0 with a throwaway PKI (rcgen), talked
+//! to by a rustls client. Client-certificate modes: 0 (none), 1 (request), 2 (require).
+//! The client crate's tests run the same conversations against real memcached `-Z`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use memkit_server::{Args, Settings, Shared};
+use memkit_testkit::certs::TestPki;
+use rustls::RootCertStore;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::timeout;
+
+struct Server {
+    addr: std::net::SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+    shared: Arc<Shared>,
+}
+
+fn settings(args: &[&str]) -> Settings {
+    let mut argv = vec!["memkitd"];
+    argv.extend_from_slice(args);
+    Settings::from_args(<Args as clap::Parser>::parse_from(argv)).0
+}
+
+impl Server {
+    async fn start(args: &[&str]) -> Server {
+        let settings = settings(args);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shared = Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(memkit_server::run(listener, shared.clone(), async move {
+            let _ = rx.await;
+        }));
+        Server {
+            addr,
+            stop: Some(tx),
+            task,
+            shared,
+        }
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        timeout(Duration::from_secs(5), self.task)
+            .await
+            .expect("server stops")
+            .unwrap();
+    }
+}
+
+/// Which certificate the test client presents.
+#[derive(Clone, Copy, Debug)]
+enum ClientCert {
+    None,
+    Good,
+    Rogue,
+}
+
+fn client_config(pki: &TestPki, cert: ClientCert) -> Arc<rustls::ClientConfig> {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(pki.ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let b = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let pair = |c: &str, k: &str| {
+        (
+            vec![CertificateDer::from_pem_slice(c.as_bytes()).unwrap()],
+            PrivateKeyDer::from_pem_slice(k.as_bytes()).unwrap(),
+        )
+    };
+    Arc::new(match cert {
+        ClientCert::None => b.with_no_client_auth(),
+        ClientCert::Good => {
+            let (c, k) = pair(&pki.client_cert_pem, &pki.client_key_pem);
+            b.with_client_auth_cert(c, k).unwrap()
+        }
+        ClientCert::Rogue => {
+            let (c, k) = pair(&pki.rogue_cert_pem, &pki.rogue_key_pem);
+            b.with_client_auth_cert(c, k).unwrap()
+        }
+    })
+}
+
+async fn tls_connect(
+    addr: std::net::SocketAddr,
+    cfg: Arc<rustls::ClientConfig>,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let tcp = TcpStream::connect(addr).await?;
+    let name = ServerName::try_from("localhost").unwrap();
+    timeout(
+        Duration::from_secs(5),
+        tokio_rustls::TlsConnector::from(cfg).connect(name, tcp),
+    )
+    .await
+    .expect("handshake within 5 s")
+}
+
+/// Sends `req` and reads until the reply ends with `end`; `Err` if the stream fails or
+/// closes first (a refused client certificate surfaces here under TLS 1.3).
+async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    req: &[u8],
+    end: &[u8],
+) -> Result<String, String> {
+    s.write_all(req).await.map_err(|e| e.to_string())?;
+    s.flush().await.map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 16384];
+    timeout(Duration::from_secs(5), async {
+        while !buf.ends_with(end) {
+            match s.read(&mut chunk).await {
+                Ok(0) => return Err(format!("closed after {:?}", String::from_utf8_lossy(&buf))),
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    })
+    .await
+    .expect("reply or failure within 5 s")
+}
+
+/// Whether a client presenting `cert` can set and get over TLS.
+async fn works(addr: std::net::SocketAddr, pki: &TestPki, cert: ClientCert) -> bool {
+    let Ok(mut s) = tls_connect(addr, client_config(pki, cert)).await else {
+        return false;
+    };
+    ask(&mut s, b"set k 0 0 2\r\nhi\r\nget k\r\n", b"END\r\n")
+        .await
+        .is_ok_and(|r| r == "STORED\r\nVALUE k 0 2\r\nhi\r\nEND\r\n")
+}
+
+#[tokio::test]
+async fn get_and_set_over_tls() {
+    let pki = TestPki::generate();
+    let opts = pki.server_opts(0);
+    let s = Server::start(&["-Z", "-o", &opts]).await;
+    let mut c = tls_connect(s.addr, client_config(&pki, ClientCert::None))
+        .await
+        .unwrap();
+    // A value larger than one TLS record, pipelined with its get.
+    let big = "x".repeat(100_000);
+    let req = format!("set big 0 0 {}\r\n{big}\r\nget big\r\n", big.len());
+    let r = ask(&mut c, req.as_bytes(), b"END\r\n").await.unwrap();
+    assert_eq!(
+        r,
+        format!("STORED\r\nVALUE big 0 {}\r\n{big}\r\nEND\r\n", big.len())
+    );
+    let st = ask(&mut c, b"stats settings\r\n", b"END\r\n")
+        .await
+        .unwrap();
+    assert!(st.contains("STAT ssl_enabled yes\r\n"), "{st}");
+    assert!(st.contains("STAT ssl_verify_mode 0\r\n"), "{st}");
+    // quit: the server closes with close_notify, which the client reads as a clean EOF.
+    c.write_all(b"quit\r\n").await.unwrap();
+    let mut rest = Vec::new();
+    let n = timeout(Duration::from_secs(5), c.read_to_end(&mut rest))
+        .await
+        .unwrap();
+    assert!(n.is_ok(), "clean close: {n:?}");
+    assert!(
+        works(s.addr, &pki, ClientCert::Good).await,
+        "a certificate nobody asked for"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn plaintext_clients_get_nothing_from_a_tls_port() {
+    let pki = TestPki::generate();
+    let opts = pki.server_opts(0);
+    let s = Server::start(&["-Z", "-o", &opts]).await;
+    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    let r = ask(&mut c, b"set k 0 0 1\r\nv\r\nget k\r\n", b"END\r\n").await;
+    assert!(r.is_err(), "plaintext got an answer: {r:?}");
+    let st = ask(
+        &mut tls_connect(s.addr, client_config(&pki, ClientCert::None))
+            .await
+            .unwrap(),
+        b"stats\r\n",
+        b"END\r\n",
+    )
+    .await
+    .unwrap();
+    assert!(st.contains("STAT ssl_handshake_errors 1\r\n"), "{st}");
+    assert!(
+        st.contains("STAT curr_items 0\r\n"),
+        "nothing was stored: {st}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn verify_mode_2_requires_a_client_certificate_from_the_ca() {
+    let pki = TestPki::generate();
+    let opts = pki.server_opts(2);
+    let s = Server::start(&["-Z", "-o", &opts]).await;
+    assert!(
+        !works(s.addr, &pki, ClientCert::None).await,
+        "no certificate"
+    );
+    assert!(
+        !works(s.addr, &pki, ClientCert::Rogue).await,
+        "another CA's certificate"
+    );
+    assert!(works(s.addr, &pki, ClientCert::Good).await);
+    let tls = s.shared.tls.as_ref().unwrap();
+    assert_eq!(
+        tls.handshake_errors
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn verify_mode_1_checks_a_certificate_only_when_one_is_sent() {
+    let pki = TestPki::generate();
+    let opts = pki.server_opts(1);
+    let s = Server::start(&["-Z", "-o", &opts]).await;
+    assert!(works(s.addr, &pki, ClientCert::None).await);
+    assert!(works(s.addr, &pki, ClientCert::Good).await);
+    assert!(!works(s.addr, &pki, ClientCert::Rogue).await);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn tls_and_auth_together() {
+    let pki = TestPki::generate();
+    let users = pki.dir().join("users");
+    std::fs::write(&users, "alice:secret\n").unwrap();
+    let opts = pki.server_opts(0);
+    let s = Server::start(&["-Z", "-o", &opts, "-Y", users.to_str().unwrap()]).await;
+    let mut c = tls_connect(s.addr, client_config(&pki, ClientCert::None))
+        .await
+        .unwrap();
+    let r = ask(&mut c, b"get k\r\n", b"\r\n").await.unwrap();
+    assert_eq!(r, "CLIENT_ERROR unauthenticated\r\n");
+    let r = ask(
+        &mut c,
+        b"set auth 0 0 12\r\nalice secret\r\nversion\r\n",
+        b"\r\n",
+    )
+    .await
+    .unwrap();
+    assert!(r.starts_with("STORED\r\nVERSION "), "{r}");
+    s.stop().await;
+}
+
+#[test]
+fn bad_tls_settings_refuse_to_start() {
+    let pki = TestPki::generate();
+    let start = |args: &[&str]| {
+        let st = settings(args);
+        st.check()?;
+        Shared::try_with_persist(Arc::new(memkit_server::engine_for(&st)), None, st)
+            .map(|_| ())
+            .map_err(|(code, msg)| format!("{code}: {msg}"))
+    };
+    let err = start(&["-Z"]).unwrap_err();
+    assert!(
+        err.starts_with("64: Error loading the certificate chain: (null)"),
+        "{err}"
+    );
+    let missing = format!("ssl_chain_cert={}", pki.path("nope.pem"));
+    let err = start(&["-Z", "-o", &missing]).unwrap_err();
+    assert!(err.contains("Error loading the certificate chain"), "{err}");
+    // The key of another certificate.
+    let wrong_key = format!(
+        "ssl_chain_cert={},ssl_key={}",
+        pki.path("server.pem"),
+        pki.path("client.key")
+    );
+    let err = start(&["-Z", "-o", &wrong_key]).unwrap_err();
+    assert!(err.contains("Error validating the certificate"), "{err}");
+    let no_ca = format!(
+        "ssl_chain_cert={},ssl_key={},ssl_verify_mode=2",
+        pki.path("server.pem"),
+        pki.path("server.key")
+    );
+    let err = start(&["-Z", "-o", &no_ca]).unwrap_err();
+    assert!(err.contains("needs ssl_ca_cert"), "{err}");
+    let err = start(&["-Z", "-o", "ssl_verify_mode=7"]).unwrap_err();
+    assert_eq!(
+        err,
+        "Invalid ssl_verify_mode. Use help to see valid options."
+    );
+    // A key in the chain file works when ssl_key is not given.
+    let both = pki.dir().join("both.pem");
+    std::fs::write(
+        &both,
+        format!("{}{}", pki.server_cert_pem, pki.server_key_pem),
+    )
+    .unwrap();
+    let opt = format!("ssl_chain_cert={},ssl_min_version=3", both.display());
+    start(&["-Z", "-o", &opt]).unwrap();
+}
