@@ -34,13 +34,20 @@ pub(crate) fn table_bytes(capacity: usize) -> usize {
     if capacity == 0 {
         return 0;
     }
-    let buckets = if capacity < 8 {
+    buckets(capacity) * 5 + 16
+}
+
+/// Buckets of a hashbrown table holding `capacity` items; also the ghost's slot count.
+pub(crate) fn buckets(capacity: usize) -> usize {
+    if capacity == 0 {
+        return 0;
+    }
+    if capacity < 8 {
         capacity + 1
     } else {
         capacity * 8 / 7
     }
-    .next_power_of_two();
-    buckets * 5 + 16
+    .next_power_of_two()
 }
 
 impl Shard {
@@ -56,8 +63,11 @@ impl Shard {
     ) -> Result<()> {
         self.reserved = 0;
         if new_entry && self.index.len() == self.index.capacity() {
-            let want = table_bytes(self.index.capacity() + 1);
-            self.reclaim(want.saturating_sub(self.index_bytes), now)?;
+            // The ghost grows with the index (a byte every two buckets), so both count here.
+            let grown = self.index.capacity() + 1;
+            let want = table_bytes(grown) + buckets(grown) / 2;
+            let held = self.index_bytes + self.ghost.bytes();
+            self.reclaim(want.saturating_sub(held), now)?;
             let (segs, hasher) = (&self.segs, &self.hasher);
             self.index.reserve(1, |&x| {
                 let s = &segs[seg_of(x) as usize];
@@ -65,9 +75,9 @@ impl Shard {
                     read_item(s.bytes(), crate::shard::off_of(x), s.base_seq).key(s.bytes()),
                 )
             });
-            let now_bytes = table_bytes(self.index.capacity());
-            self.mapped = self.mapped + now_bytes - self.index_bytes;
-            self.index_bytes = now_bytes;
+            self.ghost.grow_to(buckets(self.index.capacity()) / 2);
+            self.index_bytes = table_bytes(self.index.capacity());
+            self.mapped = self.mapped + self.index_bytes + self.ghost.bytes() - held;
         }
         // The large block's budget first: freeing it may have to evict the small head
         // itself (when every stub lives there), which the head step below then replaces.
@@ -251,7 +261,7 @@ impl Shard {
         keep_all: bool,
         now: u32,
     ) -> Result<()> {
-        match self.empty_segment(s, keep_all, now) {
+        match self.empty_segment(s, from_small && !keep_all, keep_all, now) {
             Ok(()) => {
                 self.segs[s as usize].reset(0, now);
                 if self.mapped > self.cfg.budget {
@@ -281,7 +291,8 @@ impl Shard {
     /// Drops, reclaims or moves every item of segment `s` so that it holds nothing live.
     /// `keep_all` (compaction) moves every live item with its access bit as it is; otherwise
     /// only visited items move, as S3-FIFO says, and spend their bit.
-    fn empty_segment(&mut self, s: u32, keep_all: bool, now: u32) -> Result<()> {
+    /// `to_ghost`: dropped items are remembered in the ghost (S3-FIFO's small-queue rule).
+    fn empty_segment(&mut self, s: u32, to_ghost: bool, keep_all: bool, now: u32) -> Result<()> {
         let mut off = 0;
         let mut key = [0u8; 256];
         while off < self.segs[s as usize].write_pos as usize {
@@ -318,6 +329,9 @@ impl Shard {
                 });
             }
             self.unlink(h, e, &at, false);
+            if to_ghost {
+                self.ghost.remember(h);
+            }
             self.stats.evictions += 1;
             let class = class_of(&self.cfg.class_sizes, at.header.logical_len());
             self.classes[class].evicted += 1;

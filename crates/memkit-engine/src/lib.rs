@@ -8,6 +8,7 @@
 //!   (memcached 1.6's `do_store_item`, `do_add_delta`, the meta commands' N/R/I/W/X/Z rules).
 //! - `evict`: memory accounting against the budget, segment allocation, S3-FIFO eviction
 //!   over segments, proactive reclamation of expired items.
+//! - `ghost`: S3-FIFO's ghost queue as a table of 1-byte fingerprints.
 //! - `segment`: segment memory (anonymous mappings) and the compact item record.
 //! - `numeric`: incr/decr's decimal parsing and rendering, as memcached does them.
 //! - [`stats`]: counters with memcached's names; size classes for `stats slabs`/`items`.
@@ -27,6 +28,7 @@
 pub mod embedded;
 pub mod engine;
 mod evict;
+mod ghost;
 pub mod hook;
 mod numeric;
 mod segment;

@@ -21,6 +21,7 @@ use memkit_types::{
 
 mod persist;
 
+use crate::ghost::Ghost;
 use crate::numeric;
 use crate::segment::{
     FETCHED, Header, ItemAt, LargeBlock, STALE, Segment, VISITED, WIN_SENT, read_item, write_item,
@@ -145,6 +146,8 @@ pub(crate) struct Shard {
     pub(crate) classes: Vec<ClassStats>,
     pub(crate) scratch: Vec<u8>,
     pub(crate) reclaim_cursor: usize,
+    /// Keys the small queue dropped lately (S3-FIFO's ghost queue).
+    pub(crate) ghost: Ghost,
 }
 
 /// Where an item lives: segment (12 bits) and byte offset (20 bits). Four bytes a slot keep
@@ -203,6 +206,7 @@ impl Shard {
             classes,
             scratch: Vec::new(),
             reclaim_cursor: 0,
+            ghost: Ghost::default(),
         }
     }
 
@@ -384,6 +388,10 @@ impl Shard {
         if let Some(old) = self.find(h, key) {
             let at = self.item_at(old);
             self.unlink(h, old, &at, false);
+        } else if self.ghost.take(h) {
+            // Dropped by the small queue lately and wanted again: it already showed it is
+            // reused, so it is promoted to main when its small segment is evicted.
+            hdr.bits |= VISITED;
         }
         self.seq += 1;
         hdr.seq = self.seq;

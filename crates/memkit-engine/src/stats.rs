@@ -111,7 +111,7 @@ pub struct EngineStats {
     pub limit_maxbytes: u64,
     /// Bytes the engine holds from the OS: segments, large blocks and index.
     pub mapped_bytes: u64,
-    /// Bytes taken by the hash index.
+    /// Bytes taken by the hash index and the ghost's fingerprints.
     pub index_bytes: u64,
     /// Segment size in bytes, and how many are mapped.
     pub segment_size: u64,
