@@ -106,6 +106,18 @@ fn client(port: u16) -> Client {
     )
 }
 
+/// One load, and every other caller answered at once: stale while the load runs, or the
+/// fresh value if it only got to read after the load (a loaded machine can start the last
+/// of 1000 callers more than the loader's 200 ms late). Nobody waits, nobody fails.
+fn assert_stale_served(name: &str, r: &crate::caching::stampede::StampedeReport) {
+    assert_eq!((r.loads, r.computed, r.errors), (1, 1, 0), "{name}: {r:?}");
+    assert_eq!(r.stale + r.hits, CALLERS - 1, "{name}: {r:?}");
+    assert!(
+        r.stale >= CALLERS / 2,
+        "{name}: stale serving unused: {r:?}"
+    );
+}
+
 /// Every technique against one server.
 async fn suite(name: &str, mc: Client) {
     let cache = Cache::builder(mc.clone()).seed(1).build();
@@ -134,13 +146,9 @@ async fn suite(name: &str, mc: Client) {
     let r = run(&cache, "net:stale", &short, CALLERS, LOADER).await;
     eprintln!(
         "{name} lock/stale: {r:?}",
-        r = (r.loads, r.computed, r.stale, r.errors)
+        r = (r.loads, r.computed, r.stale, r.hits, r.errors)
     );
-    assert_eq!(
-        (r.loads, r.computed, r.stale, r.errors),
-        (1, 1, CALLERS - 1, 0),
-        "{name}"
-    );
+    assert_stale_served(name, &r);
 
     // Leases (mg N/R, W/X/Z), cold: one load.
     let lease = wait.clone().protection(Protection::Lease);
@@ -170,13 +178,9 @@ async fn suite(name: &str, mc: Client) {
     .await;
     eprintln!(
         "{name} lease stale: {r:?}",
-        r = (r.loads, r.computed, r.stale, r.errors)
+        r = (r.loads, r.computed, r.stale, r.hits, r.errors)
     );
-    assert_eq!(
-        (r.loads, r.computed, r.stale, r.errors),
-        (1, 1, CALLERS - 1, 0),
-        "{name}"
-    );
+    assert_stale_served(name, &r);
 
     // Tags: exactly the carriers, also after the tag key is evicted.
     let pa = Policy::ttl(Duration::from_secs(60)).tags(["a"]);
