@@ -2,7 +2,8 @@
 //! or `shutdown`.
 
 use clap::Parser;
-use memkit_server::{Args, Settings, Shared, backend_for, run};
+use memkit_server::server::{Workers, run_on};
+use memkit_server::{Args, Settings, Shared, backend_for};
 
 fn main() {
     let (settings, warnings) = Settings::from_args(Args::parse());
@@ -27,15 +28,19 @@ fn main() {
     {
         eprintln!("memkitd: could not write pid file {path}: {e}");
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(settings.threads)
-        .thread_name("memkitd-worker")
+    // The main thread accepts and runs housekeeping; `-t` worker threads serve the
+    // connections (memcached's dispatcher and workers).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap_or_else(|e| {
             eprintln!("memkitd: cannot start runtime: {e}");
             std::process::exit(71)
         });
+    let workers = Workers::start(settings.threads).unwrap_or_else(|e| {
+        eprintln!("memkitd: cannot start worker threads: {e}");
+        std::process::exit(71)
+    });
     let code = runtime.block_on(async move {
         let addr = settings
             .listen
@@ -102,7 +107,7 @@ fn main() {
                 }
             }
         }
-        run(listener, shared, shutdown_signal()).await;
+        run_on(listener, shared, shutdown_signal(), Some(&workers)).await;
         0
     });
     std::process::exit(code);

@@ -407,3 +407,68 @@ async fn watch_evictions_reports_evicted_keys() {
     assert!(seen.contains(" fetch=no "), "{seen}");
     s.stop().await;
 }
+
+/// memkitd's own layout: connections pinned to single-threaded worker runtimes, the
+/// acceptor on another. Sockets move to their worker's reactor; counts and shutdown hold.
+#[tokio::test]
+async fn connections_on_pinned_worker_threads() {
+    let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(["memkitd"]));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shared = Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
+    let workers = Arc::new(memkit_server::server::Workers::start(2).unwrap());
+    let (tx, rx) = oneshot::channel::<()>();
+    let sh = shared.clone();
+    let w = workers.clone();
+    let task = tokio::spawn(async move {
+        memkit_server::server::run_on(
+            listener,
+            sh,
+            async move {
+                let _ = rx.await;
+            },
+            Some(&w),
+        )
+        .await
+    });
+    let mut c = Conn(TcpStream::connect(addr).await.unwrap());
+    c.ask(b"set ctr 0 0 1\r\n0\r\n", b"\r\n").await;
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let mut conn = Conn(TcpStream::connect(addr).await.unwrap());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..250 {
+                conn.ask(b"incr ctr 1\r\n", b"\r\n").await;
+            }
+            conn
+        }));
+    }
+    let mut open = Vec::new();
+    for t in tasks {
+        open.push(t.await.unwrap());
+    }
+    assert_eq!(
+        c.ask(b"get ctr\r\n", b"END\r\n").await,
+        "VALUE ctr 0 4\r\n2000\r\nEND\r\n"
+    );
+    let stats = c.ask(b"stats\r\n", b"END\r\n").await;
+    assert!(stats.contains("STAT curr_connections 9\r\n"), "{stats}");
+    // Shutdown with nine connections still open: each worker closes its own.
+    tx.send(()).unwrap();
+    timeout(Duration::from_secs(5), task)
+        .await
+        .expect("server stops")
+        .unwrap();
+    assert!(c.closed().await);
+    for mut conn in open {
+        assert!(conn.closed().await);
+    }
+    assert_eq!(
+        shared
+            .counters
+            .curr_connections
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    drop(workers);
+}
