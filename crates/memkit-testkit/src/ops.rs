@@ -312,7 +312,7 @@ pub fn ops(len: impl Into<prop::collection::SizeRange>) -> impl Strategy<Value =
 }
 
 /// One implementation's view while a sequence runs: the tokens it has observed per key.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Side {
     seen: HashMap<&'static str, Cas>,
 }
@@ -447,11 +447,70 @@ impl CasMap {
 /// clock starts at the same instant and moves with it. Returns the first divergence, naming
 /// the op index and both results; after the last op every key is read back with metadata.
 ///
-/// The backend must start empty and must not evict during the run.
+/// The backend must start empty and must not evict during the run (see [`compare_with`]
+/// for one that may).
 pub async fn compare<M: Memcache>(
     backend: &M,
     backend_clock: &ManualClock,
     ops: &[Op],
+) -> std::result::Result<(), String> {
+    compare_with(backend, backend_clock, ops, &CompareOptions::default()).await
+}
+
+/// What [`compare_with`] needs to know beyond the ops.
+#[derive(Clone, Copy)]
+pub struct CompareOptions<'a> {
+    /// Keys read back after the last op: every key the ops may use.
+    pub keys: &'a [&'static str],
+    /// Takes the keys the backend evicted since the last call (an eviction hook feeding a
+    /// buffer). `None`: the backend must not evict.
+    pub evicted: Option<&'a (dyn Fn() -> Vec<Vec<u8>> + Sync)>,
+}
+
+impl Default for CompareOptions<'_> {
+    fn default() -> Self {
+        CompareOptions {
+            keys: &KEYS,
+            evicted: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for CompareOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompareOptions")
+            .field("keys", &self.keys)
+            .field("evicted", &self.evicted.is_some())
+            .finish()
+    }
+}
+
+/// The keys an op reads or writes.
+fn op_keys(op: &Op) -> Vec<&'static str> {
+    match op {
+        Op::Get { keys, .. } => keys.clone(),
+        Op::Store { key, .. }
+        | Op::Delete { key, .. }
+        | Op::Arith { key, .. }
+        | Op::Touch { key, .. } => vec![key],
+        Op::FlushAll { .. } | Op::Advance { .. } => Vec::new(),
+    }
+}
+
+/// [`compare`] for a backend that may evict. Each op runs on the backend first; the keys it
+/// evicted meanwhile are then dropped from the model ([`Model::forget`]) before the model
+/// runs the op, as if the eviction happened just before it. An eviction is the one thing the
+/// model cannot predict, so this is the only freedom the backend gets: every answer must
+/// still be one memcached could give after losing exactly those keys.
+///
+/// A key the op itself uses is ambiguous: the backend may have evicted it before reading it
+/// (the op then sees a miss) or evicted the old copy while making room for the new one (the
+/// op saw it). The model tries the first reading and falls back to the second.
+pub async fn compare_with<M: Memcache>(
+    backend: &M,
+    backend_clock: &ManualClock,
+    ops: &[Op],
+    opts: &CompareOptions<'_>,
 ) -> std::result::Result<(), String> {
     let start = backend_clock.now_millis();
     let model_clock = ManualClock::new(start / 1000);
@@ -460,7 +519,7 @@ pub async fn compare<M: Memcache>(
     let (mut ms, mut bs) = (Side::default(), Side::default());
     let mut cas_map = CasMap::default();
     let final_read = Op::Get {
-        keys: KEYS.to_vec(),
+        keys: opts.keys.to_vec(),
         opts: GetOptions {
             meta: true,
             no_bump: true,
@@ -468,10 +527,33 @@ pub async fn compare<M: Memcache>(
         },
     };
     for (i, op) in ops.iter().chain(std::iter::once(&final_read)).enumerate() {
-        let expected = ms.apply(&model, &model_clock, op).await;
         let got = bs.apply(backend, backend_clock, op).await;
-        let (e, e_cas) = normalise(&expected);
+        let evicted = opts.evicted.map(|f| f()).unwrap_or_default();
+        let own = op_keys(op);
+        let (own_evicted, other): (Vec<_>, Vec<_>) = evicted
+            .into_iter()
+            .partition(|k| own.iter().any(|o| o.as_bytes() == &k[..]));
+        for k in &other {
+            model.forget(k);
+        }
         let (g, g_cas) = normalise(&got);
+        let expected = if own_evicted.is_empty() {
+            ms.apply(&model, &model_clock, op).await
+        } else {
+            let (saved, saved_side) = (model.snapshot(), ms.clone());
+            for k in &own_evicted {
+                model.forget(k);
+            }
+            let first = ms.apply(&model, &model_clock, op).await;
+            if normalise(&first).0 == g {
+                first
+            } else {
+                model.restore(saved);
+                ms = saved_side;
+                ms.apply(&model, &model_clock, op).await
+            }
+        };
+        let (e, e_cas) = normalise(&expected);
         let label = if i == ops.len() {
             "final read-back".to_string()
         } else {
