@@ -36,6 +36,15 @@ impl Rng {
     }
 }
 
+/// `MEMKIT_FUZZ_INPUT=path cargo test -p memkit-engine --test fuzz_replay one_input`
+/// replays one file (a crash artifact, say) with the full op listing on failure.
+#[test]
+fn one_input() {
+    if let Ok(path) = std::env::var("MEMKIT_FUZZ_INPUT") {
+        engine_vs_model(&std::fs::read(path).unwrap());
+    }
+}
+
 #[test]
 fn corpus_replays_clean() {
     for seed in corpus() {

@@ -497,6 +497,80 @@ fn op_keys(op: &Op) -> Vec<&'static str> {
     }
 }
 
+/// What a peek shows of an item: what the op left, without tokens, times or win flags
+/// (the backend's peek is a classic read, the model's is not).
+fn peek_view(items: Result<Vec<Option<Item>>>) -> Result<Vec<Option<Item>>> {
+    items.map(|v| {
+        v.into_iter()
+            .map(|i| {
+                i.map(|i| Item {
+                    cas: 0,
+                    last_access: None,
+                    win: false,
+                    win_taken: false,
+                    ..i
+                })
+            })
+            .collect()
+    })
+}
+
+/// Runs `op` on the model when the backend evicted one of the op's own keys during it:
+/// tries "evicted before the op" and then "only an old copy was evicted", and keeps the
+/// first whose answer matches the backend's (`got`) and whose resulting items match what a
+/// side-effect-free read (classic, no bump) of the backend shows. Failing that, the first
+/// whose answer matches; failing that, the second (the divergence is reported next).
+async fn ambiguous<M: Memcache>(
+    backend: &M,
+    model: &Model,
+    model_clock: &ManualClock,
+    side: &Side,
+    op: &Op,
+    own_evicted: &[Vec<u8>],
+    got: &Outcome,
+) -> (Outcome, Side) {
+    let keys: Vec<&[u8]> = own_evicted.iter().map(|k| &k[..]).collect();
+    let peek = GetOptions {
+        meta: true,
+        no_bump: true,
+        classic: true,
+        ..Default::default()
+    };
+    let backend_view = peek_view(backend.get_multi(&keys, &peek).await);
+    let before = model.snapshot();
+    let mut fallback = None;
+    for forget_first in [true, false] {
+        model.restore(before.clone());
+        let mut s = side.clone();
+        if forget_first {
+            for k in own_evicted {
+                model.forget(k);
+            }
+        }
+        let out = s.apply(model, model_clock, op).await;
+        let after = model.snapshot();
+        // The model's read may hand out a win token: look, then put the state back.
+        let model_view = peek_view(model.get_multi_now(&keys, &peek));
+        model.restore(after.clone());
+        if normalise(&out).0 != *got {
+            continue;
+        }
+        if model_view == backend_view {
+            return (out, s);
+        }
+        if fallback.is_none() {
+            fallback = Some((out, s, after));
+        }
+    }
+    if let Some((out, s, after)) = fallback {
+        model.restore(after);
+        return (out, s);
+    }
+    model.restore(before);
+    let mut s = side.clone();
+    (s.apply(model, model_clock, op).await, s)
+}
+
 /// [`compare`] for a backend that may evict. Each op runs on the backend first; the keys it
 /// evicted meanwhile are then dropped from the model ([`Model::forget`]) before the model
 /// runs the op, as if the eviction happened just before it. An eviction is the one thing the
@@ -505,7 +579,8 @@ fn op_keys(op: &Op) -> Vec<&'static str> {
 ///
 /// A key the op itself uses is ambiguous: the backend may have evicted it before reading it
 /// (the op then sees a miss) or evicted the old copy while making room for the new one (the
-/// op saw it). The model tries the first reading and falls back to the second.
+/// op saw it). Both readings are tried on the model (see `ambiguous`) and the one matching
+/// the backend's answer and resulting item is kept.
 pub async fn compare_with<M: Memcache>(
     backend: &M,
     backend_clock: &ManualClock,
@@ -540,18 +615,10 @@ pub async fn compare_with<M: Memcache>(
         let expected = if own_evicted.is_empty() {
             ms.apply(&model, &model_clock, op).await
         } else {
-            let (saved, saved_side) = (model.snapshot(), ms.clone());
-            for k in &own_evicted {
-                model.forget(k);
-            }
-            let first = ms.apply(&model, &model_clock, op).await;
-            if normalise(&first).0 == g {
-                first
-            } else {
-                model.restore(saved);
-                ms = saved_side;
-                ms.apply(&model, &model_clock, op).await
-            }
+            let (out, side) =
+                ambiguous(backend, &model, &model_clock, &ms, op, &own_evicted, &g).await;
+            ms = side;
+            out
         };
         let (e, e_cas) = normalise(&expected);
         let label = if i == ops.len() {
