@@ -8,6 +8,15 @@ mod server_fuzz;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+/// `MEMKIT_FUZZ_INPUT=path cargo test -p memkit-server --test fuzz_replay one_input`
+/// replays one file (a crash artifact, say).
+#[test]
+fn one_input() {
+    if let Ok(path) = std::env::var("MEMKIT_FUZZ_INPUT") {
+        server_fuzz::Harness::start().one(&std::fs::read(path).unwrap());
+    }
+}
+
 #[test]
 fn corpus_replays_clean() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/server_stream");

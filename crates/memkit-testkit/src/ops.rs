@@ -465,6 +465,8 @@ pub struct CompareOptions<'a> {
     /// Takes the keys the backend evicted since the last call (an eviction hook feeding a
     /// buffer). `None`: the backend must not evict.
     pub evicted: Option<&'a (dyn Fn() -> Vec<Vec<u8>> + Sync)>,
+    /// The item size limit (`-I`) the backend was given.
+    pub item_size_max: usize,
 }
 
 impl Default for CompareOptions<'_> {
@@ -472,6 +474,7 @@ impl Default for CompareOptions<'_> {
         CompareOptions {
             keys: &KEYS,
             evicted: None,
+            item_size_max: memkit_types::DEFAULT_ITEM_SIZE_MAX,
         }
     }
 }
@@ -481,6 +484,7 @@ impl std::fmt::Debug for CompareOptions<'_> {
         f.debug_struct("CompareOptions")
             .field("keys", &self.keys)
             .field("evicted", &self.evicted.is_some())
+            .field("item_size_max", &self.item_size_max)
             .finish()
     }
 }
@@ -494,6 +498,21 @@ fn op_keys(op: &Op) -> Vec<&'static str> {
         | Op::Arith { key, .. }
         | Op::Touch { key, .. } => vec![key],
         Op::FlushAll { .. } | Op::Advance { .. } => Vec::new(),
+    }
+}
+
+/// An op's `Debug` with a large value shown as its length and first bytes: divergence
+/// reports of fuzzed programs stay readable.
+pub fn short(op: &Op) -> String {
+    match op {
+        Op::Store { value, .. } if value.len() > 16 => {
+            let mut op = op.clone();
+            if let Op::Store { value: v, .. } = &mut op {
+                v.truncate(8);
+            }
+            format!("{op:?} (value: {} bytes)", value.len())
+        }
+        _ => format!("{op:?}"),
     }
 }
 
@@ -590,7 +609,7 @@ pub async fn compare_with<M: Memcache>(
     let start = backend_clock.now_millis();
     let model_clock = ManualClock::new(start / 1000);
     model_clock.advance_millis(start % 1000);
-    let model = Model::new(model_clock.clone());
+    let model = Model::with_item_size_max(model_clock.clone(), opts.item_size_max);
     let (mut ms, mut bs) = (Side::default(), Side::default());
     let mut cas_map = CasMap::default();
     let final_read = Op::Get {
@@ -627,7 +646,10 @@ pub async fn compare_with<M: Memcache>(
             format!("op #{i}")
         };
         let diverged = |why: String| {
-            format!("{label} {op:?}: {why}\n  backend: {got:?}\n  model:   {expected:?}")
+            format!(
+                "{label} {}: {why}\n  backend: {got:?}\n  model:   {expected:?}",
+                short(op)
+            )
         };
         if e != g || e_cas.len() != g_cas.len() {
             return Err(diverged("results differ".into()));
