@@ -104,6 +104,8 @@ impl Memcache for Embedded {
     }
 
     async fn flush_all(&self, delay: u32) -> Result<()> {
-        self.engine.try_flush_all(delay)
+        // The trait takes memcached's argument (absolute above 30 days); the engine a delay.
+        let now = self.engine.clock().now_secs();
+        self.engine.try_flush_all(Exptime::flush_delay(delay, now))
     }
 }

@@ -148,7 +148,11 @@ fn run(ops: &[Op], disturbs: &[Disturb], durability: Durability) -> (u64, u64, u
     let between = |i: usize| r.disturb(disturbs.get(i).copied().unwrap_or(Disturb::Nothing));
     // `h` (fetched) is a RAM-only hint in persistent mode: persisting it would cost a disk
     // write on the first read of every version. Everything else must match.
-    let res = block_on(ops::compare_with(&r, &clock, ops, true, between));
+    let opts = ops::CompareOptions {
+        ignore_fetched: true,
+        ..Default::default()
+    };
+    let res = block_on(ops::compare_with(&r, &clock, ops, &opts, between));
     if let Err(e) = res {
         panic!("{e}\n  disturbances: {disturbs:?}");
     }

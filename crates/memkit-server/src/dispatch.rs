@@ -133,11 +133,9 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
         Request::FlushAll { delay, .. } => {
             // The delay is an expiry time like any other: relative, or an absolute Unix time.
             let now = engine.clock().now_secs();
-            let delay = match delay.and_then(|d| Exptime(d.into()).deadline(now)) {
-                Some(at) if delay.is_some_and(|d| d > 0) => at.saturating_sub(now),
-                _ => 0,
-            };
-            match engine.try_flush_all(delay.min(u64::from(u32::MAX)) as u32) {
+            // memcached reads a negative delay as 0: flush now.
+            let delay = Exptime::flush_delay(delay.unwrap_or(0).max(0) as u32, now);
+            match engine.try_flush_all(delay) {
                 Ok(()) => line(out, "OK"),
                 Err(e) => error_line(out, &e),
             }

@@ -8,8 +8,10 @@
 //! - [`suite`]: the behavioural conformance suite, a table of named async cases.
 //! - [`ops`]: an [`ops::Op`] language over the trait, proptest strategies for op sequences,
 //!   and [`ops::compare`], which runs a sequence on a backend and on the model and reports
-//!   the first divergence; [`ops::compare_with`] also lets the test disturb the backend
-//!   between ops (evict RAM, reopen a persistent store).
+//!   the first divergence; [`ops::compare_with`] lets the backend evict and lets the test
+//!   disturb the backend between ops (evict RAM, reopen a persistent store).
+//! - [`fuzz`]: op sequences decoded from raw bytes, for the engine-vs-model fuzz target and
+//!   its stable corpus replay.
 //!
 //! Entry points for a backend's own tests:
 //!
@@ -37,10 +39,11 @@
 //!
 //! Goals: one statement of the semantics, checked against real memcached where it can be
 //! (see the comments in [`model`]). Non-goals: memory limits and eviction (the model never
-//! evicts, so compare a backend configured large enough), speed.
+//! evicts; [`ops::compare_with`] drops from it what the backend reports evicted), speed.
 
 #[cfg(feature = "tls")]
 pub mod certs;
+pub mod fuzz;
 pub mod model;
 pub mod ops;
 pub mod suite;

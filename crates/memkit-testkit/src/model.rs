@@ -49,7 +49,7 @@ struct Entry {
     token_sent: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct State {
     map: BTreeMap<Vec<u8>, Entry>,
     last_cas: Cas,
@@ -176,6 +176,10 @@ pub fn parse_u64_like_memcached(data: &[u8]) -> Option<u64> {
     Some(value)
 }
 
+/// A saved model state ([`Model::snapshot`]).
+#[derive(Debug, Clone)]
+pub struct Snapshot(State);
+
 /// The reference implementation of [`Memcache`].
 #[derive(Debug)]
 pub struct Model<C: Clock = ManualClock> {
@@ -215,6 +219,24 @@ impl<C: Clock> Model<C> {
     /// Whether no live item is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Drops `key` without a trace, as an eviction does. Comparisons against a backend that
+    /// evicts call this for every key the backend reports evicted, since the model has no
+    /// memory limit of its own.
+    pub fn forget(&self, key: &[u8]) {
+        self.lock().map.remove(key);
+    }
+
+    /// A copy of the whole state (items, CAS counter, pending flush), for [`Model::restore`].
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot(self.lock().clone())
+    }
+
+    /// Puts back a state taken by [`Model::snapshot`]: lets a comparison try one reading of
+    /// an ambiguous backend answer and fall back to the other.
+    pub fn restore(&self, snapshot: Snapshot) {
+        *self.lock() = snapshot.0;
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -521,11 +543,12 @@ impl<C: Clock> Model<C> {
         // let never-touched items resurface when a later delayed flush overwrites
         // `oldest_live`, which no caller can rely on.
         st.purge(now);
-        if delay == 0 {
+        // An absolute time already past flushes now (see `Exptime::flush_delay`).
+        if Exptime::flush_delay(delay, now) == 0 {
             st.map.clear();
             st.oldest_live = Some(now.saturating_sub(1));
         } else {
-            let at = Exptime(i64::from(delay)).deadline(now).unwrap_or(now);
+            let at = now + u64::from(Exptime::flush_delay(delay, now));
             st.oldest_live = Some(at.saturating_sub(1));
             st.purge(now);
         }

@@ -312,7 +312,7 @@ pub fn ops(len: impl Into<prop::collection::SizeRange>) -> impl Strategy<Value =
 }
 
 /// One implementation's view while a sequence runs: the tokens it has observed per key.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Side {
     seen: HashMap<&'static str, Cas>,
 }
@@ -450,35 +450,192 @@ impl CasMap {
 /// clock starts at the same instant and moves with it. Returns the first divergence, naming
 /// the op index and both results; after the last op every key is read back with metadata.
 ///
-/// The backend must start empty and must not evict during the run.
+/// The backend must start empty and must not evict during the run (see [`compare_with`]
+/// for one that may).
 pub async fn compare<M: Memcache>(
     backend: &M,
     backend_clock: &ManualClock,
     ops: &[Op],
 ) -> std::result::Result<(), String> {
-    compare_with(backend, backend_clock, ops, false, |_| {}).await
+    compare_with(
+        backend,
+        backend_clock,
+        ops,
+        &CompareOptions::default(),
+        |_| {},
+    )
+    .await
 }
 
-/// [`compare`], calling `between(i)` before op `i` (and with `ops.len()` before the final
-/// read-back) so a test can disturb the backend where the model sees nothing: evict its RAM,
-/// close and reopen a persistent store. Whatever `between` does must not change what the
-/// backend answers. `ignore_fetched` blanks the `h` flag on both sides, for a backend where
-/// it is a RAM-only hint that an eviction or a restart resets (persistent mode).
+/// What [`compare_with`] needs to know beyond the ops.
+#[derive(Clone, Copy)]
+pub struct CompareOptions<'a> {
+    /// Keys read back after the last op: every key the ops may use.
+    pub keys: &'a [&'static str],
+    /// Takes the keys the backend evicted since the last call (an eviction hook feeding a
+    /// buffer). `None`: the backend must not evict.
+    pub evicted: Option<&'a (dyn Fn() -> Vec<Vec<u8>> + Sync)>,
+    /// The item size limit (`-I`) the backend was given.
+    pub item_size_max: usize,
+    /// Blank the `h` flag on both sides: for a backend where it is a RAM-only hint that an
+    /// eviction or a restart resets (persistent mode).
+    pub ignore_fetched: bool,
+}
+
+impl Default for CompareOptions<'_> {
+    fn default() -> Self {
+        CompareOptions {
+            keys: &KEYS,
+            evicted: None,
+            item_size_max: memkit_types::DEFAULT_ITEM_SIZE_MAX,
+            ignore_fetched: false,
+        }
+    }
+}
+
+impl std::fmt::Debug for CompareOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompareOptions")
+            .field("keys", &self.keys)
+            .field("evicted", &self.evicted.is_some())
+            .field("item_size_max", &self.item_size_max)
+            .field("ignore_fetched", &self.ignore_fetched)
+            .finish()
+    }
+}
+
+/// The keys an op reads or writes.
+fn op_keys(op: &Op) -> Vec<&'static str> {
+    match op {
+        Op::Get { keys, .. } => keys.clone(),
+        Op::Store { key, .. }
+        | Op::Delete { key, .. }
+        | Op::Arith { key, .. }
+        | Op::Touch { key, .. } => vec![key],
+        Op::FlushAll { .. } | Op::Advance { .. } => Vec::new(),
+    }
+}
+
+/// An op's `Debug` with a large value shown as its length and first bytes: divergence
+/// reports of fuzzed programs stay readable.
+pub fn short(op: &Op) -> String {
+    match op {
+        Op::Store { value, .. } if value.len() > 16 => {
+            let mut op = op.clone();
+            if let Op::Store { value: v, .. } = &mut op {
+                v.truncate(8);
+            }
+            format!("{op:?} (value: {} bytes)", value.len())
+        }
+        _ => format!("{op:?}"),
+    }
+}
+
+/// What a peek shows of an item: what the op left, without tokens, times or win flags
+/// (the backend's peek is a classic read, the model's is not).
+fn peek_view(items: Result<Vec<Option<Item>>>) -> Result<Vec<Option<Item>>> {
+    items.map(|v| {
+        v.into_iter()
+            .map(|i| {
+                i.map(|i| Item {
+                    cas: 0,
+                    last_access: None,
+                    win: false,
+                    win_taken: false,
+                    ..i
+                })
+            })
+            .collect()
+    })
+}
+
+/// Runs `op` on the model when the backend evicted one of the op's own keys during it:
+/// tries "evicted before the op" and then "only an old copy was evicted", and keeps the
+/// first whose answer matches the backend's (`got`) and whose resulting items match what a
+/// side-effect-free read (classic, no bump) of the backend shows. Failing that, the first
+/// whose answer matches; failing that, the second (the divergence is reported next).
+async fn ambiguous<M: Memcache>(
+    backend: &M,
+    model: &Model,
+    model_clock: &ManualClock,
+    side: &Side,
+    op: &Op,
+    own_evicted: &[Vec<u8>],
+    got: &Outcome,
+    ignore_fetched: bool,
+) -> (Outcome, Side) {
+    let keys: Vec<&[u8]> = own_evicted.iter().map(|k| &k[..]).collect();
+    let peek = GetOptions {
+        meta: true,
+        no_bump: true,
+        classic: true,
+        ..Default::default()
+    };
+    let backend_view = peek_view(backend.get_multi(&keys, &peek).await);
+    let before = model.snapshot();
+    let mut fallback = None;
+    for forget_first in [true, false] {
+        model.restore(before.clone());
+        let mut s = side.clone();
+        if forget_first {
+            for k in own_evicted {
+                model.forget(k);
+            }
+        }
+        let out = s.apply(model, model_clock, op).await;
+        let after = model.snapshot();
+        // The model's read may hand out a win token: look, then put the state back.
+        let model_view = peek_view(model.get_multi_now(&keys, &peek));
+        model.restore(after.clone());
+        if normalise(&out, ignore_fetched).0 != *got {
+            continue;
+        }
+        if model_view == backend_view {
+            return (out, s);
+        }
+        if fallback.is_none() {
+            fallback = Some((out, s, after));
+        }
+    }
+    if let Some((out, s, after)) = fallback {
+        model.restore(after);
+        return (out, s);
+    }
+    model.restore(before);
+    let mut s = side.clone();
+    (s.apply(model, model_clock, op).await, s)
+}
+
+/// [`compare`] for a backend that may evict. Each op runs on the backend first; the keys it
+/// evicted meanwhile are then dropped from the model ([`Model::forget`]) before the model
+/// runs the op, as if the eviction happened just before it. An eviction is the one thing the
+/// model cannot predict, so this is the only freedom the backend gets: every answer must
+/// still be one memcached could give after losing exactly those keys.
+///
+/// A key the op itself uses is ambiguous: the backend may have evicted it before reading it
+/// (the op then sees a miss) or evicted the old copy while making room for the new one (the
+/// op saw it). Both readings are tried on the model (see `ambiguous`) and the one matching
+/// the backend's answer and resulting item is kept.
+///
+/// `between(i)` runs before op `i` reaches the backend (and with `ops.len()` before the final
+/// read-back), so a test can disturb the backend where the model sees nothing: evict its RAM,
+/// close and reopen a persistent store. Whatever it does must not change what the backend
+/// answers.
 pub async fn compare_with<M: Memcache>(
     backend: &M,
     backend_clock: &ManualClock,
     ops: &[Op],
-    ignore_fetched: bool,
+    opts: &CompareOptions<'_>,
     mut between: impl FnMut(usize),
 ) -> std::result::Result<(), String> {
     let start = backend_clock.now_millis();
     let model_clock = ManualClock::new(start / 1000);
     model_clock.advance_millis(start % 1000);
-    let model = Model::new(model_clock.clone());
+    let model = Model::with_item_size_max(model_clock.clone(), opts.item_size_max);
     let (mut ms, mut bs) = (Side::default(), Side::default());
     let mut cas_map = CasMap::default();
     let final_read = Op::Get {
-        keys: KEYS.to_vec(),
+        keys: opts.keys.to_vec(),
         opts: GetOptions {
             meta: true,
             no_bump: true,
@@ -486,18 +643,45 @@ pub async fn compare_with<M: Memcache>(
         },
     };
     for (i, op) in ops.iter().chain(std::iter::once(&final_read)).enumerate() {
-        let expected = ms.apply(&model, &model_clock, op).await;
         between(i);
         let got = bs.apply(backend, backend_clock, op).await;
-        let (e, e_cas) = normalise(&expected, ignore_fetched);
-        let (g, g_cas) = normalise(&got, ignore_fetched);
+        let evicted = opts.evicted.map(|f| f()).unwrap_or_default();
+        let own = op_keys(op);
+        let (own_evicted, other): (Vec<_>, Vec<_>) = evicted
+            .into_iter()
+            .partition(|k| own.iter().any(|o| o.as_bytes() == &k[..]));
+        for k in &other {
+            model.forget(k);
+        }
+        let (g, g_cas) = normalise(&got, opts.ignore_fetched);
+        let expected = if own_evicted.is_empty() {
+            ms.apply(&model, &model_clock, op).await
+        } else {
+            let (out, side) = ambiguous(
+                backend,
+                &model,
+                &model_clock,
+                &ms,
+                op,
+                &own_evicted,
+                &g,
+                opts.ignore_fetched,
+            )
+            .await;
+            ms = side;
+            out
+        };
+        let (e, e_cas) = normalise(&expected, opts.ignore_fetched);
         let label = if i == ops.len() {
             "final read-back".to_string()
         } else {
             format!("op #{i}")
         };
         let diverged = |why: String| {
-            format!("{label} {op:?}: {why}\n  backend: {got:?}\n  model:   {expected:?}")
+            format!(
+                "{label} {}: {why}\n  backend: {got:?}\n  model:   {expected:?}",
+                short(op)
+            )
         };
         if e != g || e_cas.len() != g_cas.len() {
             return Err(diverged("results differ".into()));

@@ -44,6 +44,18 @@ impl Exptime {
             t => Some(t as u64),
         }
     }
+
+    /// `flush_all <arg>`'s argument as seconds from `now_unix` (0: flush now). The argument
+    /// reads like an expiry time: up to 30 days relative, above that an absolute Unix time.
+    /// An absolute time already past flushes now, as memcached 1.6 does (its `oldest_cas`
+    /// catches every item stored so far). memcached alone turns a time before its own start
+    /// into no flush at all; memkit, which keeps no start time in this API, flushes then too.
+    pub fn flush_delay(arg: u32, now_unix: u64) -> u32 {
+        match Exptime(i64::from(arg)).deadline(now_unix) {
+            Some(at) if arg > 0 => at.saturating_sub(now_unix).min(u64::from(u32::MAX)) as u32,
+            _ => 0,
+        }
+    }
 }
 
 impl From<u32> for Exptime {

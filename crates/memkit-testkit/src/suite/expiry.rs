@@ -116,4 +116,22 @@ case_table! {
         cx.store.flush_all(0).await?;
         check_eq!(cx.store.get(&new).await?, None);
     }
+
+    flush_all_absolute #flushes => |cx| {
+        // The delay reads like an expiry time: above 30 days an absolute Unix time. The
+        // engine-vs-model fuzzer found the embedded store taking it as a delay in seconds.
+        let (old, past) = (cx.key("old"), cx.key("past"));
+        let now = cx.time.now_unix();
+        cx.store.set(&old, b"1", 0, Exptime::NEVER).await?;
+        cx.store.flush_all((now + 3) as u32).await?;
+        check!(cx.store.get(&old).await?.is_some(), "absolute flush acted at once");
+        cx.time.advance(4).await;
+        check_eq!(cx.store.get(&old).await?, None);
+        // An absolute time already past (but after the server started) flushes now.
+        cx.store.set(&past, b"2", 0, Exptime::NEVER).await?;
+        cx.store.flush_all((cx.time.now_unix() - 10) as u32).await?;
+        check_eq!(cx.store.get(&past).await?, None);
+        cx.store.set(&past, b"3", 0, Exptime::NEVER).await?;
+        check_eq!(cx.store.get_value(&past).await?.as_deref(), Some(&b"3"[..]));
+    }
 }

@@ -1,0 +1,242 @@
+//! memkitd end to end under arbitrary bytes, shared by the cargo-fuzz target
+//! (`fuzz/fuzz_targets/server_stream.rs` includes this file) and the stable replay test
+//! (`tests/fuzz_replay.rs`), so both assert exactly the same.
+//!
+//! One in-process server (listener on 127.0.0.1:0, a current-thread tokio runtime reused
+//! across inputs). For each input: one connection writes the bytes in the chunks the input
+//! asks for, then half-closes (and reads every reply up to EOF) or drops the socket (with or
+//! without a reset). Then: the server is still running, the connection count is back to
+//! its baseline (no connection is left stuck), the replies of a half-closed connection are
+//! well-formed (every one decodes with the client decoder and ends in `\r\n`), and a second,
+//! well-behaved connection gets exact answers.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use memkit_protocol::{DecodeError, Limits, decode_response};
+use memkit_server::{Args, Settings, Shared};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Runtime;
+use tokio::task::JoinHandle;
+use tokio::time::timeout;
+
+/// How long a half-closed connection may take to answer and close: generous, because a
+/// loaded machine must not turn into a false finding. A stuck connection never closes.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Chunk sizes an input can ask its bytes to be written in (0: one write).
+const CHUNKS: [usize; 8] = [0, 1, 2, 3, 7, 16, 100, 1000];
+
+/// A server that outlives many inputs.
+#[derive(Debug)]
+pub struct Harness {
+    rt: Runtime,
+    addr: std::net::SocketAddr,
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+    memory_limit: usize,
+}
+
+impl Harness {
+    /// Starts memkitd in-process with a small memory budget (eviction happens) and an item
+    /// size limit well above what an input can send.
+    pub fn start() -> Harness {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let argv = ["memkitd", "-m", "8", "-c", "64"];
+        let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(argv));
+        let memory_limit = settings.memory_limit;
+        let (addr, shared, task) = rt.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let engine = Arc::new(memkit_server::engine_for(&settings));
+            let shared = Shared::new(engine, settings);
+            let task = tokio::spawn(memkit_server::run(
+                listener,
+                shared.clone(),
+                std::future::pending::<()>(),
+            ));
+            (addr, shared, task)
+        });
+        Harness {
+            rt,
+            addr,
+            shared,
+            task,
+            memory_limit,
+        }
+    }
+
+    /// Runs one input; panics on a finding.
+    ///
+    /// Input layout: byte 0 bit 0: half-close (else drop), bit 1: drop with a reset
+    /// (linger 0), bits 2-4: chunk size from [`CHUNKS`]; the rest is sent as is.
+    pub fn one(&self, data: &[u8]) {
+        let (ctl, payload) = data.split_first().unwrap_or((&1, &[]));
+        let half_close = ctl & 1 != 0;
+        let reset = ctl & 2 != 0;
+        let chunk = CHUNKS[usize::from(ctl >> 2) & 7];
+        self.rt.block_on(async {
+            let baseline = self.curr_connections();
+            let (out, clean_eof) = self.converse(payload, chunk, half_close, reset).await;
+            if half_close {
+                check_replies(&out, clean_eof, payload);
+            }
+            assert!(!self.task.is_finished(), "the server stopped");
+            self.wait_for_connections(baseline).await;
+            // What an input may change globally and a later input must not inherit.
+            self.shared.engine.set_memory_limit(self.memory_limit);
+            self.shared.verbosity.store(0, Ordering::Relaxed);
+            self.well_behaved().await;
+            self.wait_for_connections(baseline).await;
+        });
+    }
+
+    fn curr_connections(&self) -> u64 {
+        self.shared
+            .counters
+            .curr_connections
+            .load(Ordering::Relaxed)
+    }
+
+    /// Writes `payload` and collects what comes back. Returns the bytes and whether the
+    /// server closed cleanly (EOF rather than a reset or our own drop).
+    async fn converse(
+        &self,
+        payload: &[u8],
+        chunk: usize,
+        half_close: bool,
+        reset: bool,
+    ) -> (Vec<u8>, bool) {
+        let stream = TcpStream::connect(self.addr).await.expect("connect");
+        if reset {
+            // Linger 0 makes the close a reset; it blocks on drop only with a nonzero time.
+            #[allow(deprecated)]
+            let _ = stream.set_linger(Some(Duration::ZERO));
+        }
+        let (mut rd, mut wr) = stream.into_split();
+        // Reading runs beside writing: a server answering a long pipeline must not block
+        // on a client that has not read yet.
+        let reader = async {
+            let mut out = Vec::new();
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match rd.read(&mut buf).await {
+                    Ok(0) => return (out, true),
+                    Ok(n) => out.extend_from_slice(&buf[..n]),
+                    Err(_) => return (out, false),
+                }
+            }
+        };
+        let writer = async {
+            let size = if chunk == 0 {
+                payload.len().max(1)
+            } else {
+                chunk
+            };
+            for piece in payload.chunks(size) {
+                if wr.write_all(piece).await.is_err() {
+                    break; // the server closed: what it answered is still checked
+                }
+                // Let the server read this piece alone.
+                tokio::task::yield_now().await;
+            }
+            if half_close {
+                let _ = wr.shutdown().await;
+            }
+            wr
+        };
+        if half_close {
+            let (wr, read) = tokio::join!(writer, timeout(CLOSE_TIMEOUT, reader));
+            drop(wr);
+            match read {
+                Ok(r) => r,
+                Err(_) => panic!(
+                    "a half-closed connection was not closed within {CLOSE_TIMEOUT:?} \
+                     (input {:?})",
+                    String::from_utf8_lossy(payload)
+                ),
+            }
+        } else {
+            // Drop the connection right after writing: the server sees EOF or a reset at
+            // any point of a command.
+            let wr = writer.await;
+            drop(reader);
+            drop((wr, rd));
+            (Vec::new(), false)
+        }
+    }
+
+    async fn wait_for_connections(&self, baseline: u64) {
+        let waited = timeout(CLOSE_TIMEOUT, async {
+            while self.curr_connections() > baseline {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "curr_connections stuck at {} (baseline {baseline})",
+            self.curr_connections()
+        );
+    }
+
+    /// A client that follows the protocol gets exact answers.
+    async fn well_behaved(&self) {
+        let mut s = TcpStream::connect(self.addr).await.expect("connect");
+        // `flush_all` first: an input may have left a delayed flush pending, which would
+        // (rightly) hide a set made in its last second.
+        let ask = b"flush_all\r\nset fuzz:check 5 0 5\r\nhello\r\nget fuzz:check\r\n\
+                    mg fuzz:check v f\r\nincr fuzz:n 1\r\nquit\r\n";
+        let want = b"OK\r\nSTORED\r\nVALUE fuzz:check 5 5\r\nhello\r\nEND\r\n\
+                     VA 5 f5\r\nhello\r\nNOT_FOUND\r\n";
+        s.write_all(ask).await.expect("write");
+        let mut got = Vec::new();
+        let read = timeout(CLOSE_TIMEOUT, s.read_to_end(&mut got)).await;
+        assert!(
+            read.is_ok(),
+            "well-behaved client timed out; got {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want),
+            "well-behaved client after the input"
+        );
+    }
+}
+
+/// Every reply decodes with the client decoder and ends in `\r\n`; after a clean EOF
+/// nothing is left over (a reset may cut the last reply short).
+fn check_replies(out: &[u8], clean_eof: bool, input: &[u8]) {
+    let limits = Limits {
+        max_item_size: 4 << 20,
+        ..Limits::default()
+    };
+    let mut pos = 0;
+    while pos < out.len() {
+        match decode_response(&out[pos..], &limits) {
+            Ok((_, used)) => {
+                // `lru_crawler metadump` lines end in a bare LF in memcached too.
+                let metadump = out[pos..].starts_with(b"key=");
+                assert!(
+                    out[..pos + used].ends_with(b"\r\n") || metadump,
+                    "reply not ended by CRLF: {:?} (input {:?})",
+                    String::from_utf8_lossy(&out[pos..pos + used]),
+                    String::from_utf8_lossy(input)
+                );
+                pos += used;
+            }
+            Err(DecodeError::Incomplete) if !clean_eof => return,
+            Err(e) => panic!(
+                "reply stream broken at byte {pos} ({e:?}): {:?} (input {:?})",
+                String::from_utf8_lossy(&out[pos..(pos + 200).min(out.len())]),
+                String::from_utf8_lossy(input)
+            ),
+        }
+    }
+}
