@@ -556,8 +556,7 @@ fn peek_view(items: Result<Vec<Option<Item>>>) -> Result<Vec<Option<Item>>> {
 /// whose answer matches; failing that, the second (the divergence is reported next).
 async fn ambiguous<M: Memcache>(
     backend: &M,
-    model: &Model,
-    model_clock: &ManualClock,
+    (model, model_clock): (&Model, &ManualClock),
     side: &Side,
     op: &Op,
     own_evicted: &[Vec<u8>],
@@ -659,8 +658,7 @@ pub async fn compare_with<M: Memcache>(
         } else {
             let (out, side) = ambiguous(
                 backend,
-                &model,
-                &model_clock,
+                (&model, &model_clock),
                 &ms,
                 op,
                 &own_evicted,
