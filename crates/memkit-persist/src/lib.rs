@@ -183,7 +183,14 @@ pub fn open(opts: &PersistOptions, engine_cfg: EngineConfig) -> Result<Persisten
     // In sync mode the journal is written out by the committer's flush, not by every
     // insert: one write(2) + fdatasync per group. Otherwise every insert reaches the OS.
     let manual = opts.durability == Durability::Sync;
+    // One background worker. With more, fjall's worker 0 hands every compaction request
+    // back to the queue and takes it again (its "leave a worker free for flushes" rule in
+    // `worker_pool.rs`, fjall 3.1.13): while another worker compacts, worker 0 spins on
+    // that queue. On a 2-core machine that spin competed with the connections for CPU and
+    // halved durable sets/s (measured: `docs/persistence.md`). One worker flushes and
+    // compacts in turn; fjall's own backpressure (4 sealed memtables) bounds the backlog.
     let db = fjall::Database::builder(&opts.dir)
+        .worker_threads(1)
         .cache_size(cache)
         .manual_journal_persist(manual)
         .open()
