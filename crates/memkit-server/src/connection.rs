@@ -106,9 +106,12 @@ pub async fn serve(
                     trace_request(&sh, id, &req, &rbuf[..used]);
                     must_sync |= durable.is_some() && crate::dispatch::mutates(&req);
                     action = dispatch(&req, &sh, id, &mut out);
+                    let mut rest = req;
                     while let Action::More(at) = action {
                         flush!();
-                        action = dispatch(&resume(&req, at), &sh, id, &mut out);
+                        // `at` is an offset into the keys of the part just dispatched.
+                        rest = resume(&rest, at);
+                        action = dispatch(&rest, &sh, id, &mut out);
                     }
                     rbuf.advance(used);
                     answered = true;

@@ -259,6 +259,28 @@ fn a_client_that_never_reads_cannot_make_the_server_buffer() {
 }
 
 #[test]
+fn a_multi_get_written_in_pieces_keeps_its_order() {
+    let m = Memkitd::start(&[]);
+    let mut c = Client::connect(m.addr).unwrap();
+    // 200 KiB values: the reply is cut after every second value or so.
+    let keys = ["a", "b", "a", "c", "d", "b", "e", "a"];
+    let value = |k: &str| k.repeat(200 * 1024);
+    for k in ["a", "b", "c", "d", "e"] {
+        let v = value(k);
+        let set = format!("set {k} 0 0 {}\r\n{v}\r\n", v.len());
+        assert_eq!(c.ask(&set, "\r\n"), "STORED\r\n");
+    }
+    let reply = c.ask(&format!("get {}\r\n", keys.join(" ")), "END\r\n");
+    let want: String = keys
+        .iter()
+        .map(|k| format!("VALUE {k} 0 {}\r\n{}\r\n", 200 * 1024, value(k)))
+        .chain(["END\r\n".to_string()])
+        .collect();
+    assert!(reply == want, "the multi-get's reply differs");
+    assert_eq!(m.stats()["cmd_get"], keys.len() as u64);
+}
+
+#[test]
 fn a_stuck_writer_is_closed_after_the_idle_timeout() {
     let m = Memkitd::start(&["-o", "idle_timeout=1"]);
     let mut setup = Client::connect(m.addr).unwrap();
