@@ -5,7 +5,8 @@
 //! - [`server`]: shared state, the accept loop and connection limit, graceful shutdown;
 //!   [`server::run`] takes a bound listener and a shutdown future.
 //! - [`connection`]: one client: read, decode, dispatch, batched writes, swallowing refused
-//!   data, idle timeout.
+//!   data, idle timeout; its buffer policy (pooled, released when idle, bounded in and out;
+//!   see `docs/limits.md`).
 //! - [`dispatch`]: THE place where a decoded request meets the storage backend.
 //! - [`stats`]: `stats` and its subcommands with memcached's names; `lru_crawler metadump`.
 //! - [`watch`]: the `watch` event stream.
