@@ -202,6 +202,7 @@ pub fn run(a: &SoakArgs) -> std::io::Result<SoakReport> {
                 tally: tally.clone(),
                 errors: errors.clone(),
                 version: 0,
+                unsynced: false,
             };
             tasks.push(tokio::spawn(c.run(deadline)));
         }
@@ -401,6 +402,9 @@ enum Held {
     Value(usize, u64),
     /// A counter at this number.
     Counter(u64),
+    /// Unknown: the old value or none (memcached keeps the old value when a large set fails
+    /// for memory in the middle of its data).
+    Unknown,
 }
 
 struct Client {
@@ -412,6 +416,8 @@ struct Client {
     tally: Arc<Tally>,
     errors: Arc<Errors>,
     version: u64,
+    /// A noreply request was sent and no reply has been read since.
+    unsynced: bool,
 }
 
 type Conn = BufReader<TcpStream>;
@@ -465,6 +471,14 @@ impl Client {
 
     /// Ends a session one of five ways; none leaves a request half-counted.
     async fn leave(&mut self, mut c: Conn) -> Result<(), String> {
+        // A noreply set not yet followed by a reply may still be unapplied when the next
+        // session's requests, on another connection, arrive: wait for it first.
+        if self.unsynced {
+            let v = self.ask(&mut c, "version\r\n").await?;
+            if !v.starts_with("VERSION ") {
+                return Err(format!("version: {v:?}"));
+            }
+        }
         let k = self.rng.random_range(0..KEYS);
         let key = self.key(k);
         let w = |e: std::io::Error| format!("write: {e}");
@@ -505,6 +519,9 @@ impl Client {
 
     async fn request(&mut self, c: &mut Conn) -> Result<(), String> {
         let k = self.rng.random_range(0..KEYS);
+        // A request with a reply is answered after the noreply ones before it; only a
+        // noreply set leaves the connection unsynced.
+        self.unsynced = false;
         match self.rng.random_range(0..100) {
             0..35 => self.get(c, &[k]).await,
             35..45 => {
@@ -579,6 +596,7 @@ impl Client {
             let ok = match self.keys[ks[i]] {
                 Some(Held::Value(n, tag)) => n == len && data[..len] == value(n, tag)[..],
                 Some(Held::Counter(n)) => data[..len] == *n.to_string().as_bytes(),
+                Some(Held::Unknown) => true,
                 None => false,
             };
             if !ok || &data[len..] != b"\r\n" {
@@ -639,6 +657,7 @@ impl Client {
             // A noreply set refused for memory would go unseen: only small ones are sent.
             self.tally.sets.fetch_add(1, Ordering::Relaxed);
             self.keys[k] = Some(Held::Value(len, tag));
+            self.unsynced = true;
             return Ok(());
         }
         let r = read_line(c).await?;
@@ -650,9 +669,9 @@ impl Client {
             .starts_with("server_error out of memory")
         {
             // memcached at a small -m (its slab classes are taken): the set is not counted
-            // in cmd_set and the key's old value is removed, as for a value over -I.
+            // in cmd_set; whether the old value stays depends on where the allocation failed.
             self.tally.out_of_memory.fetch_add(1, Ordering::Relaxed);
-            self.keys[k] = None;
+            self.keys[k] = Some(Held::Unknown);
         } else {
             return Err(format!("set of {len} bytes: {r:?}"));
         }
