@@ -2,7 +2,9 @@
 # Operations checks: the backend example (crates/memkit-tools/examples/backend.rs) on the
 # embedded store and then on a two-node memkitd cluster; memkitd's --metrics-addr endpoint
 # scraped after that traffic and parsed by prometheus_client; `memkit top --batch` over the
-# cluster. Run from anywhere:  bash tests/operations/run.sh
+# cluster; a short soak of memkitd (`memkit-bench soak`, SOAK_DURATION, default 60s: mixed
+# and malformed requests, clients leaving mid-request; checks replies, memory, stuck
+# connections, stats). Run from anywhere:  bash tests/operations/run.sh
 # MEMKITD=path/to/memkitd overrides the server binary (default: <target>/debug/memkitd).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -14,6 +16,7 @@ py="${PYTHON:-python3}"
 target="${CARGO_TARGET_DIR:-$root/target}"
 cargo build -q -p memkit-server --bin memkitd
 cargo build -q -p memkit-tools --bin memkit --example backend
+cargo build -q -p memkit-bench --bin memkit-bench
 memkitd="${MEMKITD:-$target/debug/memkitd}"
 [ -x "$memkitd" ] || memkitd="$target/debug/memkitd"
 backend="$target/debug/examples/backend"
@@ -67,5 +70,9 @@ out="$("$memkit" -s "127.0.0.1:$p1,127.0.0.1:$p2" top --batch -n 2 -i 0.3)"
 grep -q "memkit top — 2 servers" <<<"$out"
 grep -q "memory by item size class" <<<"$out"
 echo "  ok"
+
+echo "== soak: ${SOAK_DURATION:-60s} of mixed, malformed and abandoned requests"
+# -m 32: the clients' keys outgrow it, so the run evicts too.
+"$target/debug/memkit-bench" soak --duration "${SOAK_DURATION:-60s}" --memory-mb 32 --memkitd "$memkitd"
 bash "$here/full_disk.sh" "$memkitd"
 echo "== operations: all passed"

@@ -13,6 +13,9 @@
 //!   memcaslap; [`server_report`] renders the ratio table and the SVG chart.
 //! - [`persist_bench`]: `memkit-bench persist`: memkitd's persistent mode: durable sets/s
 //!   (group commit) and gets/s over a data set 4x the memory budget.
+//! - [`soak`]: `memkit-bench soak`: a bounded mixed run against memkitd (random requests,
+//!   malformed ones, random sizes, clients leaving mid-request), checking every reply, the
+//!   server's memory bound, that no connection is stuck, and that `stats` adds up.
 //! - [`loadgen`]: the async (tokio) load generator; [`procs`]: the server processes and
 //!   their `/proc` figures.
 //!
@@ -28,4 +31,5 @@ pub mod report;
 pub mod server_bench;
 pub mod server_report;
 pub mod slab;
+pub mod soak;
 pub mod workload;

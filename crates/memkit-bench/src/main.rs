@@ -5,6 +5,7 @@
 //!   [`memkit_bench::engine_bench`]); prints markdown to stdout, progress to stderr.
 //! - `server`: memkitd against memcached over loopback (see [`memkit_bench::server_bench`]).
 //! - `persist`: memkitd's persistent mode (see [`memkit_bench::persist_bench`]).
+//! - `soak`: a bounded mixed run against memkitd with checks (see [`memkit_bench::soak`]).
 
 use clap::{Args, Parser, Subcommand};
 use memkit_bench::engine_bench::{self, EngineBenchConfig, Part};
@@ -27,6 +28,9 @@ enum Cmd {
     Server(memkit_bench::server_bench::ServerArgs),
     /// memkitd --persist: durable sets/s and gets/s over a data set 4x the memory budget.
     Persist(memkit_bench::persist_bench::PersistArgs),
+    /// A bounded mixed run with bad requests and clients leaving mid-request; checks replies,
+    /// memory, stuck connections and stats. Prints a report; exits non-zero on a failure.
+    Soak(memkit_bench::soak::SoakArgs),
 }
 
 #[derive(Debug, Args)]
@@ -76,5 +80,6 @@ fn main() {
         }
         Cmd::Server(a) => std::process::exit(memkit_bench::server_bench::main(a)),
         Cmd::Persist(a) => std::process::exit(memkit_bench::persist_bench::main(a)),
+        Cmd::Soak(a) => std::process::exit(memkit_bench::soak::main(a)),
     }
 }

@@ -68,14 +68,20 @@ impl Server {
     /// (plus `-u root` for memcached when running as root, which it requires) and waits until it
     /// answers `version`.
     pub fn start(kind: Kind, bin: &Path, spec: Spec) -> io::Result<Server> {
+        let m = spec.memory_mb.to_string();
+        let t = spec.threads.to_string();
+        Self::start_args(kind, bin, &["-m", &m, "-t", &t, "-c", "4096"])
+    }
+
+    /// Starts `bin` with `-p PORT -l 127.0.0.1 -U 0` and `args` (plus `-u root` for
+    /// memcached as root) and waits until it answers `version`.
+    pub fn start_args(kind: Kind, bin: &Path, args: &[&str]) -> io::Result<Server> {
         let mut last_err = None;
         for _ in 0..5 {
             let port = free_port()?;
             let mut cmd = Command::new(bin);
             cmd.args(["-p", &port.to_string(), "-l", "127.0.0.1", "-U", "0"])
-                .args(["-m", &spec.memory_mb.to_string()])
-                .args(["-t", &spec.threads.to_string()])
-                .args(["-c", "4096"]);
+                .args(args);
             if kind == Kind::Memcached && euid_is_root() {
                 cmd.args(["-u", "root"]);
             }

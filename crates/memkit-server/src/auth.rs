@@ -280,7 +280,7 @@ fn strtoul(tok: &[u8]) -> Option<u64> {
 }
 
 /// Serves a connection: authentication first when `-Y` is on, then the request loop.
-pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+pub async fn serve<S: crate::connection::Transport>(
     mut stream: S,
     sh: Arc<Shared>,
     id: u64,
@@ -369,6 +369,21 @@ impl<S> Prefixed<S> {
     /// `inner`, with `prefix` to be read first.
     pub fn new(prefix: BytesMut, inner: S) -> Self {
         Prefixed { prefix, inner }
+    }
+
+    /// Whether bytes of the prefix are still to be read.
+    pub fn has_prefix(&self) -> bool {
+        !self.prefix.is_empty()
+    }
+
+    /// The rest of the prefix, once.
+    pub fn take_prefix(&mut self) -> Option<BytesMut> {
+        (!self.prefix.is_empty()).then(|| std::mem::take(&mut self.prefix))
+    }
+
+    /// The stream behind the prefix.
+    pub fn inner_mut(&mut self) -> &mut S {
+        &mut self.inner
     }
 }
 

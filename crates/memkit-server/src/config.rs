@@ -171,7 +171,8 @@ pub struct Settings {
     pub enable_shutdown: bool,
     pub item_size_max: usize,
     pub verbose: u8,
-    /// Close connections idle for this many seconds (`-o idle_timeout=`); 0 = never.
+    /// Close connections this many seconds after their last complete request, or when a write
+    /// stalls that long (`-o idle_timeout=`); 0 = never.
     pub idle_timeout: u64,
     pub backlog: u32,
     pub dumping: bool,

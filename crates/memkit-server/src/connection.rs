@@ -3,37 +3,54 @@
 //!
 //! Pipelined requests are answered in order with one write per batch of whatever arrived
 //! together. The data block of a refused store is swallowed as it arrives, never buffered.
-//! The input buffer only grows to hold one request (a value is bounded by `-I`, a multi-get
-//! line by the codec); the output is flushed once it passes [`FLUSH_AT`], so one request
-//! cannot make the server buffer without limit on a client that sends but never reads.
+//!
+//! Memory per connection (the limits are listed in `docs/limits.md`):
+//! - An idle connection holds no buffer. Buffers are taken from a small per-thread pool when
+//!   bytes arrive and given back when nothing is left to read (memcached's `rbuf_release`);
+//!   one grown for a large request or reply is freed instead (its `conn_shrink`). Under load
+//!   a connection keeps its buffers from batch to batch.
+//! - Input holds at most one request: a value is bounded by `-I`, a line by the codec.
+//! - Output is written out once it passes [`FLUSH_AT`], a multi-get's reply in pieces
+//!   ([`Action::More`]), and nothing is read while a write is pending: a client that sends
+//!   but never reads stops being read, and holds at most `FLUSH_AT` plus one value.
+//! - With `-o idle_timeout`, the timeout counts from the last complete request, as
+//!   memcached's `last_cmd_time` does, so a request trickled in for longer is cut off
+//!   (slow-loris); a write that cannot finish within it closes the connection too.
 
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
 use memkit_protocol::{DecodeError, ErrorReply, Request, decode_request, meta_key};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
 
-use crate::dispatch::{Action, dispatch};
+use crate::auth::Prefixed;
+use crate::dispatch::{Action, REPLY_CHUNK, dispatch, resume};
 use crate::server::Shared;
 
 /// Write out pending replies once they reach this many bytes.
-const FLUSH_AT: usize = 256 * 1024;
+const FLUSH_AT: usize = REPLY_CHUNK;
 
 /// Serves one connection until the client leaves, sends `quit`, goes idle for longer than
 /// `-o idle_timeout`, or the server stops (`stop` turns true: requests already read are
 /// answered first). Generic over the stream (TCP, TLS, [`crate::auth::Prefixed`]) so each
 /// kind gets its own compiled loop: plain TCP pays nothing for the others.
-pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+pub async fn serve<S: Transport>(
     mut stream: S,
     sh: Arc<Shared>,
     id: u64,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut rbuf = BytesMut::with_capacity(16 * 1024);
-    let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut rbuf = BytesMut::new();
+    let mut out: Vec<u8> = Vec::new();
     let mut swallow: u64 = 0;
     // Persistent `sync` mode: replies to writes wait until the writes are durable.
     let durable = sh.persist.clone().filter(|p| p.acks_wait());
@@ -41,6 +58,8 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let mut must_sync = false;
     let idle =
         (sh.settings.idle_timeout > 0).then(|| Duration::from_secs(sh.settings.idle_timeout));
+    // When the last complete request arrived; read only when an idle timeout is set.
+    let mut last_request = Instant::now();
     // Built once and polled first at every read: re-creating `changed()` per read would
     // register and drop a waiter on a channel every connection shares.
     let stopped = async move {
@@ -57,8 +76,25 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         .get(&id)
         .map(|c| c.last_cmd.clone())
         .unwrap_or_default();
+    // Writes what is pending (after the durability wait in `sync` mode); returns from
+    // `serve` when the connection is done.
+    macro_rules! flush {
+        () => {
+            if must_sync && !await_durable(&durable, &mut durable_rx).await {
+                return;
+            }
+            must_sync = false;
+            if write_out(&mut stream, &sh, &mut out, idle).await.is_err() {
+                return;
+            }
+        };
+    }
     loop {
+        if !rbuf.is_empty() && out.capacity() == 0 {
+            out = pool::take_out();
+        }
         let mut action = Action::Continue;
+        let mut answered = false;
         while action == Action::Continue {
             if swallow > 0 {
                 let n = swallow.min(rbuf.len() as u64);
@@ -76,7 +112,15 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                     trace_request(&sh, id, &req, &rbuf[..used]);
                     must_sync |= durable.is_some() && crate::dispatch::mutates(&req);
                     action = dispatch(&req, &sh, id, &mut out);
+                    let mut rest = req;
+                    while let Action::More(at) = action {
+                        flush!();
+                        // `at` is an offset into the keys of the part just dispatched.
+                        rest = resume(&rest, at);
+                        action = dispatch(&rest, &sh, id, &mut out);
+                    }
                     rbuf.advance(used);
+                    answered = true;
                 }
                 Err(DecodeError::Incomplete) => break,
                 Err(DecodeError::Reject(r)) => {
@@ -88,28 +132,17 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                     swallow = r.swallow;
                     rbuf.advance(r.consumed);
+                    answered = true;
                 }
                 Err(DecodeError::Close | DecodeError::Malformed) => action = Action::Close,
             }
             if out.len() >= FLUSH_AT {
-                if must_sync && !await_durable(&durable, &mut durable_rx).await {
-                    return;
-                }
-                must_sync = false;
-                if write_out(&mut stream, &sh, &mut out).await.is_err() {
-                    return;
-                }
+                flush!();
             }
         }
-        if must_sync && !await_durable(&durable, &mut durable_rx).await {
-            return;
-        }
-        must_sync = false;
-        if write_out(&mut stream, &sh, &mut out).await.is_err() {
-            return;
-        }
+        flush!();
         match action {
-            Action::Continue => {}
+            Action::Continue | Action::More(_) => {}
             Action::Close => return,
             Action::Shutdown => {
                 sh.shutdown.notify_one();
@@ -117,29 +150,148 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             }
             Action::Watch(mask) => return watch_stream(stream, &sh, mask).await,
         }
-        if rbuf.capacity() - rbuf.len() < 4096 {
-            rbuf.reserve(16 * 1024);
+        if answered && idle.is_some() {
+            last_request = Instant::now();
         }
-        // The idle timer only when one is configured: a timer per read costs more than
-        // the rest of a small request's handling.
-        let read = async {
-            match idle {
-                Some(d) => tokio::time::timeout(d, stream.read_buf(&mut rbuf)).await,
-                None => Ok(stream.read_buf(&mut rbuf).await),
+        // Read what has arrived; when nothing has, give the buffers back and wait.
+        loop {
+            // Polled first, as before every read: a client that keeps sending must not
+            // keep a stopping server waiting.
+            if std::future::poll_fn(|cx| std::task::Poll::Ready(stopped.as_mut().poll(cx)))
+                .await
+                .is_ready()
+            {
+                return;
             }
-        };
-        let read = tokio::select! {
-            biased;
-            _ = &mut stopped => return,
-            r = read => r,
-        };
-        match read {
-            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,
-            Ok(Ok(n)) => {
-                sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
-                last_cmd.store(sh.started.elapsed().as_secs(), Relaxed);
+            if rbuf.capacity() - rbuf.len() < pool::MIN_ROOM {
+                // Reclaims consumed space in place, or grows for a large request.
+                rbuf.reserve(pool::READ_CHUNK);
+            }
+            match stream.read_now(&mut rbuf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
+                    last_cmd.store(sh.started.elapsed().as_secs(), Relaxed);
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => return,
+            }
+            pool::release(&mut rbuf, &mut out);
+            // The idle timer only when one is configured: a timer per wait costs more than
+            // the rest of a small request's handling.
+            let ready = async {
+                match idle {
+                    Some(d) => tokio::time::timeout_at(last_request + d, stream.readable()).await,
+                    None => Ok(stream.readable().await),
+                }
+            };
+            let ready = tokio::select! {
+                biased;
+                _ = &mut stopped => return,
+                r = ready => r,
+            };
+            if !matches!(ready, Ok(Ok(()))) {
+                return;
+            }
+            if rbuf.is_empty() {
+                rbuf = pool::take_read();
             }
         }
+    }
+}
+
+/// What the request loop needs of a stream beyond reading and writing: a read that does not
+/// wait and a wait that does not read, so that a connection with nothing to read can give
+/// its buffers back in between. Implemented for TCP, TLS over TCP, and the auth phase's
+/// [`Prefixed`] over either.
+pub trait Transport: AsyncRead + AsyncWrite + Unpin {
+    /// Reads what has arrived into `buf`; `WouldBlock` when nothing has, `Ok(0)` at the end.
+    fn read_now(&mut self, buf: &mut BytesMut) -> io::Result<usize>;
+    /// Waits until [`Transport::read_now`] may have something (data, the end, an error).
+    fn readable(&mut self) -> impl Future<Output = io::Result<()>>;
+}
+
+impl Transport for TcpStream {
+    /// A short read means the socket is drained: its readiness is cleared then, as tokio's
+    /// own `poll_read` does, so that the next read waits for the poller instead of trying a
+    /// `recv` that would only say EAGAIN (one system call per request saved in
+    /// request/response traffic).
+    fn read_now(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        let spare = buf.capacity() - buf.len();
+        let mut got = 0;
+        let r = self.try_io(tokio::io::Interest::READABLE, || {
+            got = self.try_read_buf(buf)?;
+            if got > 0 && got < spare {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(got)
+            }
+        });
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
+            r => r,
+        }
+    }
+
+    fn readable(&mut self) -> impl Future<Output = io::Result<()>> {
+        TcpStream::readable(self)
+    }
+}
+
+impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
+    /// One poll with a waker that does nothing: rustls hands out plaintext it holds, else
+    /// reads the socket until it would block (which clears the socket's readiness, so
+    /// [`Transport::readable`] then waits on the socket itself).
+    fn read_now(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        if buf.capacity() == buf.len() {
+            buf.reserve(1);
+        }
+        let mut rb = ReadBuf::uninit(buf.spare_capacity_mut());
+        let mut cx = Context::from_waker(Waker::noop());
+        match Pin::new(self).poll_read(&mut cx, &mut rb) {
+            Poll::Ready(Ok(())) => {
+                let n = rb.filled().len();
+                // SAFETY: `poll_read` initialised the first `n` bytes of the spare capacity.
+                unsafe { buf.advance_mut(n) };
+                Ok(n)
+            }
+            Poll::Ready(Err(e)) => Err(e),
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
+    fn readable(&mut self) -> impl Future<Output = io::Result<()>> {
+        self.get_ref().0.readable()
+    }
+}
+
+impl<T: Transport> Transport for &mut T {
+    fn read_now(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        (**self).read_now(buf)
+    }
+
+    fn readable(&mut self) -> impl Future<Output = io::Result<()>> {
+        (**self).readable()
+    }
+}
+
+impl<T: Transport> Transport for Prefixed<T> {
+    fn read_now(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        match self.take_prefix() {
+            Some(p) => {
+                buf.extend_from_slice(&p);
+                Ok(p.len())
+            }
+            None => self.inner_mut().read_now(buf),
+        }
+    }
+
+    async fn readable(&mut self) -> io::Result<()> {
+        if self.has_prefix() {
+            return Ok(());
+        }
+        self.inner_mut().readable().await
     }
 }
 
@@ -158,24 +310,35 @@ async fn await_durable(
     }
 }
 
+/// Writes `out` and empties it. With an idle timeout a write that cannot finish within it
+/// fails: a client that stopped reading is closed rather than held open with its output.
 async fn write_out<S: AsyncWrite + Unpin>(
     stream: &mut S,
     sh: &Shared,
     out: &mut Vec<u8>,
+    stall: Option<Duration>,
 ) -> std::io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
-    stream.write_all(out).await?;
-    // TLS keeps records it could not send yet; a no-op on TCP.
-    stream.flush().await?;
+    // TLS keeps records it could not send yet: flush, a no-op on TCP.
+    let write = async {
+        stream.write_all(out).await?;
+        stream.flush().await
+    };
+    match stall {
+        Some(d) => tokio::time::timeout(d, write)
+            .await
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??,
+        None => write.await?,
+    }
     sh.counters
         .bytes_written
         .fetch_add(out.len() as u64, Relaxed);
     // Keep a modest buffer around; give back what one huge reply needed.
     out.clear();
     if out.capacity() > 4 * FLUSH_AT {
-        out.shrink_to(16 * 1024);
+        out.shrink_to(pool::READ_CHUNK);
     }
     Ok(())
 }
@@ -227,6 +390,67 @@ async fn watch_stream<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, sh: &Sha
                 if matches!(r, Ok(0) | Err(_)) {
                     return;
                 }
+            }
+        }
+    }
+}
+
+/// Per-thread caches of connection buffers, so that connections going idle and busy again
+/// do not allocate per batch, and idle ones hold nothing (memcached's per-thread rbuf cache).
+/// Tasks move between worker threads; a buffer may come back to another thread's pool,
+/// which only matters for which cache it sits in.
+mod pool {
+    use std::cell::RefCell;
+
+    use bytes::BytesMut;
+
+    /// A fresh buffer's size, memcached's `READ_BUFFER_SIZE`.
+    pub const READ_CHUNK: usize = 16 * 1024;
+    /// A read first makes room for another `READ_CHUNK` when less than this is free.
+    pub const MIN_ROOM: usize = 4096;
+    /// Buffers grown past this for one large request or reply are freed, not kept.
+    const KEEP_MAX: usize = 4 * READ_CHUNK;
+    /// Buffers of each kind a worker thread keeps.
+    const POOLED: usize = 64;
+
+    thread_local! {
+        static READ: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+        static OUT: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub fn take_read() -> BytesMut {
+        READ.with_borrow_mut(|p| p.pop())
+            .unwrap_or_else(|| BytesMut::with_capacity(READ_CHUNK))
+    }
+
+    pub fn take_out() -> Vec<u8> {
+        OUT.with_borrow_mut(|p| p.pop())
+            .unwrap_or_else(|| Vec::with_capacity(READ_CHUNK))
+    }
+
+    /// The connection has nothing to read: give back its (empty) output buffer, and its
+    /// input buffer unless it holds the start of a request, in which case a large one is
+    /// swapped for a small one (memcached's `conn_shrink`).
+    pub fn release(rbuf: &mut BytesMut, out: &mut Vec<u8>) {
+        if rbuf.is_empty() {
+            // Always an allocated buffer here: `serve` reserves before every read.
+            let mut b = std::mem::take(rbuf);
+            // Reclaims the space `advance` consumed, in place: nothing is copied.
+            b.clear();
+            b.reserve(READ_CHUNK);
+            if b.capacity() <= KEEP_MAX {
+                READ.with_borrow_mut(|p| (p.len() < POOLED).then(|| p.push(b)));
+            }
+        } else if rbuf.capacity() > KEEP_MAX && rbuf.len() < READ_CHUNK / 2 {
+            let mut small = take_read();
+            small.extend_from_slice(rbuf);
+            *rbuf = small;
+        }
+        if out.capacity() > 0 {
+            let mut b = std::mem::take(out);
+            b.clear();
+            if (READ_CHUNK..=KEEP_MAX).contains(&b.capacity()) {
+                OUT.with_borrow_mut(|p| (p.len() < POOLED).then(|| p.push(b)));
             }
         }
     }

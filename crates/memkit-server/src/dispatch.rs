@@ -29,6 +29,26 @@ pub enum Action {
     Watch(u8),
     /// Flush, close, and shut the server down (`shutdown` with `-A`).
     Shutdown,
+    /// A multi-get's reply reached [`REPLY_CHUNK`] bytes: write out what is rendered, then
+    /// go on with [`resume`] at this byte offset into the key list.
+    More(usize),
+}
+
+/// Pending reply bytes after which a multi-get stops at a key boundary ([`Action::More`]),
+/// so one request's reply is never held whole: a `get` of thousands of large values is
+/// sent in pieces of about this size (plus one value).
+pub const REPLY_CHUNK: usize = 256 * 1024;
+
+/// The rest of a multi-get that returned [`Action::More`]`(at)`.
+pub fn resume<'a>(req: &Request<'a>, at: usize) -> Request<'a> {
+    match *req {
+        Request::Get { cas, touch, keys } => Request::Get {
+            cas,
+            touch,
+            keys: memkit_protocol::Words::new(&keys.raw()[at..]),
+        },
+        other => other,
+    }
 }
 
 const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
@@ -47,7 +67,12 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
                 classic: true,
                 ..Default::default()
             };
+            let mut rendered = false;
             for key in keys.iter() {
+                if rendered && out.len() >= REPLY_CHUNK {
+                    return Action::More(key.as_ptr() as usize - keys.raw().as_ptr() as usize);
+                }
+                rendered = true;
                 let r = engine.get_view(key, &opts, |v| {
                     render::write_value(out, key, v.flags, v.value, cas.then_some(v.cas));
                     v.value.len()

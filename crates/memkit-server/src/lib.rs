@@ -9,7 +9,8 @@
 //! - [`auth`]: ASCII authentication (`-Y`), the unauthenticated phase before the request
 //!   loop.
 //! - [`connection`]: one client: read, decode, dispatch, batched writes, swallowing refused
-//!   data, idle timeout.
+//!   data, idle timeout; its buffer policy (pooled, released when idle, bounded in and out;
+//!   see `docs/limits.md`).
 //! - [`dispatch`]: THE place where a decoded request meets the storage backend.
 //! - [`stats`]: `stats` and its subcommands with memcached's names; `lru_crawler metadump`.
 //! - [`watch`]: the `watch` event stream.

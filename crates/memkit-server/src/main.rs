@@ -50,7 +50,7 @@ fn main() {
         if settings.listen.len() > 1 {
             tracing::warn!("several -l addresses given; listening on {addr} only");
         }
-        let listener = match tokio::net::TcpListener::bind((addr.as_str(), settings.port)).await {
+        let listener = match bind(&addr, settings.port, settings.backlog).await {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("failed to listen on TCP port {}: {e}", settings.port);
@@ -111,6 +111,26 @@ fn main() {
         0
     });
     std::process::exit(code);
+}
+
+/// Listens on `addr:port` with memcached's `-b` backlog. `TcpListener::bind` would use the
+/// standard library's 128, and a burst of connections past the accept queue has its SYNs
+/// dropped and retried a second later.
+async fn bind(addr: &str, port: u16, backlog: u32) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host((addr, port)).await? {
+        let socket = if a.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a) {
+            Ok(()) => return socket.listen(backlog),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no address to listen on")))
 }
 
 async fn shutdown_signal() {
