@@ -166,7 +166,21 @@ pub fn run(a: &SoakArgs) -> std::io::Result<SoakReport> {
     );
     let server = Server::start_args(kind, &bin, &["-m", &m, "-t", &t, "-I", &i, "-c", "4096"])?;
     let start = Instant::now();
-    let before = numeric(server.stats()?);
+    // The start-up probe's connection may still be closing (on another server thread) or
+    // not yet accepted: take the baseline once two reads agree, the second having opened
+    // only its own connection.
+    let mut before = numeric(server.stats()?);
+    let settle = Instant::now() + Duration::from_secs(3);
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let s = numeric(server.stats()?);
+        let stable = s["curr_connections"] == before["curr_connections"]
+            && s["total_connections"] == before["total_connections"] + 1;
+        before = s;
+        if stable || Instant::now() > settle {
+            break;
+        }
+    }
     let mut stats_conns = 0u64;
 
     let tally = Arc::new(Tally::default());
