@@ -144,7 +144,6 @@ impl Engine {
         let shard_bits = shards.trailing_zeros();
         let shard_cfg = ShardConfig {
             seg_size,
-            large_threshold: seg_size / 4,
             budget: per_shard,
             evict: cfg.evict,
             class_sizes,

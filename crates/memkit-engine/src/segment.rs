@@ -11,7 +11,7 @@
 //! ```text
 //! bits:u8 | klen:u8 | vlen:varint | seq:zigzag-varint (relative to the segment's base_seq)
 //!   | [flags:u32 if HAS_FLAGS] | [exptime:u32 if HAS_EXP] | [cas:u64 if EXT_CAS]
-//!   | key | value (or a u32 handle to an out-of-line block if LARGE)
+//!   | key | value (or a u32 handle to an out-of-line block if `vlen` > segment size / 4)
 //! ```
 //!
 //! A 20-byte key and 100-byte value with a TTL cost 1+1+1+3+4 = 10 bytes of header.
@@ -31,9 +31,18 @@ pub(crate) const WIN_SENT: u8 = 0x08;
 const HAS_FLAGS: u8 = 0x10;
 const HAS_EXP: u8 = 0x20;
 const EXT_CAS: u8 = 0x40;
-const LARGE: u8 = 0x80;
+/// The second policy bit: read again while `VISITED`, so the item earns two laps of main
+/// (S3-FIFO's access counter, capped at 2).
+pub(crate) const HOT: u8 = 0x80;
 /// Bits that an in-place update may change without rewriting the item.
-pub(crate) const MUTABLE_BITS: u8 = VISITED | FETCHED | STALE | WIN_SENT;
+pub(crate) const MUTABLE_BITS: u8 = VISITED | FETCHED | STALE | WIN_SENT | HOT;
+
+/// Whether a value of `vlen` bytes lives out of line in a segment of `seg_size` bytes. Past a
+/// quarter of a segment, a value would leave too much of one unused at its end. The rule is
+/// the record's layout: `read_item` applies it to the segment it reads instead of a bit.
+pub(crate) fn large_for(vlen: usize, seg_size: usize) -> bool {
+    vlen > seg_size / 4
+}
 
 /// One segment: an anonymous mapping plus bookkeeping.
 #[derive(Debug)]
@@ -201,6 +210,10 @@ pub(crate) fn write_item(
     stored_value: &[&[u8]],
 ) -> usize {
     debug_assert_eq!(key.len(), header.klen as usize);
+    debug_assert!(
+        !header.large || header.vlen > 4,
+        "a large value is bigger than its handle"
+    );
     debug_assert_eq!(
         stored_value.iter().map(|p| p.len()).sum::<usize>(),
         header.stored_vlen()
@@ -214,9 +227,6 @@ pub(crate) fn write_item(
     }
     if header.ext_cas.is_some() {
         bits |= EXT_CAS;
-    }
-    if header.large {
-        bits |= LARGE;
     }
     out[0] = bits;
     out[1] = header.klen;
@@ -244,8 +254,9 @@ pub(crate) fn write_item(
     p
 }
 
-/// Parses the item starting at `off`. The bytes were written by [`write_item`]; a bad record
-/// means memory corruption, which the `debug_assert`s catch in tests.
+/// Parses the item starting at `off` of `seg`, a whole segment (its length decides which
+/// values are large). The bytes were written by [`write_item`]; a bad record means memory
+/// corruption, which the `debug_assert`s catch in tests.
 pub(crate) fn read_item(seg: &[u8], off: usize, base_seq: u64) -> ItemAt {
     let b = &seg[off..];
     let bits = b[0];
@@ -284,7 +295,7 @@ pub(crate) fn read_item(seg: &[u8], off: usize, base_seq: u64) -> ItemAt {
         flags,
         exptime,
         ext_cas,
-        large: bits & LARGE != 0,
+        large: large_for(vlen as usize, seg.len()),
     };
     let len = p + klen as usize + header.stored_vlen();
     ItemAt {

@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
 
-use hashbrown::{DefaultHashBuilder, HashTable};
+use hashbrown::DefaultHashBuilder;
 use memkit_types::{
     ArithMode, ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, GetOptions, Result,
     StoreMode, StoreOptions, StoreOutcome, Stored, Ttl,
@@ -22,9 +22,11 @@ use memkit_types::{
 mod persist;
 
 use crate::ghost::Ghost;
+use crate::index::Index;
 use crate::numeric;
 use crate::segment::{
-    FETCHED, Header, ItemAt, LargeBlock, STALE, Segment, VISITED, WIN_SENT, read_item, write_item,
+    FETCHED, HOT, Header, ItemAt, LargeBlock, STALE, Segment, VISITED, WIN_SENT, read_item,
+    write_item,
 };
 use crate::stats::{ClassStats, Counters, class_of};
 
@@ -32,8 +34,6 @@ use crate::stats::{ClassStats, Counters, class_of};
 #[derive(Debug, Clone)]
 pub(crate) struct ShardConfig {
     pub seg_size: usize,
-    /// Values longer than this go out of line into a [`LargeBlock`].
-    pub large_threshold: usize,
     /// Bytes this shard may hold: segments, large blocks and index together.
     pub budget: usize,
     /// Evict when full (memcached's default) or refuse with out-of-memory (`-M`).
@@ -119,7 +119,7 @@ pub(crate) struct Shard {
     id: u64,
     shard_bits: u32,
     pub(crate) hasher: DefaultHashBuilder,
-    pub(crate) index: HashTable<Loc>,
+    pub(crate) index: Index,
     pub(crate) segs: Vec<Segment>,
     /// Mapped, empty segments.
     pub(crate) free: Vec<u32>,
@@ -186,7 +186,7 @@ impl Shard {
             id,
             shard_bits,
             hasher,
-            index: HashTable::new(),
+            index: Index::default(),
             segs: Vec::new(),
             free: Vec::new(),
             unmapped: Vec::new(),
@@ -313,16 +313,14 @@ impl Shard {
     pub(crate) fn set_bits(&mut self, e: Loc, bits: u8) {
         let off = off_of(e);
         let seg = self.segs[seg_of(e) as usize].bytes_mut();
-        // The low nibble holds the mutable bits; the high nibble describes the layout.
+        // Only the policy and meta bits change in place; the rest describe the layout.
         seg[off] = (seg[off] & !crate::segment::MUTABLE_BITS) | bits;
     }
 
     /// Removes the index entry and the bookkeeping of a live item; frees its large block
     /// unless `keep_large` (the record is being rewritten with the same block).
     pub(crate) fn unlink(&mut self, h: u64, e: Loc, at: &ItemAt, keep_large: bool) {
-        if let Ok(entry) = self.index.find_entry(h, |&x| x == e) {
-            entry.remove();
-        }
+        self.index.remove(h, |&x| x == e);
         let seg = seg_of(e) as usize;
         self.segs[seg].live_bytes -= at.len as u32;
         if !keep_large && let Some(handle) = at.large_handle(self.segs[seg].bytes()) {
@@ -348,7 +346,7 @@ impl Shard {
     fn link(&mut self, h: u64, e: Loc, header: &Header) {
         let segs = &self.segs;
         let hasher = &self.hasher;
-        self.index.insert_unique(h, e, |&x| {
+        self.index.insert(h, e, |&x| {
             let s = &segs[seg_of(x) as usize];
             hasher.hash_one(read_item(s.bytes(), off_of(x), s.base_seq).key(s.bytes()))
         });
@@ -374,7 +372,7 @@ impl Shard {
         let vlen = value[0].len() + value[1].len();
         hdr.klen = key.len() as u8;
         hdr.vlen = vlen as u32;
-        hdr.large = vlen > self.cfg.large_threshold;
+        hdr.large = crate::segment::large_for(vlen, self.cfg.seg_size);
         hdr.seq = self.seq + 1;
         let base = self
             .small_head
@@ -544,6 +542,9 @@ impl Shard {
         }
         let mut bits = hdr.bits;
         if !opts.no_bump {
+            if bits & VISITED != 0 {
+                bits |= HOT;
+            }
             bits |= FETCHED | VISITED;
         }
         if win {

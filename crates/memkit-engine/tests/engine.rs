@@ -116,6 +116,52 @@ fn frequently_read_keys_survive_a_scan() {
 }
 
 #[test]
+fn keys_read_twice_outlast_keys_read_once() {
+    // S3-FIFO's 2-bit counter: a key read twice since it was written keeps a lap of main
+    // after its promotion; a key read once has spent its only access getting there.
+    let (e, _) = engine(4);
+    let v = vec![b'v'; 100];
+    let keys = |p: &'static str| (0..10_000u32).map(move |i| format!("{p}:{i}").into_bytes());
+    for (a, b) in keys("a").zip(keys("b")) {
+        set(&e, &a, &v, 0).unwrap();
+        set(&e, &b, &v, 0).unwrap();
+    }
+    assert_eq!(e.stats().counters.evictions, 0, "both sets fit in 4 MiB");
+    for k in keys("a") {
+        assert!(get(&e, &k).is_some());
+        assert!(get(&e, &k).is_some());
+    }
+    for k in keys("b") {
+        assert!(get(&e, &k).is_some());
+    }
+    let peek = GetOptions {
+        no_bump: true,
+        ..GetOptions::default()
+    };
+    let alive = |p: &'static str| {
+        keys(p)
+            .filter(|k| e.get(k, &peek).unwrap().is_some())
+            .count()
+    };
+    // Keys read once each, like the b keys, fill main until it goes round once.
+    let mut i = 0u32;
+    while alive("b") > 1_000 {
+        for _ in 0..1_000 {
+            let k = format!("fill:{i}");
+            set(&e, k.as_bytes(), &v, 0).unwrap();
+            get(&e, k.as_bytes());
+            i += 1;
+        }
+        assert!(i < 200_000, "the keys read once were never evicted");
+    }
+    let (a, b) = (alive("a"), alive("b"));
+    assert!(
+        a >= 9_000,
+        "read twice: {a} of 10000 left when read once: {b}"
+    );
+}
+
+#[test]
 fn no_evict_mode_refuses_with_out_of_memory() {
     let clock = ManualClock::default();
     let cfg = EngineConfig {
