@@ -7,7 +7,7 @@
 //!
 //! Eviction follows S3-FIFO (Yang et al., SOSP'23) at segment granularity:
 //! - new items are written to the *small* queue's head segment;
-//! - when the small queue holds more than 1/25 of the sealed segments, its oldest segment
+//! - when the small queue holds more than a tenth of the sealed segments, its oldest segment
 //!   is evicted: items read since they were written (the `VISITED` bit) are promoted to the
 //!   *main* queue's head segment, the rest — mostly one-hit wonders — are dropped;
 //! - otherwise the oldest *main* segment is evicted: visited items are reinserted at the main
@@ -30,11 +30,10 @@ use crate::stats::class_of;
 
 const PAGE: usize = 4096;
 
-/// The small queue's share of the sealed segments is at most 1/`SMALL_SHARE`. S3-FIFO's paper
-/// uses a tenth; on both benches' Zipf(0.99) traces (get, then set on a miss) 1/25 missed
-/// less (0.1999 -> 0.1992 at 64 MiB, 0.1925 -> 0.1920 at 32 MiB): new items have less time to
-/// earn a place in main, but the ghost catches the ones that come back.
-const SMALL_SHARE: usize = 25;
+/// The small queue's share of the sealed segments is at most 1/`SMALL_SHARE`, S3-FIFO's
+/// tenth. 1/25 missed 0.3% less on both Zipf benches but cost 2x CPU per operation when keys
+/// exceed memory (more items dropped early come back through the ghost and are copied).
+const SMALL_SHARE: usize = 10;
 
 /// Ghost fingerprints for an index of `capacity` entries: 5/8 of an entry each, the best of
 /// 1/4 to 3/2 on the 32 MiB trace, about 0.75 bytes an item.
@@ -55,13 +54,12 @@ impl Shard {
     ) -> Result<()> {
         self.reserved = 0;
         if new_entry && !self.index.has_room() {
-            // The ghost is sized from the index's main table, so both count here.
-            let next = self.index.next_shape();
-            let want = next.bytes() + Ghost::bytes_for(ghost_slots(next.capacity()));
+            // The ghost is sized from the index, so both count here.
+            let (bytes, capacity) = self.index.next_bytes_and_capacity();
+            let want = bytes + Ghost::bytes_for(ghost_slots(capacity));
             let held = self.index_bytes + self.ghost.bytes();
             self.reclaim(want.saturating_sub(held), now)?;
-            // Eviction may have made room (or left tombstones a rebuild clears): `grow`
-            // builds what the index needs now, never more than `next`.
+            // Eviction may have made room (its removals can leave tombstones instead).
             if !self.index.has_room() {
                 let (segs, hasher) = (&self.segs, &self.hasher);
                 self.index.grow(|&x| {
@@ -70,9 +68,8 @@ impl Shard {
                         read_item(s.bytes(), crate::shard::off_of(x), s.base_seq).key(s.bytes()),
                     )
                 });
-                self.ghost
-                    .grow_to(ghost_slots(self.index.shape().capacity()));
-                self.index_bytes = self.index.shape().bytes();
+                self.ghost.grow_to(ghost_slots(self.index.capacity()));
+                self.index_bytes = self.index.bytes();
                 self.mapped = self.mapped + self.index_bytes + self.ghost.bytes() - held;
             }
         }
