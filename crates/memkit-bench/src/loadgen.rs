@@ -4,9 +4,10 @@
 //!   replies arrive), until the deadline or the shared request budget runs out. A get that
 //!   misses can be followed by a set of the same key on the same connection
 //!   (get-then-set-on-miss, the cache-aside pattern).
-//! - [`open_loop`]: each connection sends on a fixed schedule (a fixed offered load), one
-//!   request in flight; latency is measured from the scheduled send time when the
-//!   connection was still busy then (no coordinated omission), else from the actual send.
+//! - [`open_loop`]: a pacing thread hands out send times at a fixed offered load, in turn
+//!   over the connections, one request in flight each; latency is measured from the
+//!   scheduled send time when the connection was still busy then (no coordinated omission),
+//!   else from the actual send.
 //!
 //! What is sent is a pure function of the seed and the connection's index, so both servers
 //! get the same requests.
@@ -22,6 +23,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 
 use crate::workload::{Dist, KeyGen, MAX_GEN_KEY, mix64};
 
@@ -488,8 +490,7 @@ async fn open_conn(
     cfg: Open,
     shape: Shape,
     conn: usize,
-    start: Instant,
-    budget: Arc<AtomicI64>,
+    mut ticks: mpsc::UnboundedReceiver<Instant>,
 ) -> io::Result<(Tally, Vec<u32>)> {
     let mut s = connect(addr).await?;
     let mut rng = conn_rng(cfg.seed, conn);
@@ -500,22 +501,19 @@ async fn open_conn(
         offset: 0,
         set_on_miss: false,
     };
-    let interval = Duration::from_secs_f64(cfg.conns as f64 / cfg.rate);
-    let end = start + cfg.duration;
-    // Spread the connections' phases over one interval.
-    let mut sched = start + interval.mul_f64(conn as f64 / cfg.conns as f64);
     let mut wbuf = Vec::with_capacity(512);
     let mut rbuf = Vec::with_capacity(16 * 1024);
     let mut lat = Vec::new();
     let mut t = Tally::default();
-    while sched < end && budget.fetch_sub(1, Ordering::Relaxed) > 0 {
-        let now = Instant::now();
-        let from = if now < sched {
-            tokio::time::sleep_until(sched.into()).await;
-            Instant::now()
-        } else {
-            // Late because the previous reply was: the wait counts.
+    let mut idle_since = Instant::now();
+    while let Some(sched) = ticks.recv().await {
+        // A tick that came due while the previous reply was awaited is late because of it:
+        // that wait counts. Otherwise the clock starts at the send, so the pacer's own
+        // wake-up delay is not charged to the server.
+        let from = if sched < idle_since {
             sched
+        } else {
+            Instant::now()
         };
         let pending = match src.next(&mut rng) {
             Some(Op::Get(id)) => {
@@ -536,7 +534,8 @@ async fn open_conn(
                 break r;
             }
         };
-        let us = from.elapsed().as_nanos() as u64 / 100; // tenths of a microsecond
+        idle_since = Instant::now();
+        let us = (idle_since - from).as_nanos() as u64 / 100; // tenths of a microsecond
         lat.push(us.min(u64::from(u32::MAX)) as u32);
         rbuf.drain(..r.used);
         t.requests += 1;
@@ -548,29 +547,48 @@ async fn open_conn(
             }
             _ => t.sets += 1,
         }
-        sched += interval;
     }
     Ok((t, lat))
 }
 
+/// Hands out send times, one request every `1 / rate` seconds in turn over the connections,
+/// from a thread of its own: tokio's timer has millisecond granularity, which turned the
+/// schedule into bursts of one millisecond's requests at once (50 at the bench's rate), so
+/// the percentiles measured how each server drains a burst rather than a steady load.
+/// `thread::sleep` wakes within the kernel's timer slack (50 µs by default).
+fn pace(cfg: &Open, start: Instant, conns: Vec<mpsc::UnboundedSender<Instant>>) {
+    let step = Duration::from_secs_f64(1.0 / cfg.rate);
+    let end = start + cfg.duration;
+    let mut at = start;
+    for i in 0..cfg.max_requests {
+        if at >= end {
+            break;
+        }
+        let now = Instant::now();
+        if at > now {
+            std::thread::sleep(at - now);
+        }
+        // A connection that failed has dropped its receiver; its error is reported by its task.
+        let _ = conns[(i % conns.len() as u64) as usize].send(at);
+        at += step;
+    }
+}
+
 /// Runs a fixed offered load against `addr` and reports latency percentiles.
 pub async fn open_loop(addr: SocketAddr, cfg: Open, shape: Shape) -> io::Result<Latency> {
-    let budget = Arc::new(AtomicI64::new(
-        i64::try_from(cfg.max_requests).unwrap_or(i64::MAX),
-    ));
-    let start = Instant::now() + Duration::from_millis(20);
-    let tasks: Vec<_> = (0..cfg.conns)
+    let mut senders = Vec::with_capacity(cfg.conns);
+    let tasks: Vec<_> = (0..cfg.conns.max(1))
         .map(|i| {
-            tokio::spawn(open_conn(
-                addr,
-                cfg.clone(),
-                shape,
-                i,
-                start,
-                budget.clone(),
-            ))
+            let (tx, rx) = mpsc::unbounded_channel();
+            senders.push(tx);
+            tokio::spawn(open_conn(addr, cfg.clone(), shape, i, rx))
         })
         .collect();
+    let start = Instant::now() + Duration::from_millis(20);
+    let pacer = {
+        let cfg = cfg.clone();
+        std::thread::spawn(move || pace(&cfg, start, senders))
+    };
     let mut tally = Tally::default();
     let mut all = Vec::new();
     for t in tasks {
@@ -578,6 +596,9 @@ pub async fn open_loop(addr: SocketAddr, cfg: Open, shape: Shape) -> io::Result<
         tally.add(&c);
         all.extend(l);
     }
+    pacer
+        .join()
+        .map_err(|_| io::Error::other("pacer thread panicked"))?;
     tally.secs = start.elapsed().as_secs_f64();
     all.sort_unstable();
     let pct = |q: f64| {
