@@ -111,7 +111,7 @@ pub struct Memcached {
 }
 
 impl Memcached {
-    /// On a free port; `None` (with a note) when memcached is not installed.
+    /// On a free port; `None` (with a note) when memcached is not installed, a failure under CI.
     pub fn start() -> Option<Memcached> {
         Self::start_on(free_port())
     }
@@ -127,6 +127,13 @@ impl Memcached {
 
     fn start_args(port: u16, args: &[&str]) -> Option<Memcached> {
         if !std::path::Path::new(MEMCACHED).exists() {
+            // `.ci/run` installs memcached: there a missing one fails instead of skipping.
+            let required = std::env::var("MEMKIT_REQUIRE_INTEROP").is_ok_and(|v| v == "1")
+                || std::env::var("CI").is_ok_and(|v| v == "true");
+            assert!(
+                !required,
+                "{MEMCACHED} not installed (CI=true or MEMKIT_REQUIRE_INTEROP=1)"
+            );
             eprintln!("{MEMCACHED} not installed: skipped");
             return None;
         }
