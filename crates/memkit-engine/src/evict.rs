@@ -62,7 +62,7 @@ impl Shard {
             let want = bytes + Ghost::bytes_for(ghost_slots(capacity));
             let held = self.index_bytes + self.ghost.bytes();
             self.reclaim(want.saturating_sub(held), now)?;
-            // Eviction may have made room (its removals can leave tombstones instead).
+            // Eviction may have made room: its removals free index buckets too.
             if !self.index.has_room() {
                 let (segs, hasher) = (&self.segs, &self.hasher);
                 self.index.grow(|&x| {
@@ -405,9 +405,7 @@ impl Shard {
         to.expiring += u32::from(hdr.exptime != 0);
         from.live_bytes -= at.len as u32;
         let new_e = pack(m, dst_off);
-        if let Some(slot) = self.index.find_mut(h, |&x| x == e) {
-            *slot = new_e;
-        }
+        self.index.replace(h, |&x| x == e, new_e);
         true
     }
 

@@ -1,174 +1,294 @@
-//! The hash index: key hash -> item location, one hashbrown table per shard.
+//! The hash index: key hash -> item location, one open-addressing table per shard.
 //!
-//! A wrapper rather than a bare `HashTable` so that growth is explicit: the shard finds the
-//! bytes of the next table in its budget (evicting if it must) before [`Index::grow`]
-//! allocates them, and the ghost is sized from the same capacity.
+//! Robin Hood linear probing with backward-shift deletion. A bucket is six bytes: the
+//! 4-byte [`Loc`], an 8-bit hash tag (so a probe compares a key in its segment only when
+//! the tag matches: 1 in 256 for a stranger) and the entry's distance from its home bucket
+//! plus one (zero marks an empty bucket).
 //!
-//! Tried and not kept: a second, smaller "spill" table growing in eighths so that the index
-//! never sits at 44% load just past a power of two. It fit 3.8% more items on the bench's
-//! Zipf trace, but at high load hashbrown leaves a tombstone for most removals, and the
-//! rebuilds that clear them came every ~10k inserts, about six rehashes (key reads) per
-//! insert: 1.2x CPU per operation when keys exceed memory (an in-process get-then-set loop,
-//! 1207 vs 1002 ns). A table that deletes without tombstones would be needed first.
-
-use hashbrown::HashTable;
+//! Why not hashbrown, which this replaced: a table that doubles sits anywhere between 44%
+//! and 87.5% full, and a cache's table stops growing wherever its memory runs out, which on
+//! the bench's `-m` was just past a doubling: 12 of the 17.5 bytes an item cost were index.
+//! This table grows in steps of an eighth (the home bucket is `hash * buckets >> 32`, so any
+//! bucket count works) and therefore always sits between 78% and 87.5% full. Growing in
+//! small steps had been tried on hashbrown (a second table); its removals leave tombstones at
+//! high load, and the rebuilds that cleared them cost 1.2x CPU per operation under churn.
+//! Backward-shift deletion leaves none: a removal moves the following run of displaced
+//! entries one bucket back, so the table never needs cleaning, only growing.
+//!
+//! Growth rehashes every entry by reading its key (the table keeps no full hashes: that
+//! would be four more bytes a bucket). Growing by an eighth means about nine key reads an
+//! item over a fill from empty, and none once the cache is full and evicting.
 
 use crate::shard::Loc;
 
+/// A bucket. `dist` is the distance from the home bucket plus one; 0 marks an empty one.
+#[derive(Clone, Copy, Default, Debug)]
+#[repr(C, packed)]
+struct Slot {
+    loc: Loc,
+    tag: u8,
+    dist: u8,
+}
+
+/// The largest `dist` stored: an insert that would displace an entry further grows the
+/// table instead (with a seeded 64-bit hash this does not happen below 7/8 full).
+const MAX_DIST: u8 = 254;
+
+/// Tables this small double; larger ones grow by an eighth.
+const DOUBLE_BELOW: usize = 1024;
+
 #[derive(Debug, Default)]
 pub(crate) struct Index {
-    table: HashTable<Loc>,
-    /// Buckets of the table (hashbrown does not say).
-    buckets: usize,
+    slots: Box<[Slot]>,
+    len: usize,
 }
 
-/// Buckets hashbrown gives a table created for `capacity` entries.
-fn buckets(capacity: usize) -> usize {
-    match capacity {
-        0 => 0,
-        1..4 => 4,
-        4..8 => 8,
-        _ => (capacity * 8 / 7).next_power_of_two(),
-    }
+/// Home bucket (from the low 32 bits) and tag (bits 48-55) of a hash. The shard was picked
+/// from bits 32 and up, the ghost's fingerprint is the top byte.
+fn home_and_tag(h: u64, buckets: usize) -> (usize, u8) {
+    let home = ((u64::from(h as u32) * buckets as u64) >> 32) as usize;
+    (home, (h >> 48) as u8)
 }
 
-/// Entries a table of `buckets` buckets takes before it has to grow.
+/// Entries a table of `buckets` buckets takes before it has to grow: 7/8 of them.
 fn capacity_of(buckets: usize) -> usize {
-    match buckets {
-        0 => 0,
-        1..8 => buckets - 1,
-        _ => buckets / 8 * 7,
+    buckets / 8 * 7
+}
+
+/// Buckets of the table after the one with `buckets`.
+fn grown(buckets: usize) -> usize {
+    if buckets < DOUBLE_BELOW {
+        (buckets * 2).max(16)
+    } else {
+        (buckets + buckets / 8).next_multiple_of(8)
     }
 }
 
-/// Bytes hashbrown allocates for `buckets`: a 4-byte slot and a control byte each, plus one
-/// group of trailing control bytes.
 fn table_bytes(buckets: usize) -> usize {
-    if buckets == 0 { 0 } else { buckets * 5 + 16 }
+    buckets * size_of::<Slot>()
 }
 
 impl Index {
+    #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.len
     }
 
     /// Bytes the table holds.
     pub fn bytes(&self) -> usize {
-        table_bytes(self.buckets)
+        table_bytes(self.slots.len())
     }
 
     /// Entries the table takes before the next [`Self::grow`].
     pub fn capacity(&self) -> usize {
-        capacity_of(self.buckets)
+        capacity_of(self.slots.len())
     }
 
     /// Whether one more entry fits without [`Self::grow`].
     pub fn has_room(&self) -> bool {
-        self.table.len() < self.table.capacity()
-    }
-
-    /// Buckets [`Self::grow`] will leave: hashbrown's own `reserve` rule, which rehashes in
-    /// place when tombstones (left by removals from full groups) rather than entries fill the
-    /// table and the entries fit in half of it, and otherwise doubles.
-    fn next_buckets(&self) -> usize {
-        let want = self.len() + 1;
-        if self.buckets == 0 {
-            buckets(want)
-        } else if want <= capacity_of(self.buckets) / 2 {
-            self.buckets
-        } else {
-            self.buckets * 2
-        }
+        self.len < self.capacity()
     }
 
     /// Bytes and capacity of the table [`Self::grow`] will leave, so that they can be found
     /// in the budget before they are allocated.
     pub fn next_bytes_and_capacity(&self) -> (usize, usize) {
-        let b = self.next_buckets();
+        let b = grown(self.slots.len());
         (table_bytes(b), capacity_of(b))
     }
 
-    /// Makes room for one more entry, as [`Self::next_buckets`] says.
+    /// Moves every entry to a larger table, as [`Self::next_bytes_and_capacity`] says.
+    /// `rehash` gives an entry's full hash (by reading its key).
     pub fn grow(&mut self, rehash: impl Fn(&Loc) -> u64) {
-        self.buckets = self.next_buckets();
-        self.table.reserve(1, rehash);
+        self.rebuild(grown(self.slots.len()), &rehash, None);
     }
 
-    pub fn find(&self, h: u64, eq: impl Fn(&Loc) -> bool) -> Option<&Loc> {
-        self.table.find(h, eq)
-    }
-
-    pub fn find_mut(&mut self, h: u64, eq: impl Fn(&Loc) -> bool) -> Option<&mut Loc> {
-        self.table.find_mut(h, eq)
-    }
-
-    /// Removes the entry `eq` picks; whether there was one.
-    pub fn remove(&mut self, h: u64, eq: impl Fn(&Loc) -> bool) -> bool {
-        match self.table.find_entry(h, eq) {
-            Ok(entry) => {
-                entry.remove();
-                true
+    fn rebuild(&mut self, mut buckets: usize, rehash: &impl Fn(&Loc) -> u64, extra: Option<Loc>) {
+        let old = std::mem::take(&mut self.slots);
+        'retry: loop {
+            self.slots = vec![Slot::default(); buckets].into_boxed_slice();
+            let entries = old.iter().filter(|s| s.dist != 0).map(|s| s.loc);
+            for loc in entries.chain(extra) {
+                if self.place(rehash(&loc), loc).is_err() {
+                    buckets = grown(buckets);
+                    continue 'retry;
+                }
             }
-            Err(_) => false,
+            return;
         }
     }
 
-    /// Adds an entry for a key not in the index. [`Self::has_room`] must hold.
+    /// Robin Hood insertion: an entry takes the bucket of any it meets that sits nearer its
+    /// own home, and that one moves on. `Err` hands back the entry left without a bucket when
+    /// a distance would pass [`MAX_DIST`].
+    fn place(&mut self, h: u64, loc: Loc) -> Result<(), Loc> {
+        let n = self.slots.len();
+        let (mut i, tag) = home_and_tag(h, n);
+        let mut cur = Slot { loc, tag, dist: 1 };
+        loop {
+            let s = self.slots[i];
+            if s.dist == 0 {
+                self.slots[i] = cur;
+                return Ok(());
+            }
+            if s.dist < cur.dist {
+                self.slots[i] = cur;
+                cur = s;
+            }
+            i = if i + 1 == n { 0 } else { i + 1 };
+            if cur.dist == MAX_DIST {
+                return Err(cur.loc);
+            }
+            cur.dist += 1;
+        }
+    }
+
+    /// The bucket of the entry `eq` picks. A probe stops at the first bucket whose entry is
+    /// nearer its home than the probe is to ours: Robin Hood order says ours is not further on.
+    fn position(&self, h: u64, eq: impl Fn(&Loc) -> bool) -> Option<usize> {
+        let n = self.slots.len();
+        if n == 0 {
+            return None;
+        }
+        let (mut i, tag) = home_and_tag(h, n);
+        let mut d = 1u8;
+        loop {
+            let s = self.slots[i];
+            if s.dist < d {
+                return None;
+            }
+            if s.dist == d && s.tag == tag && eq(&{ s.loc }) {
+                return Some(i);
+            }
+            i = if i + 1 == n { 0 } else { i + 1 };
+            // No entry is further than MAX_DIST from home, so `d` stops at MAX_DIST + 1,
+            // where every bucket ends the probe.
+            d += 1;
+        }
+    }
+
+    pub fn find(&self, h: u64, eq: impl Fn(&Loc) -> bool) -> Option<Loc> {
+        self.position(h, eq).map(|i| self.slots[i].loc)
+    }
+
+    /// Points the entry `eq` picks at `to`; whether there was one.
+    pub fn replace(&mut self, h: u64, eq: impl Fn(&Loc) -> bool, to: Loc) -> bool {
+        match self.position(h, eq) {
+            Some(i) => {
+                self.slots[i].loc = to;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes the entry `eq` picks; whether there was one. The displaced entries after it
+    /// each move one bucket back (backward-shift deletion), so no tombstone is left.
+    pub fn remove(&mut self, h: u64, eq: impl Fn(&Loc) -> bool) -> bool {
+        let Some(mut i) = self.position(h, eq) else {
+            return false;
+        };
+        let n = self.slots.len();
+        loop {
+            let j = if i + 1 == n { 0 } else { i + 1 };
+            let mut s = self.slots[j];
+            if s.dist <= 1 {
+                self.slots[i] = Slot::default();
+                break;
+            }
+            s.dist -= 1;
+            self.slots[i] = s;
+            i = j;
+        }
+        self.len -= 1;
+        true
+    }
+
+    /// Adds an entry for a key not in the index. [`Self::has_room`] must hold. In the
+    /// unlikely case that the entry would sit too far from home, the table grows here, past
+    /// the bytes the shard made room for ([`Self::bytes`] says by how much).
     pub fn insert(&mut self, h: u64, e: Loc, rehash: impl Fn(&Loc) -> u64) {
         debug_assert!(self.has_room());
-        self.table.insert_unique(h, e, rehash);
+        if let Err(left) = self.place(h, e) {
+            self.rebuild(grown(self.slots.len()), &rehash, Some(left));
+        }
+        self.len += 1;
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
 
-    // Locations are their own hashes here, mixed so that hashbrown's tag bits vary.
+    // Locations are their own hashes here, mixed so that homes and tags vary.
     fn hash(e: &Loc) -> u64 {
         u64::from(*e).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    }
-
-    // Each run of 12,000 entries starts its probes in one of 16 regions of 1,024 buckets:
-    // long runs of full groups, where hashbrown's removals leave tombstones, and later runs
-    // insert elsewhere, so they do not reuse them.
-    fn clustered(e: &Loc) -> u64 {
-        let region = u64::from(*e / 12_000 % 16) << 11;
-        (hash(e) & !0xFFFF) | region | u64::from(*e % 1024)
-    }
-
-    fn add(ix: &mut Index, e: Loc) {
-        add_with(ix, e, hash);
     }
 
     fn add_with(ix: &mut Index, e: Loc, h: fn(&Loc) -> u64) {
         if !ix.has_room() {
             let (bytes, cap) = ix.next_bytes_and_capacity();
             ix.grow(h);
-            // The budget is charged what hashbrown really allocated.
-            assert_eq!(ix.table.allocation_size(), bytes);
-            assert_eq!(ix.table.capacity(), cap);
+            assert_eq!(ix.bytes(), bytes);
+            assert_eq!(ix.capacity(), cap);
         }
         ix.insert(h(&e), e, h);
     }
 
+    fn add(ix: &mut Index, e: Loc) {
+        add_with(ix, e, hash);
+    }
+
+    /// Every entry is where Robin Hood order says: reachable from its home, at the distance
+    /// its bucket records, no empty bucket between.
+    fn check_invariants(ix: &Index, h: fn(&Loc) -> u64) {
+        let n = ix.slots.len();
+        let mut count = 0;
+        for (i, s) in ix.slots.iter().enumerate() {
+            if s.dist == 0 {
+                continue;
+            }
+            count += 1;
+            let (home, tag) = home_and_tag(h(&{ s.loc }), n);
+            assert_eq!(s.tag, tag);
+            assert_eq!((home + s.dist as usize - 1) % n, i, "entry {}", { s.loc });
+            let prev = ix.slots[(i + n - 1) % n];
+            assert!(
+                s.dist == 1 || prev.dist + 1 >= s.dist,
+                "Robin Hood order at {i}"
+            );
+        }
+        assert_eq!(count, ix.len);
+    }
+
     #[test]
-    fn grows_by_doubling_and_finds_everything() {
+    fn grows_in_eighths_and_finds_everything() {
         let mut ix = Index::default();
+        let mut sizes = vec![];
         for e in 0..100_000u32 {
             add(&mut ix, e);
             assert!(ix.len() <= ix.capacity());
+            if sizes.last() != Some(&ix.slots.len()) {
+                sizes.push(ix.slots.len());
+            }
         }
-        assert_eq!(ix.capacity(), 114_688, "131072 buckets at 7/8");
-        assert_eq!(ix.bytes(), 131_072 * 5 + 16);
+        check_invariants(&ix, hash);
+        // Doubling up to 1024 buckets, then an eighth at a time.
+        assert_eq!(&sizes[..8], &[16, 32, 64, 128, 256, 512, 1024, 1152]);
+        for w in sizes.windows(2).skip(7) {
+            assert!(w[1] <= w[0] + w[0] / 8 + 8, "{w:?}");
+        }
+        let load = ix.len() as f64 / ix.slots.len() as f64;
+        assert!((0.77..=0.875).contains(&load), "load {load}");
         for e in 0..100_000u32 {
-            assert_eq!(ix.find(hash(&e), |&x| x == e), Some(&e), "entry {e}");
+            assert_eq!(ix.find(hash(&e), |&x| x == e), Some(e), "entry {e}");
         }
         assert_eq!(ix.find(hash(&300_000), |&x| x == 300_000), None);
     }
 
     #[test]
-    fn removes_and_updates() {
+    fn removes_and_replaces() {
         let mut ix = Index::default();
         for e in 0..30_000u32 {
             add(&mut ix, e);
@@ -178,13 +298,12 @@ mod tests {
             assert!(!ix.remove(hash(&e), |&x| x == e), "removed once");
         }
         for e in (1..30_000u32).step_by(3) {
-            *ix.find_mut(hash(&e), |&x| x == e).expect("present") = e + 1_000_000;
+            assert!(ix.replace(hash(&e), |&x| x == e, e + 1_000_000));
         }
+        assert!(!ix.replace(hash(&0), |&x| x == 0, 5), "a removed entry");
         assert_eq!(ix.len(), 20_000);
         for e in 0..30_000u32 {
-            let got = ix
-                .find(hash(&e), |&x| x == e || x == e + 1_000_000)
-                .copied();
+            let got = ix.find(hash(&e), |&x| x == e || x == e + 1_000_000);
             let want = match e % 3 {
                 0 => None,
                 1 => Some(e + 1_000_000),
@@ -195,31 +314,107 @@ mod tests {
     }
 
     #[test]
-    fn churn_rehashes_tombstones_away_instead_of_doubling() {
-        // A table grown for 25,000 entries keeps 12,000 and has them replaced one by one:
-        // removals leave tombstones that use up its room, and growing must clear them in
-        // place (same bytes) because the entries fit in half the table.
+    fn churn_at_full_load_neither_grows_nor_loses_entries() {
+        // A full table has its entries replaced one by one, as a cache that evicts does:
+        // removals leave no tombstones, so it never needs more room.
         let mut ix = Index::default();
-        for e in 0..25_000u32 {
-            add_with(&mut ix, e, clustered);
+        let mut e = 0u32;
+        while ix.has_room() || ix.slots.len() < 4096 {
+            add(&mut ix, e);
+            e += 1;
         }
-        for e in 0..13_000u32 {
-            assert!(ix.remove(clustered(&e), |&x| x == e));
+        let (bytes, live) = (ix.bytes(), e);
+        for next in live..live + 200_000 {
+            let old = next - live;
+            assert!(ix.remove(hash(&old), |&x| x == old));
+            assert!(ix.has_room());
+            add(&mut ix, next);
         }
-        let bytes = ix.bytes();
-        assert_eq!(bytes, 32_768 * 5 + 16);
-        let mut grown = 0;
-        for e in 25_000..200_000u32 {
-            let old = e - 12_000;
-            assert!(ix.remove(clustered(&old), |&x| x == old));
-            grown += usize::from(!ix.has_room());
-            add_with(&mut ix, e, clustered);
+        assert_eq!(ix.bytes(), bytes);
+        check_invariants(&ix, hash);
+        for x in 200_000..200_000 + live {
+            assert_eq!(ix.find(hash(&x), |&y| y == x), Some(x));
         }
-        assert!(grown > 0, "tombstones never filled the table");
-        assert_eq!(ix.len(), 12_000);
-        assert_eq!(ix.bytes(), bytes, "rehashed in place {grown} times");
-        for e in 188_000..200_000u32 {
-            assert_eq!(ix.find(clustered(&e), |&x| x == e), Some(&e));
+    }
+
+    // Entries 0..1000 share the top of the hash's low half, so at first they all have one
+    // home: their distances pass MAX_DIST, and the table must grow until they spread out.
+    fn crowded(e: &Loc) -> u64 {
+        (u64::from(*e) << 16) | (hash(e) & 0xFFFF_0000_0000_0000)
+    }
+
+    #[test]
+    fn a_crowded_home_grows_the_table_and_keeps_every_entry() {
+        let mut ix = Index::default();
+        let mut forced = 0;
+        for e in 0..1000u32 {
+            if !ix.has_room() {
+                ix.grow(crowded);
+            }
+            let before = ix.bytes();
+            ix.insert(crowded(&e), e, crowded);
+            forced += usize::from(ix.bytes() != before);
+        }
+        assert!(forced > 0, "no insert had to grow the table");
+        check_invariants(&ix, crowded);
+        for e in 0..1000u32 {
+            assert_eq!(ix.find(crowded(&e), |&x| x == e), Some(e));
+        }
+    }
+
+    #[test]
+    fn agrees_with_a_map_under_random_operations() {
+        // Few distinct homes (hashes share their low bits in groups), wrapping runs, and a
+        // mix of inserts, removes and replaces, checked against a HashMap after every step.
+        fn clustered(e: &Loc) -> u64 {
+            let x = hash(&(*e % 4096));
+            x ^ (u64::from(*e) << 40)
+        }
+        let mut ix = Index::default();
+        let mut model: HashMap<u32, u32> = HashMap::new();
+        let mut rng = 0x1234_5678_9abc_def0u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        // Entries are their own ids while in the table; a replace adds 1 << 24 to the value
+        // kept in the model only, so lookups use the id's hash.
+        for step in 0..60_000 {
+            let id = (next() % 6000) as u32;
+            let h = clustered(&id);
+            match next() % 3 {
+                0 if !model.contains_key(&id) => {
+                    if !ix.has_room() {
+                        ix.grow(|&x| clustered(&(x & 0xFF_FFFF)));
+                    }
+                    ix.insert(h, id, |&x| clustered(&(x & 0xFF_FFFF)));
+                    model.insert(id, id);
+                }
+                1 => {
+                    let was = model.remove(&id);
+                    assert_eq!(ix.remove(h, |&x| x & 0xFF_FFFF == id), was.is_some());
+                }
+                _ => {
+                    let to = id | ((step as u32 & 0x7F) << 24);
+                    let had = model.contains_key(&id);
+                    assert_eq!(ix.replace(h, |&x| x & 0xFF_FFFF == id, to), had);
+                    if had {
+                        model.insert(id, to);
+                    }
+                }
+            }
+            assert_eq!(ix.len(), model.len());
+            if step % 5000 == 0 {
+                for (&k, &v) in &model {
+                    assert_eq!(ix.find(clustered(&k), |&x| x & 0xFF_FFFF == k), Some(v));
+                }
+            }
+        }
+        for id in 0..6000u32 {
+            let got = ix.find(clustered(&id), |&x| x & 0xFF_FFFF == id);
+            assert_eq!(got, model.get(&id).copied(), "id {id}");
         }
     }
 }

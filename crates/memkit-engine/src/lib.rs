@@ -8,8 +8,9 @@
 //!   (memcached 1.6's `do_store_item`, `do_add_delta`, the meta commands' N/R/I/W/X/Z rules).
 //! - `evict`: memory accounting against the budget, segment allocation, S3-FIFO eviction
 //!   over segments, proactive reclamation of expired items.
-//! - `index`: the hash index (key hash -> item location), a hashbrown table whose growth the
-//!   shard pays for in its budget before it happens.
+//! - `index`: the hash index (key hash -> item location), a Robin Hood table that grows by
+//!   eighths and deletes without tombstones; the shard pays for its growth in its budget
+//!   before it happens.
 //! - `ghost`: S3-FIFO's ghost queue as a table of 1-byte fingerprints.
 //! - `segment`: segment memory (anonymous mappings) and the compact item record.
 //! - `numeric`: incr/decr's decimal parsing and rendering, as memcached does them.
@@ -19,7 +20,7 @@
 //! - [`embedded`]: [`Embedded`], the engine behind the [`memkit_types::Memcache`] trait.
 //!
 //! Goals: exact memcached semantics; a real memory bound (every byte held counts); small
-//! per-item overhead (4-10 B of record header plus 6-11 B of index per item); a better hit
+//! per-item overhead (4-10 B of record header plus 7-8 B of index per item); a better hit
 //! ratio than LRU at equal memory; no global lock. Non-goals: persistence (memkit-persist),
 //! the wire protocol (memkit-protocol), threads of its own (callers run
 //! [`Engine::reclaim_expired`] on their own schedule; [`Embedded`] can spawn one).

@@ -150,9 +150,9 @@ pub(crate) struct Shard {
     pub(crate) ghost: Ghost,
 }
 
-/// Where an item lives: segment (12 bits) and byte offset (20 bits). Four bytes a slot keep
-/// the index at 5 bytes a bucket with hashbrown's control byte; its 7-bit hash tag already
-/// turns away 127 of 128 non-matching probes before the key in the segment is compared.
+/// Where an item lives: segment (12 bits) and byte offset (20 bits). Four bytes keep the
+/// index at 6 bytes a bucket with its tag and distance bytes; the 8-bit tag already turns
+/// away 255 of 256 non-matching probes before the key in the segment is compared.
 pub(crate) type Loc = u32;
 
 /// Segments a shard may have (12 bits of [`Loc`]).
@@ -232,7 +232,7 @@ impl Shard {
     }
 
     fn find(&self, h: u64, key: &[u8]) -> Option<Loc> {
-        self.index.find(h, |&e| self.key_of(e) == key).copied()
+        self.index.find(h, |&e| self.key_of(e) == key)
     }
 
     /// The value of a live item: inline in its segment, or its large block.
@@ -350,6 +350,13 @@ impl Shard {
             let s = &segs[seg_of(x) as usize];
             hasher.hash_one(read_item(s.bytes(), off_of(x), s.base_seq).key(s.bytes()))
         });
+        // An insert that crowds one home grows the table itself (see `Index::insert`): the
+        // budget learns of it here, and the next `make_room` evicts for it.
+        let index_bytes = self.index.bytes();
+        if index_bytes != self.index_bytes {
+            self.mapped = self.mapped + index_bytes - self.index_bytes;
+            self.index_bytes = index_bytes;
+        }
         let size = header.logical_len();
         self.stats.curr_items += 1;
         self.stats.bytes += size as u64;
