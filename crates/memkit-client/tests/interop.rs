@@ -15,21 +15,10 @@ use std::time::Instant;
 
 use common::{Memcached, Memkitd, config, port_open};
 use memkit_client::{Cluster, ClusterConfig, Distribution, ServerSpec};
+use memkit_testkit::interop::skip;
 use memkit_types::{GetOptions, Memcache};
 
 const KEYS: usize = 2000;
-
-/// Missing Python packages or memcached fail the test under CI (`CI=true`, where `.ci/run`
-/// installs them) or with `MEMKIT_REQUIRE_INTEROP=1`; elsewhere they skip it.
-fn required() -> bool {
-    std::env::var("MEMKIT_REQUIRE_INTEROP").is_ok_and(|v| v == "1")
-        || std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-fn skip(why: &str) {
-    assert!(!required(), "MEMKIT_REQUIRE_INTEROP=1 but {why}");
-    eprintln!("skipped: {why}");
-}
 
 /// Runs `script` with `args`; `None` when python3 or `module` is unavailable.
 fn python(module: &str, script: &str, args: &[String]) -> Option<String> {
@@ -37,7 +26,7 @@ fn python(module: &str, script: &str, args: &[String]) -> Option<String> {
         .args(["-c", &format!("import {module}")])
         .output();
     if !probe.is_ok_and(|o| o.status.success()) {
-        skip(&format!("python3 module {module} not available"));
+        skip(&format!("python3 module {module}"));
         return None;
     }
     let out = Command::new("python3")
@@ -84,7 +73,7 @@ fn servers(n: usize, with_11211: bool) -> Option<Vec<Server>> {
             out.push(Server::Memkitd(Memkitd::start()));
         } else {
             let Some(m) = Memcached::start() else {
-                skip("memcached not installed");
+                skip("memcached");
                 return None;
             };
             out.push(Server::Memcached(m));

@@ -91,11 +91,7 @@ struct Memcached {
 impl Memcached {
     fn start(args: &[&str]) -> Option<Memcached> {
         if !std::path::Path::new(MEMCACHED).exists() {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "CI=true but {MEMCACHED} is missing"
-            );
-            eprintln!("{MEMCACHED} not installed: skipped");
+            memkit_testkit::interop::skip(MEMCACHED);
             return None;
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -12,6 +12,8 @@
 //!   disturb the backend between ops (evict RAM, reopen a persistent store).
 //! - [`fuzz`]: op sequences decoded from raw bytes, for the engine-vs-model fuzz target and
 //!   its stable corpus replay.
+//! - [`interop`]: whether a test may skip for want of a real memcached (or tmux, or a Python
+//!   package): not under CI.
 //!
 //! Entry points for a backend's own tests:
 //!
@@ -44,6 +46,7 @@
 #[cfg(feature = "tls")]
 pub mod certs;
 pub mod fuzz;
+pub mod interop;
 pub mod model;
 pub mod ops;
 pub mod suite;

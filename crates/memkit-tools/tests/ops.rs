@@ -12,17 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memkit_client::{Client, ClientConfig, ServerSpec};
+use memkit_testkit::interop::skip;
 use memkit_types::{Exptime, Memcache};
-
-fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-        || std::env::var("MEMKIT_REQUIRE_INTEROP").is_ok_and(|v| v == "1")
-}
-
-fn skip(what: &str) {
-    assert!(!required(), "{what} is required under CI");
-    eprintln!("note: skipping: {what} not available");
-}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
