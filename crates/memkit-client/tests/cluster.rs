@@ -29,6 +29,17 @@ async fn holders(c: &Cluster, key: &[u8]) -> Vec<usize> {
     out
 }
 
+/// Each server's `get_hits`.
+async fn get_hits(c: &Cluster) -> Vec<u64> {
+    let mut out = Vec::new();
+    for i in 0..c.servers().len() {
+        let stats = c.client(i).stats("").await.unwrap();
+        let (_, v) = stats.iter().find(|(k, _)| k == "get_hits").unwrap();
+        out.push(v.parse().unwrap());
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_call_replicas_write_two_servers_and_delete_both() {
     let (_s, c, _) = three();
@@ -71,12 +82,19 @@ async fn hot_key_copies_sit_on_distinct_servers() {
     }
     where_.sort();
     assert_eq!(where_, vec![0, 1, 2], "copies on distinct servers");
-    for _ in 0..20 {
+    // Reads pick a copy at random: 90 reads reach every server (all on two of three by
+    // chance: 3 x (2/3)^90, about 4e-16).
+    let before = get_hits(&c).await;
+    for _ in 0..90 {
         assert_eq!(
             c.get_value(b"front").await.unwrap().as_deref(),
             Some(&b"page"[..])
         );
     }
+    let after = get_hits(&c).await;
+    let spread: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(spread.iter().sum::<u64>(), 90, "{spread:?}");
+    assert!(spread.iter().all(|&n| n > 0), "reads per server {spread:?}");
     let got = c
         .get_multi(&[b"front", b"other"], &GetOptions::default())
         .await

@@ -202,12 +202,13 @@ async fn a_hung_server_times_out_then_is_ejected() {
             .all(Option::is_none)
     );
     assert!(t.elapsed() < TIMEOUT + SLACK, "{:?}", t.elapsed());
-    // Writes fail with an unavailable error until it is ejected...
+    // The batch was one call, so one failure: not ejected yet.
+    assert_eq!((c.health()[1].failures, c.health()[1].down), (1, false));
+    // The next write still goes there, fails with an unavailable error, and is the second
+    // consecutive failure (`failure_limit`): ejected.
     let w = c.set(on_hung[0].as_bytes(), b"v", 0, Exptime::NEVER).await;
-    assert!(
-        w.as_ref().is_err_and(Error::is_unavailable) || w.is_ok(),
-        "{w:?}"
-    );
+    assert!(w.as_ref().is_err_and(Error::is_unavailable), "{w:?}");
+    assert!(c.health()[1].down);
     // ...then everything goes to the live server, fast.
     for k in &on_hung {
         // Anything that still reached the hung server would take the whole timeout.
