@@ -29,6 +29,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use tracing::Instrument;
 
 use super::policy::{Copies, OnBusy, Policy, Protection};
 use super::tags::{Tags, must_read_master_at};
@@ -413,6 +414,36 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
     /// ([`memkit_types::Error::is_unavailable`]) the read counts as a miss and the loader's
     /// value is returned uncached.
     pub async fn fetch<T, F, Fut, E>(
+        &self,
+        key: &str,
+        policy: &Policy,
+        loader: F,
+    ) -> Result<Fetched<T>>
+    where
+        T: Serialize + DeserializeOwned + Send,
+        F: FnOnce(LoadContext) -> Fut + Send,
+        Fut: Future<Output = std::result::Result<T, E>> + Send,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        // One span per call, so that a `tracing` subscriber sees each fetch's duration with
+        // its trace letters (TracingTrace events) inside and where the value came from.
+        let span = tracing::trace_span!(
+            target: "memkit::cache",
+            "fetch",
+            key,
+            source = tracing::field::Empty
+        );
+        let out = self
+            .fetch_inner(key, policy, loader)
+            .instrument(span.clone())
+            .await;
+        if let Ok(f) = &out {
+            span.record("source", tracing::field::debug(f.source));
+        }
+        out
+    }
+
+    async fn fetch_inner<T, F, Fut, E>(
         &self,
         key: &str,
         policy: &Policy,

@@ -30,7 +30,9 @@
 //! we read their value (`H`).
 //!
 //! The same events go to [`tracing`] (target `memkit::cache`, level `TRACE`) through
-//! [`TracingTrace`], and are counted per cache in [`CacheStats`](super::CacheStats).
+//! [`TracingTrace`], inside the span `fetch` (fields `key`, `source`) that
+//! [`Cache::fetch`](super::Cache::fetch) opens per call, and are counted per cache in
+//! [`CacheStats`](super::CacheStats).
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
