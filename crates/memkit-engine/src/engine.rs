@@ -120,14 +120,16 @@ impl Engine {
     /// Builds an engine. Nothing is allocated up front: segments are mapped as items arrive.
     pub fn new(cfg: EngineConfig) -> Self {
         let budget = cfg.memory_limit.max(1 << 20);
-        // Up to 16 shards of at least 8 MiB each; past 32 GiB more shards, so that no shard
-        // needs more segments than a location can name (4096 of at most 1 MiB).
+        // Up to 16 shards of at least 8 MiB each; past 4 GiB more shards, so that up to
+        // 64 GiB none is larger than 256 MiB (its index then keeps at least 3 tag bits, see
+        // `index::Layout`), and below 1 TiB none needs more segments than a location can
+        // name (4096 of at most 1 MiB).
         let shards = cfg
             .shards
             .unwrap_or_else(|| {
                 (budget / (8 << 20))
                     .clamp(1, 16)
-                    .max(budget.div_ceil(2 << 30))
+                    .max(budget.div_ceil(256 << 20))
             })
             .clamp(1, 256)
             .next_power_of_two();
@@ -539,7 +541,7 @@ impl Engine {
             .store(bytes, std::sync::atomic::Ordering::Relaxed);
         let per_shard = bytes / self.shards.len();
         for s in self.shards.iter() {
-            s.0.lock().cfg.budget = per_shard;
+            s.0.lock().set_budget(per_shard);
         }
     }
 

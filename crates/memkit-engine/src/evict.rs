@@ -25,7 +25,7 @@ use memkit_types::{Error, Result};
 
 use crate::ghost::Ghost;
 use crate::segment::{HOT, Header, LargeBlock, Segment, VISITED, read_item, write_item};
-use crate::shard::{Loc, MAX_SEGMENTS, Shard, pack, seg_of};
+use crate::shard::{Loc, Shard, pack, seg_of};
 use crate::stats::class_of;
 
 const PAGE: usize = 4096;
@@ -163,7 +163,7 @@ impl Shard {
         let s = match self.unmapped.pop() {
             Some(s) => s,
             None => {
-                if self.segs.len() >= MAX_SEGMENTS {
+                if self.segs.len() >= self.index.layout().max_segments() {
                     return None;
                 }
                 self.segs.push(Segment::unmapped());

@@ -9,7 +9,8 @@
 //! - `evict`: memory accounting against the budget, segment allocation, S3-FIFO eviction
 //!   over segments, proactive reclamation of expired items.
 //! - `index`: the hash index (key hash -> item location), a Robin Hood table that grows by
-//!   eighths and deletes without tombstones; the shard pays for its growth in its budget
+//!   eighths and deletes without tombstones, five bytes a bucket (location and tag share a
+//!   word, split by the shard's `Layout`); the shard pays for its growth in its budget
 //!   before it happens.
 //! - `ghost`: S3-FIFO's ghost queue as a table of 1-byte fingerprints.
 //! - `segment`: segment memory (anonymous mappings) and the compact item record.
@@ -20,7 +21,7 @@
 //! - [`embedded`]: [`Embedded`], the engine behind the [`memkit_types::Memcache`] trait.
 //!
 //! Goals: exact memcached semantics; a real memory bound (every byte held counts); small
-//! per-item overhead (4-10 B of record header plus 7-8 B of index per item); a better hit
+//! per-item overhead (4-10 B of record header plus 6-7 B of index per item); a better hit
 //! ratio than LRU at equal memory; no global lock. Non-goals: persistence (memkit-persist),
 //! the wire protocol (memkit-protocol), threads of its own (callers run
 //! [`Engine::reclaim_expired`] on their own schedule; [`Embedded`] can spawn one).

@@ -22,7 +22,7 @@ use memkit_types::{
 mod persist;
 
 use crate::ghost::Ghost;
-use crate::index::Index;
+use crate::index::{Index, Layout};
 use crate::numeric;
 use crate::segment::{
     FETCHED, HOT, Header, ItemAt, LargeBlock, STALE, Segment, VISITED, WIN_SENT, read_item,
@@ -150,9 +150,8 @@ pub(crate) struct Shard {
     pub(crate) ghost: Ghost,
 }
 
-/// Where an item lives: segment (12 bits) and byte offset (20 bits). Four bytes keep the
-/// index at 6 bytes a bucket with its tag and distance bytes; the 8-bit tag already turns
-/// away 255 of 256 non-matching probes before the key in the segment is compared.
+/// Where an item lives: segment (12 bits) and byte offset (20 bits). The index stores it in
+/// the bits a shard actually needs and a hash tag in the rest (`index::Layout`).
 pub(crate) type Loc = u32;
 
 /// Segments a shard may have (12 bits of [`Loc`]).
@@ -171,8 +170,15 @@ pub(crate) fn off_of(e: Loc) -> usize {
     (e & 0xF_FFFF) as usize
 }
 
+/// The index layout for a shard's segment size and budget: segment ids up to what the
+/// budget maps, plus the two segments of overdraft a relocation may take, plus one.
+fn layout_for(cfg: &ShardConfig) -> Layout {
+    Layout::new(cfg.seg_size, cfg.budget / cfg.seg_size.max(1) + 3)
+}
+
 impl Shard {
     pub fn new(cfg: ShardConfig, id: u64, shard_bits: u32, hasher: DefaultHashBuilder) -> Self {
+        let layout = layout_for(&cfg);
         let classes = cfg
             .class_sizes
             .iter()
@@ -186,7 +192,7 @@ impl Shard {
             id,
             shard_bits,
             hasher,
-            index: Index::default(),
+            index: Index::new(layout),
             segs: Vec::new(),
             free: Vec::new(),
             unmapped: Vec::new(),
@@ -207,6 +213,16 @@ impl Shard {
             scratch: Vec::new(),
             reclaim_cursor: 0,
             ghost: Ghost::default(),
+        }
+    }
+
+    /// Changes the budget (`cache_memlimit`). A larger one may need wider segment ids in the
+    /// index; a smaller one is reached by eviction as items arrive.
+    pub fn set_budget(&mut self, budget: usize) {
+        self.cfg.budget = budget;
+        let want = layout_for(&self.cfg);
+        if want.max_segments() > self.index.layout().max_segments() {
+            self.index.relayout(want);
         }
     }
 

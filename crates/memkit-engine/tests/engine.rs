@@ -96,6 +96,38 @@ fn eviction_keeps_memory_within_budget_and_counts() {
 }
 
 #[test]
+fn raising_the_memory_limit_at_run_time_lets_the_store_grow() {
+    // `cache_memlimit` from 2 to 64 MiB: one shard that planned for 2 MiB of segments must
+    // take 32x as many (its index makes room for the wider segment ids).
+    let (e, _) = engine(2);
+    let v = vec![b'v'; 100];
+    let fill = |from: u32, to: u32| {
+        for i in from..to {
+            set(&e, format!("key:{i}").as_bytes(), &v, 0).unwrap();
+        }
+    };
+    fill(0, 50_000);
+    let small = e.stats().counters.curr_items;
+    assert!(small < 20_000, "2 MiB held {small} items");
+    e.set_memory_limit(64 << 20);
+    fill(50_000, 1_000_000);
+    let s = e.stats();
+    assert!(
+        s.counters.curr_items > 25 * small,
+        "{} items at 64 MiB, {small} at 2 MiB",
+        s.counters.curr_items
+    );
+    assert!(s.mapped_bytes <= s.limit_maxbytes);
+    for i in (1_000_000 - 20_000..1_000_000).step_by(97) {
+        assert_eq!(
+            get(&e, format!("key:{i}").as_bytes()),
+            Some(v.clone()),
+            "key:{i}"
+        );
+    }
+}
+
+#[test]
 fn frequently_read_keys_survive_a_scan() {
     let (e, _) = engine(4);
     let v = vec![b'v'; 100];
