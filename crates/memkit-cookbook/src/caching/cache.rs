@@ -433,50 +433,36 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
             key,
             source = tracing::field::Empty
         );
-        let out = self
-            .fetch_inner(key, policy, loader)
-            .instrument(span.clone())
-            .await;
-        if let Ok(f) = &out {
+        let fetched = async {
+            let policy = &*policy.effective();
+            let out = match policy.protection {
+                Protection::Lease => self.fetch_lease(key, policy, loader).await,
+                _ => self.fetch_soft(key, policy, loader).await,
+            };
+            match out {
+                Err(Unavailable(loader)) => {
+                    CacheStats::bump(&self.inner.stats.misses);
+                    self.trace(key, Letter::Miss);
+                    let ctx = LoadContext {
+                        key: key.to_owned(),
+                        reason: Reason::Miss,
+                        read_master: policy.replica_lag.is_some(),
+                    };
+                    let value = self.run_loader(key, loader, ctx).await?.0;
+                    Ok(Fetched {
+                        value,
+                        source: Source::Computed,
+                    })
+                }
+                Ok(r) => r,
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        if let Ok(f) = &fetched {
             span.record("source", tracing::field::debug(f.source));
         }
-        out
-    }
-
-    async fn fetch_inner<T, F, Fut, E>(
-        &self,
-        key: &str,
-        policy: &Policy,
-        loader: F,
-    ) -> Result<Fetched<T>>
-    where
-        T: Serialize + DeserializeOwned + Send,
-        F: FnOnce(LoadContext) -> Fut + Send,
-        Fut: Future<Output = std::result::Result<T, E>> + Send,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let policy = &*policy.effective();
-        let out = match policy.protection {
-            Protection::Lease => self.fetch_lease(key, policy, loader).await,
-            _ => self.fetch_soft(key, policy, loader).await,
-        };
-        match out {
-            Err(Unavailable(loader)) => {
-                CacheStats::bump(&self.inner.stats.misses);
-                self.trace(key, Letter::Miss);
-                let ctx = LoadContext {
-                    key: key.to_owned(),
-                    reason: Reason::Miss,
-                    read_master: policy.replica_lag.is_some(),
-                };
-                let value = self.run_loader(key, loader, ctx).await?.0;
-                Ok(Fetched {
-                    value,
-                    source: Source::Computed,
-                })
-            }
-            Ok(r) => r,
-        }
+        fetched
     }
 
     // ---- the soft-expiry paths: Protection::None and Protection::Lock ----
