@@ -32,11 +32,11 @@ class _Pool:
     def __init__(self):
         self.procs = {}
 
-    def get(self, kind, flags=()):
-        key = (kind, tuple(flags))
+    def get(self, kind, flags=(), env=None):
+        key = (kind, tuple(flags), tuple(sorted((env or {}).items())))
         sp = self.procs.get(key)
         if sp is None:
-            sp = mk.ServerProcess(kind, _binary(kind), flags)
+            sp = mk.ServerProcess(kind, _binary(kind), flags, env)
             self.procs[key] = sp
         try:
             sp.ensure_running()
@@ -110,11 +110,12 @@ def server_pair(pool):
 
 @pytest.fixture
 def spawn():
-    """spawn(kind, flags) -> ServerProcess with extra flags; stopped at test end."""
+    """spawn(kind, flags, env=None) -> ServerProcess with extra flags (and environment
+    variables); stopped at test end."""
     started = []
 
-    def _spawn(kind, flags=()):
-        sp = mk.ServerProcess(kind, _binary(kind), flags)
+    def _spawn(kind, flags=(), env=None):
+        sp = mk.ServerProcess(kind, _binary(kind), flags, env)
         started.append(sp)
         try:
             sp.start()

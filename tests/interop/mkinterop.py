@@ -41,10 +41,11 @@ def free_port():
 class ServerProcess:
     """One server process we started ourselves; stopped by its PID only."""
 
-    def __init__(self, kind, binary, extra_flags=()):
+    def __init__(self, kind, binary, extra_flags=(), env=None):
         self.kind = kind
         self.binary = Path(binary)
         self.extra_flags = list(extra_flags)
+        self.env = dict(env or {})  # added to this process's environment (e.g. SASL files)
         self.proc = None
         self.port = None
         self.log = None
@@ -68,7 +69,8 @@ class ServerProcess:
             port = free_port()
             self.log = tempfile.TemporaryFile()
             self.proc = subprocess.Popen(
-                self.argv(port), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT
+                self.argv(port), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env} if self.env else None,
             )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
