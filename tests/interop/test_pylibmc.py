@@ -1,4 +1,5 @@
-"""pylibmc (libmemcached, text protocol) against the server, through every command it offers."""
+"""pylibmc (libmemcached, text protocol) against the server, through every command it offers.
+test_pylibmc_binary.py runs these same tests with binary=True (its `binary` fixture)."""
 
 import threading
 
@@ -16,15 +17,21 @@ BEHAVIORS = {
 }
 
 
-def client(addr, **behaviors):
+def client(addr, binary=False, **behaviors):
     b = dict(BEHAVIORS)
     b.update(behaviors)
-    return pylibmc.Client([f"{addr[0]}:{addr[1]}"], binary=False, behaviors=b)
+    return pylibmc.Client([f"{addr[0]}:{addr[1]}"], binary=binary, behaviors=b)
 
 
 @pytest.fixture
-def mc(server):
-    c = client(server)
+def binary():
+    """The protocol pylibmc speaks: text here, binary in test_pylibmc_binary.py."""
+    return False
+
+
+@pytest.fixture
+def mc(server, binary):
+    c = client(server, binary)
     yield c
     c.disconnect_all()
 
@@ -39,11 +46,15 @@ def test_set_get(mc):
     assert mc.get("i") == 42  # pylibmc's integer flag round-trips through the server's flags
 
 
-def test_add_replace(mc):
+def test_add_replace(mc, binary):
     assert mc.add("a", b"1") is True
     assert mc.add("a", b"2") is False
     assert mc.replace("a", b"3") is True
-    assert mc.replace("nope", b"3") is False
+    if binary:  # the binary reply is KEY_ENOENT, which libmemcached reports as NotFound
+        with pytest.raises(pylibmc.NotFound):
+            mc.replace("nope", b"3")
+    else:
+        assert mc.replace("nope", b"3") is False
     assert mc.get("a") == b"3"
 
 
@@ -137,8 +148,8 @@ def test_item_size_limit(mc):
     assert mc.get("after") == b"fine"
 
 
-def test_noreply(server):
-    c = client(server, _noreply=True)  # libmemcached sends "noreply" on storage commands
+def test_noreply(server, binary):
+    c = client(server, binary, _noreply=True)  # libmemcached sends "noreply" on storage commands
     try:
         for i in range(100):
             c.set(f"nr{i}", str(i).encode())
@@ -151,13 +162,13 @@ def test_noreply(server):
         c.disconnect_all()
 
 
-def test_concurrent_incr(server):
-    c0 = client(server)
+def test_concurrent_incr(server, binary):
+    c0 = client(server, binary)
     c0.set("ctr", b"0")
     errors = []
 
     def work():
-        c = client(server)
+        c = client(server, binary)
         try:
             for _ in range(500):
                 c.incr("ctr")
