@@ -1,4 +1,4 @@
-//! memkit-protocol: a sans-IO codec for memcached 1.6's text and meta protocols.
+//! memkit-protocol: a sans-IO codec for memcached 1.6's text, meta and binary protocols.
 //!
 //! One codec serves both ends of the wire: the server decodes requests and encodes replies,
 //! the client encodes requests and decodes replies. It never touches a socket or storage.
@@ -13,6 +13,8 @@
 //!   (`q`) suppression rules.
 //! - [`response`]: [`Response`], its `encode`, and [`decode_response`] (client side).
 //! - [`error`]: [`ErrorReply`] (every error line), [`Reject`], [`DecodeError`].
+//! - [`binary`]: the binary protocol: frames, [`binary::decode_request`] with memcached's
+//!   order of checks, the reply writers, and the client side's encoder and reply decoder.
 //! - [`check`]: the invariants the fuzzer and the stable fuzz test assert.
 //! - `token`, `num`, `base64`: memcached's line splitting, number parsing and base64, quirks
 //!   included, because they are observable.
@@ -21,11 +23,12 @@
 //! and on how many bytes each command consumes; no panic, no unbounded loop and no allocation
 //! proportional to an untrusted length on any input.
 //!
-//! Non-goals: the binary protocol, SASL/auth, UDP framing, the proxy's commands; deciding
+//! Non-goals: SASL's mechanisms (the server checks credentials), UDP framing, the proxy's commands; deciding
 //! anything that depends on server state (that lives in the server's dispatch). Differences
 //! from memcached are listed in `docs/protocol-notes.md`.
 
 pub mod base64;
+pub mod binary;
 pub mod check;
 pub mod decode;
 pub mod error;

@@ -1,7 +1,7 @@
 //! memcached's command line, with the same meanings.
 //!
-//! Known flags are applied; flags that have no meaning here (slab tuning, large pages, UDP,
-//! SASL...) are accepted and reported with a warning, never a crash, so that an existing
+//! Known flags are applied; flags that have no meaning here (slab tuning, large pages,
+//! UDP...) are accepted and reported with a warning, never a crash, so that an existing
 //! memcached command line starts memkitd unchanged. One deliberate difference: with no `-l`,
 //! memkitd listens on 127.0.0.1, not on every interface (see `docs/protocol-notes.md`).
 
@@ -12,8 +12,8 @@ use clap::{ArgAction, Parser};
 #[command(
     name = "memkitd",
     version = concat!(env!("CARGO_PKG_VERSION"), " (memcached 1.6 compatible)"),
-    about = "memkitd: a memcached 1.6 drop-in server (text and meta protocol).",
-    long_about = "memkitd: a memcached 1.6 drop-in server (text and meta protocol).\n\
+    about = "memkitd: a memcached 1.6 drop-in server (text, meta and binary protocols).",
+    long_about = "memkitd: a memcached 1.6 drop-in server (text, meta and binary protocols).\n\
         Takes memcached's flags with the same meaning. Listens on 127.0.0.1:11211 unless -l \
         says otherwise (memcached listens on all interfaces); UDP is off."
 )]
@@ -48,9 +48,10 @@ pub struct Args {
     /// Enable the ascii "shutdown" command.
     #[arg(short = 'A', long = "enable-shutdown")]
     pub enable_shutdown: bool,
-    /// Protocol: ascii only (auto and binary are accepted with a warning).
-    #[arg(short = 'B', long = "protocol", default_value = "ascii")]
-    pub protocol: String,
+    /// Protocol: auto (default: a client's first byte decides), ascii or binary. -S implies
+    /// binary and -Y ascii, as in memcached.
+    #[arg(short = 'B', long = "protocol")]
+    pub protocol: Option<String>,
     /// Maximum item size, with k/m suffix (default 1m, minimum 1k, at most half of -m).
     #[arg(short = 'I', long = "max-item-size", default_value = "1m", value_parser = parse_size)]
     pub max_item_size: usize,
@@ -96,9 +97,13 @@ pub struct Args {
     /// UNIX socket path (not supported: warned about).
     #[arg(short = 's', long = "unix-socket")]
     pub unix_socket: Option<String>,
-    /// SASL (not supported: warned about).
+    /// Require SASL authentication (binary protocol, mechanism PLAIN). The password file
+    /// (`user:password` lines) is named by MEMCACHED_SASL_PWDB or --sasl-pwdb.
     #[arg(short = 'S', long = "enable-sasl")]
     pub sasl: bool,
+    /// With -S: the password file (default: the MEMCACHED_SASL_PWDB environment variable).
+    #[arg(long = "sasl-pwdb", value_name = "FILE")]
+    pub sasl_pwdb: Option<String>,
     /// memkitd's own flags (memcached has none of these).
     #[command(flatten)]
     pub persist: PersistArgs,
@@ -158,6 +163,28 @@ pub struct PersistArgs {
     pub reserve_mb: Option<u64>,
 }
 
+/// `-B`: the protocols a connection may speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// The first byte decides: 0x80 is binary, anything else text (memcached's default).
+    Auto,
+    /// Text and meta only.
+    Ascii,
+    /// Binary only.
+    Binary,
+}
+
+impl Protocol {
+    /// The name `stats settings` shows as `binding_protocol`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Auto => "auto-negotiate",
+            Protocol::Ascii => "ascii",
+            Protocol::Binary => "binary",
+        }
+    }
+}
+
 /// The settings the server runs with, after applying and checking the flags.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -190,6 +217,12 @@ pub struct Settings {
     pub metrics_addr: Option<String>,
     /// `-Y FILE`: ASCII authentication against this `user:password` file.
     pub auth_file: Option<String>,
+    /// `-B`: which protocols connections may speak.
+    pub protocol: Protocol,
+    /// `-S`: binary connections must authenticate with SASL first.
+    pub sasl: bool,
+    /// The SASL password file (`--sasl-pwdb` or `MEMCACHED_SASL_PWDB`).
+    pub sasl_pwdb: Option<String>,
     /// `-Z` and `-o ssl_*`.
     pub ssl: SslSettings,
     /// Options memcached refuses to start with (bad `-o ssl_*` values), for [`Settings::check`].
@@ -230,6 +263,11 @@ impl Settings {
             persist_reserve: a.persist.reserve_mb.map(|mb| mb << 20),
             metrics_addr: a.metrics.metrics_addr,
             auth_file: a.security.auth_file,
+            protocol: Protocol::Auto,
+            sasl: a.sasl,
+            sasl_pwdb: a
+                .sasl_pwdb
+                .or_else(|| std::env::var("MEMCACHED_SASL_PWDB").ok()),
             ssl: SslSettings {
                 enabled: a.security.enable_ssl,
                 min_version: 2,
@@ -251,18 +289,10 @@ impl Settings {
         if a.unix_socket.is_some() {
             warn.push("UNIX sockets are not supported; -s ignored".into());
         }
-        if a.sasl {
-            warn.push("SASL is not supported; -S ignored".into());
-        }
         if a.disable_cas {
             warn.push("-C accepted, but CAS stays enabled".into());
         }
-        if a.protocol != "ascii" {
-            warn.push(format!(
-                "-B {}: only the ascii protocol is supported",
-                a.protocol
-            ));
-        }
+        binding_protocol(&mut s, a.protocol.as_deref());
         for (set, name) in [
             (a.daemon, "-d"),
             (a.user.is_some(), "-u"),
@@ -327,6 +357,39 @@ impl Settings {
             return Err(msg.clone());
         }
         Ok(())
+    }
+}
+
+/// `-B`, and what `-S` and `-Y` imply for it, with memcached's messages for the
+/// combinations it refuses.
+fn binding_protocol(s: &mut Settings, flag: Option<&str>) {
+    s.protocol = match flag {
+        None if s.sasl => Protocol::Binary,
+        None if s.auth_file.is_some() => Protocol::Ascii,
+        None | Some("auto") => Protocol::Auto,
+        Some("ascii") => Protocol::Ascii,
+        Some("binary") => Protocol::Binary,
+        Some(other) => {
+            s.refused.push(format!(
+                "Invalid value for binding protocol: {other}\n -- should be one of auto, binary, or ascii"
+            ));
+            Protocol::Auto
+        }
+    };
+    if s.sasl && flag.is_some() && s.protocol != Protocol::Binary {
+        s.refused
+            .push("ERROR: You cannot allow the ASCII protocol while using SASL.".into());
+    }
+    if s.auth_file.is_some() && flag.is_some() && s.protocol != Protocol::Ascii {
+        s.refused.push(
+            "ERROR: You cannot allow the BINARY protocol while using ascii authentication tokens."
+                .into(),
+        );
+    }
+    if s.sasl && s.sasl_pwdb.is_none() {
+        s.refused.push(
+            "memkitd: -S needs a password file: set MEMCACHED_SASL_PWDB or --sasl-pwdb".into(),
+        );
     }
 }
 

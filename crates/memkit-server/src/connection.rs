@@ -26,6 +26,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, BytesMut};
+use memkit_protocol::binary::REQUEST_MAGIC;
 use memkit_protocol::{DecodeError, ErrorReply, Request, decode_request, meta_key};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
@@ -33,8 +34,17 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use crate::auth::Prefixed;
+use crate::binary::Step;
+use crate::config::Protocol;
 use crate::dispatch::{Action, REPLY_CHUNK, dispatch, resume};
 use crate::server::Shared;
+
+/// The protocol a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    Text,
+    Binary,
+}
 
 /// Write out pending replies once they reach this many bytes.
 const FLUSH_AT: usize = REPLY_CHUNK;
@@ -52,6 +62,14 @@ pub async fn serve<S: Transport>(
     let mut rbuf = BytesMut::new();
     let mut out: Vec<u8> = Vec::new();
     let mut swallow: u64 = 0;
+    // `-B auto` decides on the first byte, as memcached's `try_read_command_negotiate`.
+    let mut wire = match sh.settings.protocol {
+        Protocol::Auto => None,
+        Protocol::Ascii => Some(Wire::Text),
+        Protocol::Binary => Some(Wire::Binary),
+    };
+    // SASL (`-S`): whether this binary connection has authenticated.
+    let mut sasl_authed = false;
     // Persistent `sync` mode: replies to writes wait until the writes are durable.
     let durable = sh.persist.clone().filter(|p| p.acks_wait());
     let mut durable_rx = durable.as_ref().map(|p| p.subscribe());
@@ -107,34 +125,55 @@ pub async fn serve<S: Transport>(
             if rbuf.is_empty() {
                 break;
             }
-            match decode_request(&rbuf, &sh.limits) {
-                Ok((req, used)) => {
-                    trace_request(&sh, id, &req, &rbuf[..used]);
-                    must_sync |= durable.is_some() && crate::dispatch::mutates(&req);
-                    action = dispatch(&req, &sh, id, &mut out);
-                    let mut rest = req;
-                    while let Action::More(at) = action {
-                        flush!();
-                        // `at` is an offset into the keys of the part just dispatched.
-                        rest = resume(&rest, at);
-                        action = dispatch(&rest, &sh, id, &mut out);
+            let binary = *wire.get_or_insert(if rbuf[0] == REQUEST_MAGIC {
+                Wire::Binary
+            } else {
+                Wire::Text
+            }) == Wire::Binary;
+            if binary {
+                match crate::binary::step(&rbuf, &sh, id, &mut sasl_authed, &mut out) {
+                    Step::Incomplete => break,
+                    Step::Done {
+                        used,
+                        swallow: s,
+                        action: a,
+                        mutates,
+                    } => {
+                        must_sync |= durable.is_some() && mutates;
+                        rbuf.advance(used);
+                        (swallow, action, answered) = (s, a, true);
                     }
-                    rbuf.advance(used);
-                    answered = true;
                 }
-                Err(DecodeError::Incomplete) => break,
-                Err(DecodeError::Reject(r)) => {
-                    r.encode(&mut out);
-                    if r.reply == ErrorReply::TooLarge {
-                        let key = r.unlink.and_then(|(k, b64)| meta_key(k, b64));
-                        must_sync |= durable.is_some() && key.is_some();
-                        sh.engine.refuse_too_large(key.as_deref());
+            } else {
+                match decode_request(&rbuf, &sh.limits) {
+                    Ok((req, used)) => {
+                        trace_request(&sh, id, &req, &rbuf[..used]);
+                        must_sync |= durable.is_some() && crate::dispatch::mutates(&req);
+                        action = dispatch(&req, &sh, id, &mut out);
+                        let mut rest = req;
+                        while let Action::More(at) = action {
+                            flush!();
+                            // `at` is an offset into the keys of the part just dispatched.
+                            rest = resume(&rest, at);
+                            action = dispatch(&rest, &sh, id, &mut out);
+                        }
+                        rbuf.advance(used);
+                        answered = true;
                     }
-                    swallow = r.swallow;
-                    rbuf.advance(r.consumed);
-                    answered = true;
+                    Err(DecodeError::Incomplete) => break,
+                    Err(DecodeError::Reject(r)) => {
+                        r.encode(&mut out);
+                        if r.reply == ErrorReply::TooLarge {
+                            let key = r.unlink.and_then(|(k, b64)| meta_key(k, b64));
+                            must_sync |= durable.is_some() && key.is_some();
+                            sh.engine.refuse_too_large(key.as_deref());
+                        }
+                        swallow = r.swallow;
+                        rbuf.advance(r.consumed);
+                        answered = true;
+                    }
+                    Err(DecodeError::Close | DecodeError::Malformed) => action = Action::Close,
                 }
-                Err(DecodeError::Close | DecodeError::Malformed) => action = Action::Close,
             }
             if out.len() >= FLUSH_AT {
                 flush!();

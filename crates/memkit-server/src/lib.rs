@@ -8,22 +8,26 @@
 //!   the handshake before everything else.
 //! - [`auth`]: ASCII authentication (`-Y`), the unauthenticated phase before the request
 //!   loop.
-//! - [`connection`]: one client: read, decode, dispatch, batched writes, swallowing refused
-//!   data, idle timeout; its buffer policy (pooled, released when idle, bounded in and out;
+//! - [`connection`]: one client: read, pick the protocol (`-B`), decode, dispatch, batched
+//!   writes, swallowing refused data, idle timeout; its buffer policy (pooled, released when idle, bounded in and out;
 //!   see `docs/limits.md`).
-//! - [`dispatch`]: THE place where a decoded request meets the storage backend.
+//! - [`dispatch`]: where a decoded text or meta request meets the storage backend.
+//! - [`binary`]: the same for a binary frame, with memcached's binary replies.
+//! - [`sasl`]: SASL PLAIN against a `MEMCACHED_SASL_PWDB` file (`-S`).
 //! - [`stats`]: `stats` and its subcommands with memcached's names; `lru_crawler metadump`.
 //! - [`watch`]: the `watch` event stream.
 //! - [`metrics`]: Prometheus metrics (memcached_exporter's names) and `--metrics-addr`.
 //!
-//! Non-goals: UDP, the binary protocol, SASL (see `docs/protocol-notes.md`). Security
+//! Non-goals: UDP, SASL mechanisms other than PLAIN (see `docs/protocol-notes.md`). Security
 //! (auth, TLS, the defaults): `docs/security.md`.
 
 pub mod auth;
+pub mod binary;
 pub mod config;
 pub mod connection;
 pub mod dispatch;
 pub mod metrics;
+pub mod sasl;
 pub mod server;
 pub mod stats;
 pub mod tls;

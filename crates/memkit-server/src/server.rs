@@ -30,6 +30,9 @@ pub struct Counters {
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     pub cmd_meta: AtomicU64,
+    /// SASL attempts and failures (`auth_cmds` / `auth_errors` add the `-Y` ones).
+    pub sasl_cmds: AtomicU64,
+    pub sasl_errors: AtomicU64,
 }
 
 impl Counters {
@@ -41,6 +44,8 @@ impl Counters {
             &self.bytes_read,
             &self.bytes_written,
             &self.cmd_meta,
+            &self.sasl_cmds,
+            &self.sasl_errors,
         ] {
             c.store(0, Ordering::Relaxed);
         }

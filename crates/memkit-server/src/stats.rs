@@ -119,11 +119,13 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("store_no_memory", n(c.store_no_memory)),
         (
             "auth_cmds",
-            n(sh.auth.as_ref().map_or(0, |a| a.cmds.load(Relaxed))),
+            n(sh.auth.as_ref().map_or(0, |a| a.cmds.load(Relaxed))
+                + sh.counters.sasl_cmds.load(Relaxed)),
         ),
         (
             "auth_errors",
-            n(sh.auth.as_ref().map_or(0, |a| a.errors.load(Relaxed))),
+            n(sh.auth.as_ref().map_or(0, |a| a.errors.load(Relaxed))
+                + sh.counters.sasl_errors.load(Relaxed)),
         ),
         ("bytes_read", n(sh.counters.bytes_read.load(Relaxed))),
         ("bytes_written", n(sh.counters.bytes_written.load(Relaxed))),
@@ -254,8 +256,11 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
         ("reqs_per_event", n(st.reqs_per_event as u64)),
         ("cas_enabled", "yes".into()),
         ("tcp_backlog", n(u64::from(st.backlog))),
-        ("binding_protocol", "ascii".into()),
-        ("auth_enabled_sasl", "no".into()),
+        ("binding_protocol", st.protocol.name().into()),
+        (
+            "auth_enabled_sasl",
+            if st.sasl { "yes" } else { "no" }.into(),
+        ),
         (
             "auth_enabled_ascii",
             sh.auth

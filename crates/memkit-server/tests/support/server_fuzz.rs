@@ -7,7 +7,8 @@
 //! asks for, then half-closes (and reads every reply up to EOF) or drops the socket (with or
 //! without a reset). Then: the server is still running, the connection count is back to
 //! its baseline (no connection is left stuck), the replies of a half-closed connection are
-//! well-formed (every one decodes with the client decoder and ends in `\r\n`), and a second,
+//! well-formed (every one decodes with the client decoder of the protocol the first byte
+//! chose), and a second,
 //! well-behaved connection gets exact answers.
 
 use std::sync::Arc;
@@ -210,9 +211,13 @@ impl Harness {
     }
 }
 
-/// Every reply decodes with the client decoder and ends in `\r\n`; after a clean EOF
-/// nothing is left over (a reset may cut the last reply short).
+/// Every reply decodes with the client decoder and ends in `\r\n` (a binary frame: has a
+/// response header and a length that adds up); after a clean EOF nothing is left over (a
+/// reset may cut the last reply short).
 fn check_replies(out: &[u8], clean_eof: bool, input: &[u8]) {
+    if input.first() == Some(&memkit_protocol::binary::REQUEST_MAGIC) {
+        return check_binary_replies(out, clean_eof, input);
+    }
     let limits = Limits {
         max_item_size: 4 << 20,
         ..Limits::default()
@@ -235,6 +240,21 @@ fn check_replies(out: &[u8], clean_eof: bool, input: &[u8]) {
             Err(e) => panic!(
                 "reply stream broken at byte {pos} ({e:?}): {:?} (input {:?})",
                 String::from_utf8_lossy(&out[pos..(pos + 200).min(out.len())]),
+                String::from_utf8_lossy(input)
+            ),
+        }
+    }
+}
+
+/// [`check_replies`] for a connection that negotiated the binary protocol.
+fn check_binary_replies(out: &[u8], clean_eof: bool, input: &[u8]) {
+    let mut pos = 0;
+    while pos < out.len() {
+        match memkit_protocol::binary::decode_response(&out[pos..]) {
+            Ok(Some((_, used))) => pos += used,
+            Ok(None) if !clean_eof => return,
+            other => panic!(
+                "binary reply stream broken at byte {pos} ({other:?}) (input {:?})",
                 String::from_utf8_lossy(input)
             ),
         }
