@@ -4,6 +4,8 @@
 //! Map:
 //! - [`model`]: [`Model`], the simplest obviously-correct [`memkit_types::Memcache`]: a
 //!   mutex around a `BTreeMap`, an injected clock, memcached 1.6's rules written out plainly.
+//! - [`clock`]: [`clock::SkewedClock`], a clock running ahead of or behind another by a
+//!   chosen offset, for recipes that must hold while hosts' clocks disagree.
 //! - `certs` (feature `tls`): a throwaway PKI for TLS tests, written to a temp dir.
 //! - [`suite`]: the behavioural conformance suite, a table of named async cases.
 //! - [`ops`]: an [`ops::Op`] language over the trait, proptest strategies for op sequences,
@@ -45,6 +47,7 @@
 
 #[cfg(feature = "tls")]
 pub mod certs;
+pub mod clock;
 pub mod fuzz;
 pub mod interop;
 pub mod model;
