@@ -51,6 +51,7 @@ pub mod error;
 pub mod structures;
 
 pub use error::{Error, Result};
+pub use structures::MAX_CLOCK_SKEW_SECS;
 pub use structures::array::{AppendArray, Array};
 pub use structures::counter::{Counter, ViewCounter};
 pub use structures::event_log::{Event, EventLog, Poller};

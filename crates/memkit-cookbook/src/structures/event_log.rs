@@ -2,18 +2,24 @@
 //!
 //! See `docs/cookbook/event-log.md`.
 //!
-//! `num_chunks` keys `events:<name>:<slot>`. An event stamped `t` belongs to chunk
-//! `c = t / chunk_secs` and goes to slot `c % num_chunks` by `append`-or-`add` (one round trip
-//! usually). A chunk's key is created with a TTL that ends exactly when its slot is reused,
-//! `(c + num_chunks) · chunk_secs - now`, so the log always holds at least the last
-//! `(num_chunks - 1) · chunk_secs` seconds. Events are typed: any `serde` type that says when it
-//! happened ([`Event`]), stored one JSON record per line.
+//! An event stamped `t` belongs to chunk `c = t / chunk_secs` and is appended to the key
+//! `events:<name>:<c>` by `append`-or-`add` (one round trip usually). The ring is one of
+//! *lifetimes*, not of key names: a chunk's key lives until its chunk falls out of the last
+//! `num_chunks`, `(c + num_chunks) · chunk_secs - now` seconds, plus
+//! [`MAX_CLOCK_SKEW_SECS`](super::MAX_CLOCK_SKEW_SECS) + 1. Because the key is named by the
+//! absolute chunk number, no two chunks ever share a key: an event can never be appended to
+//! an older chunk's key that is about to expire, whatever the producers' clocks say and
+//! whenever memcached's once-a-second clock expires it. The margin only keeps the last chunk
+//! readable while a producer's clock ran ahead when it created the key. So the log always
+//! holds at least the last `(num_chunks - 1) · chunk_secs` seconds, and at most
+//! `num_chunks + ⌈margin / chunk_secs⌉` chunk keys are alive. Events are typed: any `serde`
+//! type that says when it happened ([`Event`]), stored one JSON record per line.
 //!
 //! [`EventLog::fetch`] reads the chunks that can hold `[first, last]` with one multi-get.
-//! Chunk numbers are computed as absolute integers (`t / chunk_secs`) and only then reduced
-//! modulo `num_chunks`, so each key is read once. (The seed wrapped `firstKey..lastKey`
-//! modulo the ring: when both fell in the same slot it read *every* key, the first one twice,
-//! returning its events twice — and it relied on Python 2's integer `/`.) [`Poller`] is the
+//! Chunk numbers are absolute integers (`t / chunk_secs`), so each key is read once. (The
+//! seed wrapped `firstKey..lastKey` modulo the ring: when both fell in the same slot it read
+//! *every* key, the first one twice, returning its events twice — and it relied on Python 2's
+//! integer `/`.) [`Poller`] is the
 //! seed's `lastSeen` pattern without its duplicates: it remembers what it returned at the
 //! `lastSeen` second and skips exactly that next time.
 //!
@@ -51,7 +57,7 @@ use memkit_types::{Clock, Exptime, Memcache};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::append_or_add;
+use super::{EXPIRY_MARGIN_SECS, append_or_add};
 use crate::codec::{decode, encode_line};
 use crate::{Error, Result};
 
@@ -91,13 +97,17 @@ impl<M: Memcache, E: Event> EventLog<M, E> {
     /// stays well under the item size limit (the seed suggests 10–20 KB).
     ///
     /// # Panics
-    /// If `chunk_secs == 0`, `num_chunks < 2`, or the ring spans more than 30 days.
+    /// If `chunk_secs == 0`, `num_chunks < 2`, or the ring (plus the expiry margin) spans more
+    /// than 30 days, the longest relative TTL.
     pub fn new(mc: M, name: &str, chunk_secs: u64, num_chunks: u64, clock: Arc<dyn Clock>) -> Self {
         assert!(
             chunk_secs >= 1 && num_chunks >= 2,
             "need >= 2 chunks of >= 1 s"
         );
-        assert!(chunk_secs * num_chunks <= 30 * 86_400, "ring above 30 days");
+        assert!(
+            chunk_secs * num_chunks + EXPIRY_MARGIN_SECS <= 30 * 86_400,
+            "ring above 30 days"
+        );
         EventLog {
             mc,
             name: name.to_owned(),
@@ -113,12 +123,9 @@ impl<M: Memcache, E: Event> EventLog<M, E> {
         (self.num_chunks - 1) * self.chunk_secs
     }
 
-    /// The key of the slot chunk `chunk` maps to.
+    /// The key of absolute chunk `chunk` (`t / chunk_secs`).
     pub fn chunk_key(&self, chunk: u64) -> Vec<u8> {
-        crate::codec::key(
-            "events",
-            &format!("{}:{}", self.name, chunk % self.num_chunks),
-        )
+        crate::codec::key("events", &format!("{}:{chunk}", self.name))
     }
 
     /// The absolute chunk numbers [`fetch`](Self::fetch)`(first, last)` reads at `now`,
@@ -160,7 +167,7 @@ impl<M: Memcache, E: Event> EventLog<M, E> {
             )));
         }
         let line = encode_line(event)?;
-        let ttl = Exptime::secs((expires_at - now) as u32);
+        let ttl = Exptime::secs((expires_at - now + EXPIRY_MARGIN_SECS) as u32);
         append_or_add(&self.mc, &self.chunk_key(chunk), &line, ttl).await
     }
 
@@ -195,8 +202,8 @@ impl<M: Memcache, E: Event> EventLog<M, E> {
             for line in item.value.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
                 let e: E = decode(line)?;
                 let t = e.when();
-                // A slot holds only its own chunk while TTLs work as designed; the check
-                // keeps a stray older cycle (clock skew between hosts) out of the answer.
+                // A chunk key holds only its own chunk; the check keeps a hand-written or
+                // corrupt record out of the answer.
                 if t / self.chunk_secs == chunk && (first..=last).contains(&t) {
                     out.push((t, line.to_vec()));
                 }

@@ -20,6 +20,17 @@ use memkit_types::{ArithMode, ArithOptions, ArithOutcome, Exptime, Memcache, Sto
 
 use crate::{Error, Result};
 
+/// The clock skew between hosts that the time-keyed structures (event log, visitor and online
+/// counters) tolerate: a producer this far ahead of or behind the others and the server
+/// loses nothing. Their keys are named by absolute period or chunk number, so skew never
+/// makes two periods share a key; it only decides how long a key must outlive its last read.
+pub const MAX_CLOCK_SKEW_SECS: u64 = 5;
+
+/// How long a time-keyed key outlives the last instant it is read. memcached's clock ticks
+/// once a second at its own phase, so a relative TTL can end up to a second early; a producer
+/// whose clock is ahead computes a TTL that ends early by its skew.
+pub(crate) const EXPIRY_MARGIN_SECS: u64 = MAX_CLOCK_SKEW_SECS + 1;
+
 /// How many times an optimistic loop retries before reporting [`Error::Contended`]. Each
 /// retry means the key vanished or changed between two of our commands; hitting this bound
 /// means the key is evicted as fast as it is created.

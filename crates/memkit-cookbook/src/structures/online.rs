@@ -3,11 +3,14 @@
 //!
 //! See `docs/cookbook/online.md`.
 //!
-//! [`OnlineCounter`]: `N` keys `online:<name>:<i>`; in period `p = now / P` the *current* key
-//! is `p % N` and counts new sessions (`incr`, created with TTL `N·P - now % P`, so it expires
-//! exactly when its slot comes round again). The value is the sum of the other `N - 1` keys:
-//! the last `N - 1` completed periods, read with one multi-get. With more keys the shown
-//! number moves in smaller steps — the seed's "smoothing" — at the cost of a longer window.
+//! [`OnlineCounter`]: period `p = now / P` counts new sessions in the key `online:<name>:<p>`
+//! (`incr`, created with TTL `N·P - now % P`, the end of the last period that reads it, plus
+//! [`MAX_CLOCK_SKEW_SECS`](super::MAX_CLOCK_SKEW_SECS) + 1). The value is the sum of the
+//! previous `N - 1` periods' keys: the last `N - 1` completed periods, read with one
+//! multi-get. With more periods the shown number moves in smaller steps — the seed's
+//! "smoothing" — at the cost of a longer window. Keys are named by period number, never by a
+//! slot reused every `N` periods, so a producer whose clock runs ahead, or memcached's
+//! once-a-second clock, can never add a new period's sessions to an old period's key.
 //!
 //! [`OnlineUsers`]: a key per user `online:<name>:u:<id>` holding the last-seen time, with a
 //! TTL of the window, and `B` bucket keys `online:<name>:b:<id % B>` listing ids. A visit
@@ -46,7 +49,7 @@ use std::sync::Arc;
 
 use memkit_types::{Clock, DeleteOutcome, Exptime, Memcache, StoreOutcome};
 
-use super::{append_or_add, incr_or_create};
+use super::{EXPIRY_MARGIN_SECS, append_or_add, incr_or_create};
 use crate::codec::parse_u64;
 use crate::{Error, Result};
 
@@ -54,63 +57,69 @@ use crate::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct OnlineCounter<M> {
     mc: M,
-    keys: Vec<Vec<u8>>,
+    name: String,
+    slots: u64,
     period: u64,
     clock: Arc<dyn Clock>,
 }
 
 impl<M: Memcache> OnlineCounter<M> {
-    /// `slots` keys (at least 2; the seeds use 6) of `period` seconds each (60).
+    /// `slots` periods (at least 2; the seeds use 6) of `period` seconds each (60).
     ///
     /// # Panics
-    /// If `slots < 2`, `period == 0`, or `slots * period` exceeds 30 days.
+    /// If `slots < 2`, `period == 0`, or `slots * period` plus the expiry margin exceeds 30
+    /// days.
     pub fn new(mc: M, name: &str, slots: usize, period: u64, clock: Arc<dyn Clock>) -> Self {
         assert!(slots >= 2 && period >= 1, "need >= 2 slots of >= 1 s");
-        assert!(slots as u64 * period <= 30 * 86_400, "window above 30 days");
+        assert!(
+            slots as u64 * period + EXPIRY_MARGIN_SECS <= 30 * 86_400,
+            "window above 30 days"
+        );
         OnlineCounter {
             mc,
-            keys: (0..slots)
-                .map(|i| crate::codec::key("online", &format!("{name}:{i}")))
-                .collect(),
+            name: name.to_owned(),
+            slots: slots as u64,
             period,
             clock,
         }
     }
 
-    /// The slot counting at `now`.
-    pub fn current_slot_at(&self, now: u64) -> usize {
-        ((now / self.period) % self.keys.len() as u64) as usize
+    /// The number of the period counting at `now`: `now / P`.
+    pub fn period_at(&self, now: u64) -> u64 {
+        now / self.period
     }
 
-    /// The keys, by slot.
-    pub fn keys(&self) -> &[Vec<u8>] {
-        &self.keys
+    /// The key counting period `p`.
+    pub fn key_for(&self, p: u64) -> Vec<u8> {
+        crate::codec::key("online", &format!("{}:{p}", self.name))
+    }
+
+    /// The TTL of a key created at `now`: until the last period that reads it ends, plus the
+    /// expiry margin.
+    pub fn ttl_at(&self, now: u64) -> u64 {
+        self.slots * self.period - now % self.period + EXPIRY_MARGIN_SECS
     }
 
     /// Counts one session (unique within the window, which the caller decides). One round
     /// trip.
     pub async fn hit(&self) -> Result<u64> {
         let now = self.clock.now_secs();
-        let n = self.keys.len() as u64;
-        let ttl = n * self.period - now % self.period;
-        let key = &self.keys[self.current_slot_at(now)];
-        incr_or_create(&self.mc, key, 1, Exptime::secs(ttl as u32)).await
+        let key = self.key_for(self.period_at(now));
+        incr_or_create(&self.mc, &key, 1, Exptime::secs(self.ttl_at(now) as u32)).await
     }
 
-    /// The sum of every slot but the current one. One multi-get.
+    /// The sum of the `N - 1` periods before the current one. One multi-get.
     pub async fn value(&self) -> Result<u64> {
-        let cur = self.current_slot_at(self.clock.now_secs());
-        let keys: Vec<&[u8]> = self
-            .keys
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != cur)
-            .map(|(_, k)| k.as_slice())
+        let cur = self.period_at(self.clock.now_secs());
+        let keys: Vec<Vec<u8>> = (1..self.slots)
+            .filter_map(|back| cur.checked_sub(back))
+            .map(|p| self.key_for(p))
             .collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
         let mut sum = 0u64;
         for item in self
             .mc
-            .get_multi(&keys, &Default::default())
+            .get_multi(&refs, &Default::default())
             .await?
             .into_iter()
             .flatten()

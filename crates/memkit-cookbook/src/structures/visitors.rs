@@ -2,17 +2,19 @@
 //!
 //! See `docs/cookbook/visitor-counter.md`.
 //!
-//! Two keys, `visitors:<name>:0` and `visitors:<name>:1`. Time is cut into periods of `T`
-//! seconds; in even periods key 0 is *current* (read) and key 1 is the *shadow* (incremented),
-//! in odd periods the other way round. The choice is `now % 2T < T`, computed from the clock
-//! on every call rather than flipped by a timer, so all hosts with synchronised clocks agree.
+//! Time is cut into periods of `T` seconds, numbered `p = now / T`. Visitors of period `p`
+//! are counted in the *shadow* key `visitors:<name>:<p>`; [`VisitorCounter::value`] reads
+//! the *current* key, the previous period's `visitors:<name>:<p - 1>`, which no longer
+//! changes. Both are chosen from the clock on every call rather than flipped by a timer.
 //!
-//! The shadow key is created with the seed discussion's compensated TTL `2T - now % T`, so it
-//! expires exactly at the end of the period in which it is read — the instant it becomes the
-//! shadow again — however late in its shadow period it was created. (The seed's first listing
-//! used a plain `2T`: a key created late in its period then survived into its next shadow
-//! period, adding last cycle's count to the new one before vanishing mid-count. That listing
-//! also read `T` without `self.`; here the period is a field.)
+//! The shadow key is created with the seed discussion's compensated TTL `2T - now % T`, so
+//! it lives to the end of the period in which it is read however late in its own period it
+//! was created, plus [`MAX_CLOCK_SKEW_SECS`](super::MAX_CLOCK_SKEW_SECS) + 1 so that memcached's
+//! once-a-second clock and a producer whose clock runs ahead cannot end it while it is still
+//! read. The seed alternated two keys, so the TTL had to end exactly when the key became the
+//! shadow again; any disagreement between clocks then added one period's count to the next.
+//! Keys named by period number are never reused, so the margin is safe. (The seed's first
+//! listing used a plain `2T`, and read `T` without `self.`; here the period is a field.)
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -21,7 +23,7 @@
 //! use memkit_engine::{Embedded, EngineConfig};
 //! use memkit_types::ManualClock;
 //!
-//! let clock = ManualClock::new(1_700_000_400); // a multiple of 2T = 600
+//! let clock = ManualClock::new(1_700_000_400); // a multiple of T = 300
 //! let mc = Embedded::new(EngineConfig::with_memory(64 << 20).clock(Arc::new(clock.clone())));
 //! let visitors = VisitorCounter::new(mc, "site", 300, Arc::new(clock.clone()));
 //! for _ in 0..3 {
@@ -37,7 +39,7 @@ use std::sync::Arc;
 
 use memkit_types::{Clock, Exptime, Memcache};
 
-use super::incr_or_create;
+use super::{EXPIRY_MARGIN_SECS, incr_or_create};
 use crate::codec::parse_u64;
 use crate::{Error, Result};
 
@@ -45,7 +47,7 @@ use crate::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct VisitorCounter<M> {
     mc: M,
-    keys: [Vec<u8>; 2],
+    name: String,
     period: u64,
     clock: Arc<dyn Clock>,
 }
@@ -54,19 +56,16 @@ impl<M: Memcache> VisitorCounter<M> {
     /// The counter `name` with period `period` seconds, on `clock`.
     ///
     /// # Panics
-    /// If `period` is 0 or above 15 days (the shadow TTL `2T` must stay a relative expiry,
-    /// at most 30 days).
+    /// If `period` is 0 or above 15 days minus the expiry margin (the shadow TTL must stay a
+    /// relative expiry, at most 30 days).
     pub fn new(mc: M, name: &str, period: u64, clock: Arc<dyn Clock>) -> Self {
         assert!(
-            (1..=15 * 86_400).contains(&period),
+            period >= 1 && 2 * period + EXPIRY_MARGIN_SECS <= 30 * 86_400,
             "period must be 1 s ..= 15 days"
         );
         VisitorCounter {
             mc,
-            keys: [
-                crate::codec::key("visitors", &format!("{name}:0")),
-                crate::codec::key("visitors", &format!("{name}:1")),
-            ],
+            name: name.to_owned(),
             period,
             clock,
         }
@@ -77,40 +76,45 @@ impl<M: Memcache> VisitorCounter<M> {
         self.period
     }
 
-    /// The index of the current (read) key at `now`: 0 or 1.
-    pub fn active_at(&self, now: u64) -> usize {
-        usize::from(now % (2 * self.period) >= self.period)
+    /// The number of the period `now` falls in: `now / T`.
+    pub fn period_at(&self, now: u64) -> u64 {
+        now / self.period
     }
 
-    /// The TTL a shadow key created at `now` gets: `2T - now % T` — it expires exactly at
-    /// the end of the period after the current one.
+    /// The key counting period `p` (the shadow during `p`, the current key during `p + 1`).
+    pub fn key_for(&self, p: u64) -> Vec<u8> {
+        crate::codec::key("visitors", &format!("{}:{p}", self.name))
+    }
+
+    /// The keys at `now`: `[current (read), shadow (incremented)]`.
+    pub fn keys_at(&self, now: u64) -> [Vec<u8>; 2] {
+        let p = self.period_at(now);
+        [self.key_for(p.saturating_sub(1)), self.key_for(p)]
+    }
+
+    /// The TTL a shadow key created at `now` gets: `2T - now % T` — the end of the period
+    /// after the current one — plus the expiry margin.
     pub fn shadow_ttl_at(&self, now: u64) -> u64 {
-        2 * self.period - now % self.period
-    }
-
-    /// The two keys, `[key 0, key 1]`.
-    pub fn keys(&self) -> &[Vec<u8>; 2] {
-        &self.keys
+        2 * self.period - now % self.period + EXPIRY_MARGIN_SECS
     }
 
     /// Counts one visitor (unique within `T`, which the caller decides — e.g. by a
     /// timestamp in the session) in the shadow key. One round trip.
     pub async fn increment(&self) -> Result<u64> {
         let now = self.clock.now_secs();
-        let shadow = &self.keys[1 - self.active_at(now)];
+        let [_, shadow] = self.keys_at(now);
         let ttl = Exptime::secs(self.shadow_ttl_at(now) as u32);
-        incr_or_create(&self.mc, shadow, 1, ttl).await
+        incr_or_create(&self.mc, &shadow, 1, ttl).await
     }
 
     /// Visitors counted during the previous period (0 if its key is gone). One round trip.
     pub async fn value(&self) -> Result<u64> {
-        let now = self.clock.now_secs();
-        match self.mc.get_value(&self.keys[self.active_at(now)]).await? {
+        let [current, _] = self.keys_at(self.clock.now_secs());
+        match self.mc.get_value(&current).await? {
             Some(v) => parse_u64(&v),
             None => Ok(0),
         }
     }
-
     /// [`value`](Self::value) with the seed's cosmetic suggestion: a small bump (up to
     /// `percent`% of the value, taken from `noise` in `0.0..=1.0`) so the shown number does not
     /// stand still for a whole period. The caller supplies the randomness.

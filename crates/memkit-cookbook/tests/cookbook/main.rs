@@ -7,7 +7,9 @@
 //! - `multiprocess`: several OS processes (this binary, re-run as workers) against memkitd
 //!   and, when installed, real memcached, through memkit-client;
 //! - `network`: the structures' unit scenarios through memkit-client against memkitd and
-//!   real memcached, and a three-server cluster losing a server.
+//!   real memcached, and a three-server cluster losing a server;
+//! - `skew`: the time-keyed structures with producers' clocks up to 2 s ahead and behind, on
+//!   real time, against the embedded store, memkitd and real memcached.
 
 mod concurrency;
 mod faults;
@@ -15,5 +17,6 @@ mod multiprocess;
 mod network;
 mod seed_bugs;
 mod servers;
+mod skew;
 mod support;
 mod units;

@@ -45,3 +45,12 @@ pub fn net_rt() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// A multi-threaded runtime with I/O and time, for network clients driven by many tasks.
+pub fn mt_net_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}

@@ -250,19 +250,26 @@ async fn online_counter_sums_completed_periods() {
 }
 
 #[tokio::test]
-async fn online_counter_key_expires_when_slot_comes_round() {
+async fn online_counter_key_outlives_its_last_read_by_the_margin() {
     let (mc, clock) = store();
     let c = OnlineCounter::new(mc.clone(), "o", 3, 60, dyn_clock(&clock));
     clock.advance(50); // late in the minute
     c.hit().await.unwrap();
-    let key = c.keys()[c.current_slot_at(T0 + 50)].clone();
-    assert_eq!(ttl_of(&mc, &key).await, Some(Ttl::Secs(3 * 60 - 50)));
+    let key = c.key_for(c.period_at(T0 + 50));
+    let margin = MAX_CLOCK_SKEW_SECS + 1;
+    assert_eq!(
+        ttl_of(&mc, &key).await,
+        Some(Ttl::Secs((3 * 60 - 50 + margin) as u32))
+    );
     clock.advance(3 * 60 - 50 - 1);
-    assert!(mc.get(&key).await.unwrap().is_some());
+    assert_eq!(c.value().await.unwrap(), 1, "the last minute that reads it");
     clock.advance(1);
+    assert_eq!(c.value().await.unwrap(), 0, "no longer in the window");
+    assert_eq!(c.hit().await.unwrap(), 1, "a new period starts a new key");
+    clock.advance(margin);
     assert!(
         mc.get(&key).await.unwrap().is_none(),
-        "gone as its slot is current again"
+        "gone after the margin"
     );
 }
 
