@@ -751,6 +751,67 @@ pub fn encode_request(
     out.extend_from_slice(value);
 }
 
+/// Client side: the frame that sends `req` (the inverse of [`decode_request`] for every
+/// request it returns).
+pub fn encode(req: &Request<'_>, out: &mut Vec<u8>) {
+    let mut extras = [0u8; 20];
+    let (ext, key, value): (usize, &[u8], &[u8]) = match req.cmd {
+        Command::Get { key, touch, .. } => match touch {
+            Some(t) => {
+                extras[..4].copy_from_slice(&t.to_be_bytes());
+                (4, key, b"")
+            }
+            None => (0, key, b""),
+        },
+        Command::Store {
+            kind,
+            key,
+            flags,
+            exptime,
+            data,
+        } => match kind {
+            StoreKind::Append | StoreKind::Prepend => (0, key, data),
+            _ => {
+                extras[..4].copy_from_slice(&flags.to_be_bytes());
+                extras[4..8].copy_from_slice(&exptime.to_be_bytes());
+                (8, key, data)
+            }
+        },
+        Command::Delete { key } => (0, key, b""),
+        Command::Arith {
+            key,
+            delta,
+            initial,
+            exptime,
+            ..
+        } => {
+            extras[..8].copy_from_slice(&delta.to_be_bytes());
+            extras[8..16].copy_from_slice(&initial.to_be_bytes());
+            extras[16..].copy_from_slice(&exptime.to_be_bytes());
+            (20, key, b"")
+        }
+        Command::Flush { delay } => match delay {
+            Some(d) => {
+                extras[..4].copy_from_slice(&d.to_be_bytes());
+                (4, b"", b"")
+            }
+            None => (0, b"", b""),
+        },
+        Command::Stat { group } => (0, group, b""),
+        Command::SaslAuth { mech, data, .. } => (0, mech, data),
+        Command::Noop | Command::Version | Command::Quit | Command::SaslListMechs => (0, b"", b""),
+    };
+    encode_request(
+        out,
+        req.opcode,
+        req.opaque,
+        req.cas,
+        &extras[..ext],
+        key,
+        value,
+    );
+}
+
 /// A decoded response frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Response<'a> {

@@ -1,4 +1,4 @@
-//! Codec invariants, shared by the cargo-fuzz target and the stable fuzz test.
+//! Codec invariants, shared by the cargo-fuzz targets and the stable fuzz tests.
 
 use crate::{DecodeError, Limits, Request, decode_request, encode_request};
 
@@ -111,5 +111,67 @@ pub fn roundtrip(req: &Request<'_>, limits: &Limits) {
             "re-decoding {:?} failed: {e:?}",
             String::from_utf8_lossy(&enc)
         ),
+    }
+}
+
+/// The binary decoder's invariants on `input` decoded as a stream of frames; panics if one
+/// breaks:
+/// 1. a request uses at least a header and at most the input; a reject consumes at least a
+///    header and swallows no more than the frame's body length;
+/// 2. a decoded request does not depend on what follows it (decoding exactly its bytes
+///    gives it again) and every shorter prefix is `Incomplete`;
+/// 3. re-encoding a decoded request and decoding that gives the same request back.
+pub fn fuzz_binary(input: &[u8]) {
+    use crate::binary::{self, Auth, DecodeError as E, HEADER_LEN};
+    let limits = Limits {
+        max_item_size: 64 * 1024,
+        ..Limits::default()
+    };
+    let mut rest = input;
+    // Each authentication state: SASL off, required and missing, done.
+    let auths = [
+        Auth::default(),
+        Auth {
+            sasl: true,
+            authenticated: false,
+        },
+        Auth {
+            sasl: true,
+            authenticated: true,
+        },
+    ];
+    let auth = auths[input.len() % 3];
+    while !rest.is_empty() {
+        match binary::decode_request(rest, &limits, auth) {
+            Ok((req, used)) => {
+                assert!((HEADER_LEN..=rest.len()).contains(&used), "used {used}");
+                let again = binary::decode_request(&rest[..used], &limits, auth);
+                assert_eq!(again, Ok((req, used)), "depends on what follows");
+                for cut in [0, used / 2, used - 1] {
+                    assert_eq!(
+                        binary::decode_request(&rest[..cut], &limits, auth),
+                        Err(E::Incomplete),
+                        "prefix of {cut} bytes"
+                    );
+                }
+                let mut enc = Vec::new();
+                binary::encode(&req, &mut enc);
+                let (back, n) = binary::decode_request(&enc, &limits, auth)
+                    .unwrap_or_else(|e| panic!("re-encoded {req:?} does not decode: {e:?}"));
+                assert_eq!((back, n), (req, enc.len()), "round trip");
+                rest = &rest[used..];
+            }
+            Err(E::Reject(r)) => {
+                let body = binary::Header::parse(rest).map_or(0, |h| u64::from(h.body_len));
+                assert!((HEADER_LEN..=rest.len()).contains(&r.consumed));
+                assert!(r.swallow <= body, "swallow {} of body {body}", r.swallow);
+                if r.close {
+                    return;
+                }
+                let skip = (r.consumed as u64 + r.swallow).min(rest.len() as u64);
+                rest = &rest[skip as usize..];
+            }
+            Err(E::Incomplete | E::Close) => return,
+        }
     }
 }

@@ -1,13 +1,20 @@
-//! The fuzz target's invariants on stable Rust: replay the checked-in seed corpus
-//! (`fuzz/corpus/decode_request/`), then mutate it with a fixed-seed generator for a bounded
-//! number of rounds. `cargo +nightly fuzz run decode_request` explores further.
+//! The fuzz targets' invariants on stable Rust: replay the checked-in seed corpora
+//! (`fuzz/corpus/decode_request/` for text and meta, `fuzz/corpus/decode_binary/` for the
+//! binary protocol), then mutate them with a fixed-seed generator for a bounded number of
+//! rounds. `cargo +nightly fuzz run decode_request` (or `decode_binary`) explores further.
 
 use std::path::PathBuf;
 
-use memkit_protocol::check::fuzz_one;
+use memkit_protocol::check::{fuzz_binary, fuzz_one};
 
 fn corpus() -> Vec<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/decode_request");
+    seeds("decode_request")
+}
+
+fn seeds(target: &str) -> Vec<Vec<u8>> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
     let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(&dir)
         .map(|rd| {
             rd.filter_map(|e| std::fs::read(e.ok()?.path()).ok())
@@ -96,5 +103,27 @@ fn mutations_hold_the_invariants() {
     for _ in 0..20_000 {
         let input = mutate(&mut rng, &seeds);
         fuzz_one(&input);
+    }
+}
+
+#[test]
+fn binary_corpus_replays_clean() {
+    for seed in seeds("decode_binary") {
+        fuzz_binary(&seed);
+    }
+}
+
+#[test]
+fn binary_mutations_hold_the_invariants() {
+    let seeds = seeds("decode_binary");
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for _ in 0..20_000 {
+        let mut input = mutate(&mut rng, &seeds);
+        // Binary frames are mostly lengths: also flip bits of the header fields.
+        if !input.is_empty() {
+            let i = rng.below(input.len().min(24));
+            input[i] ^= 1 << rng.below(8);
+        }
+        fuzz_binary(&input);
     }
 }
