@@ -5,8 +5,9 @@
 //!
 //! Each writer owns its keys and runs one request at a time, so at the kill it has at most
 //! one write in flight: that one may or may not have landed, everything acknowledged must
-//! have. Cycles: `MEMKIT_CRASH_CYCLES` (default 20). Only 127.0.0.1; only our own child is
-//! killed.
+//! have. Odd-numbered writers make their sets over the binary protocol: its replies wait
+//! for durability like the text ones. Cycles: `MEMKIT_CRASH_CYCLES` (default 20). Only
+//! 127.0.0.1; only our own child is killed.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -75,6 +76,50 @@ impl Conn {
     }
 }
 
+/// A binary-protocol connection (its first byte, 0x80, picks the protocol).
+struct BinConn(TcpStream);
+
+impl BinConn {
+    fn connect(port: u16) -> std::io::Result<BinConn> {
+        let s = TcpStream::connect(("127.0.0.1", port))?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        s.set_nodelay(true)?;
+        Ok(BinConn(s))
+    }
+    /// `SET` → the CAS in the reply's header, `None` if not stored.
+    fn set(&mut self, key: &str, value: &str, flags: u32) -> std::io::Result<Option<u64>> {
+        use memkit_protocol::binary::{Status, decode_response, encode_request, op};
+        use std::io::Read;
+        let mut extras = flags.to_be_bytes().to_vec();
+        extras.extend_from_slice(&0u32.to_be_bytes());
+        let mut frame = Vec::new();
+        encode_request(
+            &mut frame,
+            op::SET,
+            7,
+            0,
+            &extras,
+            key.as_bytes(),
+            value.as_bytes(),
+        );
+        self.0.write_all(&frame)?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 512];
+        loop {
+            if let Ok(Some((r, _))) = decode_response(&buf) {
+                assert_eq!(r.header.opaque, 7);
+                let ok = r.header.status == Status::Ok as u16;
+                return Ok(ok.then_some(r.header.cas));
+            }
+            let n = self.0.read(&mut chunk)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
 /// What a writer knows was acknowledged, and what it had in flight when the server died.
 #[derive(Debug, Default, Clone)]
 struct Acked {
@@ -102,6 +147,13 @@ fn writer(port: u16, w: usize, mut st: Acked, stop: Arc<AtomicBool>, seed: u64) 
     let Ok(mut c) = Conn::connect(port) else {
         return st;
     };
+    let mut bin = match w % 2 {
+        1 => match BinConn::connect(port) {
+            Ok(b) => Some(b),
+            Err(_) => return st,
+        },
+        _ => None,
+    };
     let mut rng = seed;
     let mut next = || {
         rng ^= rng << 13;
@@ -124,7 +176,12 @@ fn writer(port: u16, w: usize, mut st: Acked, stop: Arc<AtomicBool>, seed: u64) 
         let done: std::io::Result<()> = (|| {
             match &op {
                 Op::Set(k, v, f) => {
-                    let cas = c.set(&format!("w{w}:s{k}"), v, *f)?.expect("stored");
+                    let key = format!("w{w}:s{k}");
+                    let cas = match bin.as_mut() {
+                        Some(b) => b.set(&key, v, *f)?,
+                        None => c.set(&key, v, *f)?,
+                    }
+                    .expect("stored");
                     let prev = st.sets.get(k).map_or(0, |s| s.2);
                     // Per key, CAS grows; across a restart it grows past everything
                     // issued before (within one run shards count CAS independently).

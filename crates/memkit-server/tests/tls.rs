@@ -178,6 +178,57 @@ async fn get_and_set_over_tls() {
     s.stop().await;
 }
 
+/// The binary protocol over TLS: the first decrypted byte picks it, as on plain TCP.
+#[tokio::test]
+async fn binary_protocol_over_tls() {
+    use memkit_protocol::binary::{Status, decode_response, encode_request, op};
+    let pki = TestPki::generate();
+    let opts = pki.server_opts(0);
+    let s = Server::start(&["-Z", "-o", &opts]).await;
+    let mut c = tls_connect(s.addr, client_config(&pki, ClientCert::None))
+        .await
+        .unwrap();
+    let big = vec![b'y'; 100_000];
+    let mut req = Vec::new();
+    encode_request(
+        &mut req,
+        op::SETQ,
+        1,
+        0,
+        &[0, 0, 0, 9, 0, 0, 0, 0],
+        b"b",
+        &big,
+    );
+    encode_request(&mut req, op::GETK, 2, 0, &[], b"b", &[]);
+    encode_request(&mut req, op::GETQ, 3, 0, &[], b"nothing", &[]);
+    encode_request(&mut req, op::NOOP, 4, 0, &[], &[], &[]);
+    c.write_all(&req).await.unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 16384];
+    let mut replies: Vec<(u32, u16, Vec<u8>, usize)> = Vec::new();
+    timeout(Duration::from_secs(5), async {
+        while replies.last().is_none_or(|&(o, ..)| o != 4) {
+            let n = c.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "closed");
+            buf.extend_from_slice(&chunk[..n]);
+            while let Ok(Some((r, used))) = decode_response(&buf) {
+                let h = r.header;
+                replies.push((h.opaque, h.status, r.key.to_vec(), r.value.len()));
+                buf.drain(..used);
+            }
+        }
+    })
+    .await
+    .expect("replies within 5 s");
+    // SETQ's success and GETQ's miss are silent: only the GETK hit and the NOOP answer.
+    let ok = Status::Ok as u16;
+    assert_eq!(
+        replies,
+        vec![(2, ok, b"b".to_vec(), big.len()), (4, ok, Vec::new(), 0)]
+    );
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn plaintext_clients_get_nothing_from_a_tls_port() {
     let pki = TestPki::generate();
