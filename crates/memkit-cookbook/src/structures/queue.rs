@@ -5,8 +5,11 @@
 //!
 //! **Queue** — keys `queue:<name>:tail`, `queue:<name>:head` (counters) and one key per
 //! element `queue:<name>:<slot>`.
-//! - *push*: `incr tail` (created on a miss) reserves slot `n` for this producer alone; `add`
-//!   the element there. If the slot is occupied (a tombstone, see below) take the next one.
+//! - *push*: read the head; `incr tail` (created on a miss) reserves slot `n` for this
+//!   producer alone; `add` the element there. If the slot is occupied (a tombstone, see below)
+//!   take the next one. A slot at or below the head read before it would never be claimed:
+//!   the tail was lost and re-created below the head, so the producer moves the tail up to
+//!   the head (one compare-and-swap) and reserves again.
 //! - *pop*: multi-get head and tail; empty if `head >= tail`; else claim slot `head + 1` by
 //!   incrementing head *with its CAS* (so head never passes tail and each slot is claimed
 //!   once); then take the element: `gets`, then a `cas` that replaces it by a short-lived
@@ -18,8 +21,11 @@
 //! - *head lost* (evicted, flushed, server restarted): the consumer that finds it missing
 //!   scans back from the tail for the highest tombstone (every consumed slot holds one for
 //!   `tombstone_ttl`) and restarts the head there: no consumed element is replayed, no
-//!   waiting one skipped. *Tail lost*: the producer that re-creates it at 1 moves it past the
-//!   head; slots still holding elements are skipped by `add`, so they are delivered too.
+//!   waiting one skipped. With no tombstone left it restarts just below the lowest waiting
+//!   element (or at the tail), tombstoning the empty slots just under it so that a producer
+//!   that reserved one and has not written yet pushes again. *Tail lost*: every producer
+//!   that reserves a slot at or below the head moves the tail up to the head; slots still
+//!   holding elements are skipped by `add`, so they are delivered too.
 //!
 //! **Stack** — keys `stack:<name>:top` and `stack:<name>:<slot>`. *push*: `incr top`, `add`
 //! the slot (next slot if occupied). *pop*: `gets top`; empty at 0; claim slot `top` by
@@ -69,6 +75,9 @@ use crate::{Error, Result};
 const MAX_CLAIMS: u32 = 100_000;
 /// How far back a head recovery scans for unconsumed elements.
 const MAX_RECOVERY_SCAN: u64 = 1 << 16;
+/// How many empty slots below the restarted head a recovery without tombstones closes with a
+/// tombstone, for producers that reserved them and have not written yet.
+const IN_FLIGHT: usize = 64;
 
 const ITEM: u8 = b'I';
 const TOMBSTONE: &[u8] = b"T";
@@ -206,25 +215,57 @@ impl<M: Memcache, T: Serialize + DeserializeOwned> Queue<M, T> {
         }
     }
 
-    /// Appends `x`; returns its slot number. Two round trips.
+    /// Appends `x`; returns its slot number. Three round trips: read the head, reserve a
+    /// slot, write it.
+    ///
+    /// A slot at or below the head would never be claimed by a consumer, so the head is read
+    /// before the slot is reserved: while the counters live, the tail is above the head and
+    /// every reservation is too; a reservation at or below it means the tail was lost and
+    /// re-created below the head, and the producer moves the tail up to the head and
+    /// reserves again.
     pub async fn push(&self, x: &T) -> Result<u64> {
         let mut body = vec![ITEM];
         body.extend(encode(x)?);
         let s = &self.slots;
-        let tail = s.counter_key("tail");
+        let (head, tail) = (s.counter_key("head"), s.counter_key("tail"));
         for _ in 0..super::MAX_ATTEMPTS {
+            let h = s.counter(&head).await?.map_or(0, |c| c.0);
             let n = incr_or_create(&s.mc, &tail, 1, Exptime::NEVER).await?;
-            if n == 1
-                && let Some((h, _)) = s.counter(&s.counter_key("head")).await?
-                && h > 0
-            {
-                // The tail was lost (evicted, server restarted) while the head survived:
-                // move the tail past the head, or consumers would never reach our slots.
-                s.mc.incr(&tail, h).await?;
+            if n <= h {
+                self.raise_tail(h).await?;
                 continue;
             }
             if s.put(n, &body).await? {
                 return Ok(n);
+            }
+        }
+        Err(Error::Contended(super::MAX_ATTEMPTS))
+    }
+
+    /// Moves the tail up to `to` unless it is there already. Compare-and-swap, so that of
+    /// producers racing to repair it one moves it and the others see it moved: the slots
+    /// between the old head and the new tail are not multiplied into holes.
+    async fn raise_tail(&self, to: u64) -> Result<()> {
+        let s = &self.slots;
+        let tail = s.counter_key("tail");
+        for _ in 0..super::MAX_ATTEMPTS {
+            let Some((t, cas)) = s.counter(&tail).await? else {
+                return Ok(()); // lost again: the next reservation re-checks
+            };
+            if t >= to {
+                return Ok(());
+            }
+            let opts = ArithOptions {
+                mode: ArithMode::Incr,
+                delta: to - t,
+                cas: Some(cas),
+                ..Default::default()
+            };
+            if matches!(
+                s.mc.arithmetic(&tail, &opts).await?,
+                ArithOutcome::Value { .. }
+            ) {
+                return Ok(());
             }
         }
         Err(Error::Contended(super::MAX_ATTEMPTS))
@@ -269,11 +310,18 @@ impl<M: Memcache, T: Serialize + DeserializeOwned> Queue<M, T> {
     /// the tail bounds the true head from below; the slots above it are unclaimed or in
     /// flight. Restarting there re-claims at most a few in-flight slots, and those are taken
     /// by exactly one consumer (the CAS in `take`): nothing is delivered twice or skipped.
-    /// With no tombstone (a new queue, or tombstones expired) the scan goes back to slot 1,
-    /// or at most `MAX_RECOVERY_SCAN` slots.
+    ///
+    /// With no tombstone in reach (they expired), the consumed slots are empty and would
+    /// each cost a consumer `hole_wait`. Waiting elements sit above every consumed slot, so
+    /// the head restarts just below the lowest waiting element (or at the tail when none
+    /// waits). Empty slots just below it may be reserved by producers that have not written
+    /// yet: the `IN_FLIGHT` highest of them get a tombstone, so such a producer's `add`
+    /// fails and it pushes again rather than writing below the head.
     async fn recover_head(&self, tail: u64) -> Result<u64> {
         let s = &self.slots;
         let floor = tail.saturating_sub(MAX_RECOVERY_SCAN);
+        let mut lowest_item = tail + 1;
+        let mut empty: Vec<u64> = Vec::new();
         let mut hi = tail;
         while hi > floor {
             let lo = hi.saturating_sub(63).max(floor + 1);
@@ -282,13 +330,26 @@ impl<M: Memcache, T: Serialize + DeserializeOwned> Queue<M, T> {
             let items = s.mc.get_multi(&refs, &Default::default()).await?;
             let found: Vec<(u64, Option<memkit_types::Item>)> = (lo..=hi).zip(items).collect();
             for (n, item) in found.into_iter().rev() {
-                if item.is_some_and(|i| i.value.as_ref() == TOMBSTONE) {
-                    return Ok(n);
+                match item {
+                    Some(i) if i.value.as_ref() == TOMBSTONE => return Ok(n),
+                    Some(_) => {
+                        lowest_item = n;
+                        empty.clear();
+                    }
+                    None if empty.len() < IN_FLIGHT => empty.push(n),
+                    None => {}
                 }
             }
             hi = lo - 1;
         }
-        Ok(floor)
+        let ttl = Exptime::secs(s.opts.tombstone_ttl.max(1));
+        for n in empty {
+            if !s.mc.add(&s.slot_key(n), TOMBSTONE, 0, ttl).await? {
+                // A producer wrote it meanwhile: restart below its element.
+                return Ok(n - 1);
+            }
+        }
+        Ok(lowest_item - 1)
     }
 
     /// Elements waiting (tail − head; holes included). Two round trips at most.

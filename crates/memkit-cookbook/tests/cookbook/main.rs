@@ -8,6 +8,8 @@
 //!   and, when installed, real memcached, through memkit-client;
 //! - `network`: the structures' unit scenarios through memkit-client against memkitd and
 //!   real memcached, and a three-server cluster losing a server;
+//! - `races`: lost counters, expired tombstones and racing writers, each scenario against
+//!   the embedded store, memkitd and real memcached;
 //! - `skew`: the time-keyed structures with producers' clocks up to 2 s ahead and behind, on
 //!   real time, against the embedded store, memkitd and real memcached.
 
@@ -15,6 +17,7 @@ mod concurrency;
 mod faults;
 mod multiprocess;
 mod network;
+mod races;
 mod seed_bugs;
 mod servers;
 mod skew;
