@@ -31,7 +31,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
-use super::policy::{Copies, OnBusy, Policy, Protection};
+use super::policy::{Copies, OnBusy, OnTimeout, Policy, Protection, WaitOptions};
 use super::tags::{Tags, must_read_master_at};
 use super::trace::{Letter, TraceSink};
 use crate::structures::sleep;
@@ -596,21 +596,18 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
             {
                 return Ok(self.serve_stale(key, env));
             }
-            if waited >= w.max_wait {
-                if let Some(env) = stale {
-                    return Ok(self.serve_stale(key, env));
-                }
-                if w.compute_on_timeout {
+            if waited >= w.max_wait
+                && let Some(env) = stale
+            {
+                return Ok(self.serve_stale(key, env));
+            }
+            if waited >= w.budget() {
+                if w.on_timeout == OnTimeout::Compute {
                     return self.load(key, policy, reason, loader).await;
                 }
                 return Err(Error::LockTimeout(key.to_owned()));
             }
-            let nap = w
-                .backoff_step
-                .saturating_mul(attempt)
-                .min(w.max_backoff)
-                .min(w.max_wait - waited)
-                .max(Duration::from_millis(1));
+            let nap = nap_after(w, attempt, waited);
             CacheStats::bump(&st.polls);
             sleep(nap).await;
             waited += nap;
@@ -765,21 +762,18 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
             {
                 return Ok(Ok(self.serve_stale(key, env)));
             }
-            if waited >= w.max_wait {
-                if let Some(env) = servable {
-                    return Ok(Ok(self.serve_stale(key, env)));
-                }
-                if w.compute_on_timeout {
+            if waited >= w.max_wait
+                && let Some(env) = servable
+            {
+                return Ok(Ok(self.serve_stale(key, env)));
+            }
+            if waited >= w.budget() {
+                if w.on_timeout == OnTimeout::Compute {
                     return Ok(self.load(key, policy, Reason::Miss, loader).await);
                 }
                 return Ok(Err(Error::LockTimeout(key.to_owned())));
             }
-            let nap = w
-                .backoff_step
-                .saturating_mul(attempt)
-                .min(w.max_backoff)
-                .min(w.max_wait - waited)
-                .max(Duration::from_millis(1));
+            let nap = nap_after(w, attempt, waited);
             CacheStats::bump(&st.polls);
             sleep(nap).await;
             waited += nap;
@@ -1051,6 +1045,21 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
 /// The backend could not be reached on the first read: the caller gets the loader back to
 /// run it uncached.
 struct Unavailable<F>(F);
+
+/// The `attempt`-th back-off: linear, capped, and ending when the wait budget does (at
+/// `max_wait` first, where a stale value is served).
+fn nap_after(w: &WaitOptions, attempt: u32, waited: Duration) -> Duration {
+    let until = if waited < w.max_wait {
+        w.max_wait
+    } else {
+        w.budget()
+    };
+    w.backoff_step
+        .saturating_mul(attempt)
+        .min(w.max_backoff)
+        .min(until.saturating_sub(waited))
+        .max(Duration::from_millis(1))
+}
 
 fn env_is_some_and_not_taken(item: &memkit_types::Item, tags_ok: bool) -> bool {
     !item.value.is_empty() && !tags_ok && !item.win_taken && !item.stale

@@ -24,8 +24,11 @@
 //! # Guarantees and limits
 //! - With [`Protection::Lock`] or [`Protection::Lease`] and one store, the loader of an
 //!   expired key runs once per rebuild while the lock (lease) lives, whatever the number of
-//!   callers; losers wait at most [`WaitOptions::max_wait`] (plus one round trip) or get the
-//!   stale value at once. Like the part-1 [`Lock`](crate::Lock), this is an *efficiency*
+//!   callers; losers get the stale value at once or after at most [`WaitOptions::max_wait`].
+//!   With no stale value, by default ([`OnTimeout::Contend`]) they keep contending for up to
+//!   `lock_ttl` + 1 s more, so a slow winner's value reaches them and a dead winner's lock
+//!   expires into exactly one new winner: one load per lock period, never a herd.
+//!   Like the part-1 [`Lock`](crate::Lock), this is an *efficiency*
 //!   lock: if the lock key is evicted or its TTL runs out during a slow load, a second
 //!   rebuild may run. The data is still a cache: a duplicate rebuild is wasted work, not
 //!   corruption.
@@ -47,7 +50,9 @@ pub use cache::{
     StatsSnapshot,
 };
 pub use key::{cache_key, canonical};
-pub use policy::{Copies, MAX_COPIES, OnBusy, Policy, Protection, WaitOptions, copy_key};
+pub use policy::{
+    Copies, MAX_COPIES, OnBusy, OnTimeout, Policy, Protection, WaitOptions, copy_key,
+};
 pub use refresh::{RefreshReport, WarmUpReport};
 pub use tags::{TagVersion, Tags, must_read_master_at, tag_key};
 pub use trace::{FileTrace, Letter, MemoryTrace, Tee, TraceSink, TracingTrace};

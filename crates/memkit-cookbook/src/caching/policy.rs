@@ -76,6 +76,25 @@ pub enum OnBusy {
     ServeStale,
 }
 
+/// What a waiter does when [`WaitOptions::max_wait`] runs out and there is no stale value to
+/// serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnTimeout {
+    /// Keep polling and contending for the rebuild lock (or lease) for up to `lock_ttl` + 1 s
+    /// more, then fail with [`Error::LockTimeout`](crate::Error). A winner that is merely slow
+    /// delivers its value meanwhile; a winner that died leaves a lock that expires within
+    /// `lock_ttl`, and exactly one waiter wins it and loads. One load per lock period, whatever
+    /// the number of waiters.
+    #[default]
+    Contend,
+    /// Fail with [`Error::LockTimeout`](crate::Error) at once.
+    Fail,
+    /// Run the loader anyway. Every waiter that times out loads: for a cold key whose loader
+    /// is slower than `max_wait`, or whose winner died, that is the dog-pile the lock exists
+    /// to prevent. Only for callers that must have a value from a source that can take it.
+    Compute,
+}
+
 /// Bounds of waiting for someone else's rebuild.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WaitOptions {
@@ -88,9 +107,21 @@ pub struct WaitOptions {
     /// Seconds the rebuild lock (or the lease placeholder) lives if its holder dies; longer
     /// than the slowest loader.
     pub lock_ttl: u32,
-    /// When waiting runs out and there is no stale value: `true` runs the loader anyway
-    /// (the caller needs a value), `false` fails with [`Error::LockTimeout`](crate::Error).
-    pub compute_on_timeout: bool,
+    /// When waiting runs out and there is no stale value ([`OnTimeout`]).
+    pub on_timeout: OnTimeout,
+}
+
+impl WaitOptions {
+    /// How long a waiter without a stale value keeps trying: `max_wait`, plus `lock_ttl` and
+    /// a second of memcached's expiry granularity under [`OnTimeout::Contend`].
+    pub fn budget(&self) -> Duration {
+        match self.on_timeout {
+            OnTimeout::Contend => {
+                self.max_wait + Duration::from_secs(u64::from(self.lock_ttl.max(1)) + 1)
+            }
+            OnTimeout::Fail | OnTimeout::Compute => self.max_wait,
+        }
+    }
 }
 
 impl Default for WaitOptions {
@@ -100,7 +131,7 @@ impl Default for WaitOptions {
             backoff_step: Duration::from_millis(10),
             max_backoff: Duration::from_millis(100),
             lock_ttl: 10,
-            compute_on_timeout: true,
+            on_timeout: OnTimeout::Contend,
         }
     }
 }
@@ -189,6 +220,18 @@ impl Policy {
     /// The longest a loser waits.
     pub fn max_wait(mut self, d: Duration) -> Self {
         self.wait.max_wait = d;
+        self
+    }
+
+    /// What a loser without a stale value does when `max_wait` runs out.
+    pub fn on_timeout(mut self, o: OnTimeout) -> Self {
+        self.wait.on_timeout = o;
+        self
+    }
+
+    /// The rebuild lock's (or lease placeholder's) TTL in seconds.
+    pub fn lock_ttl(mut self, secs: u32) -> Self {
+        self.wait.lock_ttl = secs;
         self
     }
 

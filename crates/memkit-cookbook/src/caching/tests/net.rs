@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memkit_client::{Client, ClientConfig, Cluster, ClusterConfig, ServerSpec};
-use memkit_types::{DeleteOptions, Memcache};
+use memkit_types::{DeleteOptions, Exptime, GetOptions, Memcache};
 
 use crate::caching::stampede::run;
 use crate::caching::{Cache, Policy, Protection, Source, copy_key, tag_key};
@@ -230,6 +230,84 @@ async fn suite(name: &str, mc: Client) {
         "{name}: evicted tag"
     );
     assert_eq!(read("t:a", pa.clone()).await, Source::Hit, "{name}");
+}
+
+/// Takes `key`'s rebuild as a caller that then dies: the rebuild lock (`Protection::Lock`)
+/// or the lease placeholder (`Protection::Lease`), living `ttl` seconds, never released.
+pub(super) async fn die_holding_the_rebuild<M: Memcache + Clone + 'static>(
+    mc: &M,
+    key: &str,
+    protection: Protection,
+    ttl: u32,
+) {
+    if protection == Protection::Lease {
+        let o = GetOptions {
+            vivify: Some(Exptime::secs(ttl)),
+            ..Default::default()
+        };
+        let won = mc.get_with(key.as_bytes(), &o).await.unwrap().unwrap();
+        assert!(won.win, "the dying caller wins the lease");
+    } else {
+        let lock = crate::Lock::with_options(mc.clone(), key, crate::LockOptions::ttl_secs(ttl));
+        lock.try_lock().await.unwrap().expect("free").forget();
+    }
+}
+
+/// Real time: 1,000 callers on a cold key whose loader (2 s) is slower than `max_wait`
+/// (200 ms of back-off), then on a key whose winner died holding a 2 s lock or lease. One
+/// load each, nobody fails.
+async fn no_herd_on_timeout(name: &str, mc: Client) {
+    let cache = Cache::builder(mc.clone()).seed(2).build();
+    let counts = |r: &crate::caching::stampede::StampedeReport| {
+        (r.loads, r.computed, r.errors, r.waited, r.hits)
+    };
+    for protection in [Protection::Lock, Protection::Lease] {
+        let p = Policy::ttl(Duration::from_secs(30))
+            .no_jitter()
+            .protection(protection)
+            .max_wait(Duration::from_millis(200))
+            .lock_ttl(4);
+        let slow = format!("net:slow:{protection:?}");
+        let r = run(&cache, &slow, &p, CALLERS, Duration::from_secs(2)).await;
+        eprintln!(
+            "{name} {slow}: (loads, computed, errors, waited, hits) {:?}",
+            counts(&r)
+        );
+        assert_eq!(
+            (r.loads, r.computed, r.errors),
+            (1, 1, 0),
+            "{name} {slow}: {:?}",
+            counts(&r)
+        );
+        let dead = format!("net:dead:{protection:?}");
+        die_holding_the_rebuild(&mc, &dead, protection, 2).await;
+        let r = run(&cache, &dead, &p, CALLERS, Duration::from_millis(50)).await;
+        eprintln!(
+            "{name} {dead}: (loads, computed, errors, waited, hits) {:?}",
+            counts(&r)
+        );
+        assert_eq!(
+            (r.loads, r.computed, r.errors),
+            (1, 1, 0),
+            "{name} {dead}: {:?}",
+            counts(&r)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_is_not_a_herd_memkitd() {
+    let (rt, port) = start_memkitd();
+    no_herd_on_timeout("memkitd", client(port)).await;
+    rt.shutdown_background();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_is_not_a_herd_real_memcached() {
+    let Some((_server, port)) = start_memcached() else {
+        return;
+    };
+    no_herd_on_timeout("memcached", client(port)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,8 @@ use memkit_types::{DeleteOptions, GetOptions, Memcache};
 
 use super::{TokioClock, embedded};
 use crate::caching::{
-    Cache, FileTrace, MemoryTrace, Policy, Protection, Reason, Source, TraceSink, TracingTrace,
+    Cache, FileTrace, MemoryTrace, OnTimeout, Policy, Protection, Reason, Source, TraceSink,
+    TracingTrace,
 };
 
 const KEY: &str = "report:1";
@@ -99,19 +100,37 @@ async fn busy_lock_serves_stale_or_waits() {
     assert!(letters.starts_with("MLWU") && letters.contains("MLS") && letters.ends_with('S'));
 }
 
+/// A lock whose holder died: by default the waiter keeps contending until the lock expires
+/// and wins it; `Fail` gives up at `max_wait`; `Compute` loads at `max_wait` beside the lock.
 #[tokio::test(start_paused = true)]
-async fn waiting_without_stale_times_out_into_the_loader_or_an_error() {
+async fn waiting_without_stale_contends_fails_or_computes() {
     let (cache, _) = cache_with(MemoryTrace::new());
-    let lock = crate::Lock::new(cache.store().clone(), KEY);
-    let held = lock.try_lock().await.unwrap().expect("free");
+    let dead =
+        crate::Lock::with_options(cache.store().clone(), KEY, crate::LockOptions::ttl_secs(2));
     let p = Policy::ttl(Duration::from_secs(10)).max_wait(Duration::from_millis(50));
-    let f = cache.fetch(KEY, &p, |_| ok(3)).await.unwrap();
-    assert_eq!((f.value, f.source), (3, Source::Computed));
-    cache.remove(KEY).await.unwrap();
-    let mut strict = p.clone();
-    strict.wait.compute_on_timeout = false;
+    let strict = p.clone().on_timeout(OnTimeout::Fail);
+    dead.try_lock().await.unwrap().expect("free").forget();
     let e = cache.fetch(KEY, &strict, |_| ok(4)).await.unwrap_err();
     assert!(matches!(e, crate::Error::LockTimeout(_)), "{e}");
+    let f = cache.fetch(KEY, &p, |_| ok(3)).await.unwrap();
+    assert_eq!(
+        (f.value, f.source),
+        (3, Source::Computed),
+        "won the expired lock"
+    );
+    cache.remove(KEY).await.unwrap();
+    let held = dead
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("released by the winner");
+    let eager = p.clone().on_timeout(OnTimeout::Compute);
+    let f = cache.fetch(KEY, &eager, |_| ok(5)).await.unwrap();
+    assert_eq!(
+        (f.value, f.source),
+        (5, Source::Computed),
+        "beside the lock"
+    );
     held.forget();
 }
 

@@ -144,3 +144,38 @@ async fn xfetch_recomputes_before_expiry_in_most_runs() {
         "the lock keeps early recomputes single"
     );
 }
+
+/// A cold key whose loader is slower than `max_wait`, then one whose winner died holding the
+/// lock (or the lease placeholder): with the default `OnTimeout::Contend`, one load in each
+/// case — the slow winner's value reaches the waiters, the dead winner's lock expires and one
+/// waiter wins it — and nobody fails. `OnTimeout::Compute` is the herd.
+#[tokio::test(start_paused = true)]
+async fn a_slow_or_dead_winner_is_not_a_herd() {
+    let cache = cache(11);
+    for protection in [Protection::Lock, Protection::Lease] {
+        let p = Policy::ttl(Duration::from_secs(30))
+            .no_jitter()
+            .protection(protection)
+            .max_wait(Duration::from_millis(100))
+            .lock_ttl(2);
+        let slow = format!("slow:{protection:?}");
+        let r = run(&cache, &slow, &p, CALLERS, Duration::from_millis(500)).await;
+        show(&slow, &r);
+        assert_eq!((r.loads, r.computed, r.errors), (1, 1, 0), "{slow}");
+
+        let dead = format!("dead:{protection:?}");
+        super::net::die_holding_the_rebuild(cache.store(), &dead, protection, 2).await;
+        let r = run(&cache, &dead, &p, CALLERS, LOADER).await;
+        show(&dead, &r);
+        assert_eq!((r.loads, r.computed, r.errors), (1, 1, 0), "{dead}");
+
+        let herd = format!("herd:{protection:?}");
+        let eager = p.clone().on_timeout(crate::caching::OnTimeout::Compute);
+        let r = run(&cache, &herd, &eager, CALLERS, Duration::from_millis(500)).await;
+        assert!(
+            r.loads > 1,
+            "{herd}: Compute is the dog-pile: {} loads",
+            r.loads
+        );
+    }
+}
