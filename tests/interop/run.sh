@@ -11,6 +11,12 @@ need_apt=()
 command -v memcached >/dev/null 2>&1 || need_apt+=(memcached)
 { command -v memccapable >/dev/null 2>&1 || command -v memcapable >/dev/null 2>&1; } || need_apt+=(libmemcached-tools)
 dpkg -s libmemcached-dev >/dev/null 2>&1 || need_apt+=(libmemcached-dev)
+# PHP clients (test_php.py, test_sasl.py) and SASL for memcached -S (test_sasl.py): saslpasswd2
+# writes the sasldb Debian's memcached checks, libsasl2-modules has the PLAIN plugin
+command -v php >/dev/null 2>&1 || need_apt+=(php-cli)
+for p in php-memcached php-memcache sasl2-bin libsasl2-modules; do
+    dpkg -s "$p" >/dev/null 2>&1 || need_apt+=("$p")
+done
 if [ "${#need_apt[@]}" -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
