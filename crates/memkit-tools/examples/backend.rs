@@ -240,8 +240,7 @@ async fn backend<M: Memcache + Clone + 'static>(store: M, name: &str) -> Result<
 
     println!("4. online counter and event log");
     let online = app.online.hit().await?;
-    let same_minute =
-        app.online.current_slot_at(started) == app.online.current_slot_at(SystemClock.now_secs());
+    let same_minute = app.online.period_at(started) == app.online.period_at(SystemClock.now_secs());
     let events = app.log.fetch(None, None).await?;
     println!(
         "   sessions this minute: {online}; events logged: {}",
