@@ -894,16 +894,30 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
     }
 
     async fn tag_versions(&self, policy: &Policy) -> Result<Vec<(String, u64)>> {
+        Ok(self.tag_versions_and_master(policy).await?.0)
+    }
+
+    /// The versions a new value records, and whether its loader must read the master. The
+    /// master decision is taken from the first read: a tag missing there (evicted, or its
+    /// server restarted after an invalidation) cannot say when it last changed, so the
+    /// loader reads the master; once re-created it would look like a tag first used now.
+    async fn tag_versions_and_master(&self, policy: &Policy) -> Result<(Vec<(String, u64)>, bool)> {
         if policy.tags.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), false));
         }
-        let v = self.inner.tags.current_or_create(&policy.tags).await?;
-        Ok(policy
+        let tags = &self.inner.tags;
+        let first = tags.versions(&policy.tags).await?;
+        let read_master = policy
+            .replica_lag
+            .is_some_and(|lag| must_read_master_at(&first, self.now_ms(), lag));
+        let v = tags.create_missing(&policy.tags, first).await?;
+        let versions = policy
             .tags
             .iter()
             .cloned()
             .zip(v.into_iter().map(|v| v.version))
-            .collect())
+            .collect();
+        Ok((versions, read_master))
     }
 
     async fn run_loader<T, F, Fut, E>(
@@ -944,14 +958,7 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
         Fut: Future<Output = std::result::Result<T, E>>,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let versions = self.tag_versions(policy).await?;
-        let read_master = match policy.replica_lag {
-            Some(lag) if !policy.tags.is_empty() => {
-                let v = self.inner.tags.versions(&policy.tags).await?;
-                must_read_master_at(&v, self.now_ms(), lag)
-            }
-            _ => false,
-        };
+        let (versions, read_master) = self.tag_versions_and_master(policy).await?;
         let ctx = LoadContext {
             key: key.to_owned(),
             reason,

@@ -29,7 +29,9 @@
 //!   changed; while it is younger than the replication lag, a rebuild must read the DB master,
 //!   or it would cache the replica's old rows under the new version. Tag keys remember whether
 //!   their version came from an invalidation (flags `1`) or from a first use (`0`), so a tag
-//!   merely created on first use does not send reads to the master.
+//!   merely created on first use does not send reads to the master. A missing tag does: it
+//!   may have been invalidated just before it was lost, so a rebuild decides from its first
+//!   read of the tags ([`Tags::create_missing`] then re-creates them).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -137,7 +139,19 @@ impl<M: Memcache> Tags<M> {
     /// The versions of `names`, creating the missing ones with the current time (`add`, so
     /// concurrent creators agree on one version). What a new cached value records.
     pub async fn current_or_create(&self, names: &[String]) -> Result<Vec<TagVersion>> {
-        let mut found = self.versions(names).await?;
+        let found = self.versions(names).await?;
+        self.create_missing(names, found).await
+    }
+
+    /// `found` (versions of `names` as [`versions`](Self::versions) read them) with the
+    /// missing ones created as in [`current_or_create`](Self::current_or_create). For a caller
+    /// that must decide something from the first read, before a missing tag is re-created
+    /// and so looks like a tag merely created on first use.
+    pub async fn create_missing(
+        &self,
+        names: &[String],
+        mut found: Vec<Option<TagVersion>>,
+    ) -> Result<Vec<TagVersion>> {
         for (i, slot) in found.iter_mut().enumerate() {
             if slot.is_some() {
                 continue;
