@@ -10,14 +10,16 @@
 //! - [`report`]: markdown rendering of the results.
 //! - [`server_bench`]: `memkit-bench server`: memkitd against memcached over loopback, same
 //!   settings and load: throughput, CPU per request, latency, memory, Zipf miss ratio,
-//!   memcaslap; [`server_report`] renders the ratio table and the SVG chart.
+//!   memcaslap, in the text protocol and (get/set cells, memcaslap) the binary protocol;
+//!   [`server_report`] renders the ratio table, binary against text, and the SVG chart.
 //! - [`persist_bench`]: `memkit-bench persist`: memkitd's persistent mode: durable sets/s
 //!   (group commit) and gets/s over a data set 4x the memory budget.
 //! - [`soak`]: `memkit-bench soak`: a bounded mixed run against memkitd (random requests,
 //!   malformed ones, random sizes, clients leaving mid-request), checking every reply, the
 //!   server's memory bound, that no connection is stuck, and that `stats` adds up.
-//! - [`loadgen`]: the async (tokio) load generator; [`procs`]: the server processes and
-//!   their `/proc` figures.
+//! - [`loadgen`]: the async (tokio) load generator, text or binary protocol (the binary side
+//!   on `memkit_protocol::binary`'s client codec); [`procs`]: the server processes and their
+//!   `/proc` figures.
 //!
 //! Numbers never appear in assertions: the tests check that every path runs and yields
 //! sane values, never how fast.

@@ -1,4 +1,6 @@
-//! The server bench's load generator: tokio, memcached's text protocol, N connections.
+//! The server bench's load generator: tokio, N connections, memcached's text protocol or
+//! its binary protocol ([`Proto`]; the binary side is [`binary`], on `memkit_protocol`'s
+//! codec).
 //!
 //! - [`closed_loop`]: every connection keeps up to `depth` requests in flight (refilled as
 //!   replies arrive), until the deadline or the shared request budget runs out. A get that
@@ -10,7 +12,9 @@
 //!   else from the actual send.
 //!
 //! What is sent is a pure function of the seed and the connection's index, so both servers
-//! get the same requests.
+//! get the same requests, in either protocol. A closed-loop run that is still waiting for a
+//! reply [`STALL`] after its deadline fails: a server that stops answering cannot stall the
+//! bench or look fast.
 
 use std::collections::VecDeque;
 use std::io;
@@ -26,6 +30,22 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::workload::{Dist, KeyGen, MAX_GEN_KEY, mix64};
+
+mod binary;
+
+/// How long a closed-loop run may wait for its last replies after its deadline.
+pub const STALL: Duration = Duration::from_secs(30);
+
+/// The protocol a closed-loop run speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Proto {
+    /// memcached's text protocol (`get`, `set`, multi-key `get`).
+    #[default]
+    Text,
+    /// memcached's binary protocol: `GET` and `SET` frames, every reply's magic, opcode,
+    /// opaque and status checked, and a hit's flags, length and first bytes.
+    Binary,
+}
 
 /// Key and value shape of every request.
 #[derive(Debug, Clone, Copy)]
@@ -186,14 +206,18 @@ pub struct Closed {
     pub max_requests: u64,
     /// Seed of every random choice (combined with the connection index).
     pub seed: u64,
+    /// The protocol.
+    pub proto: Proto,
 }
 
+#[derive(Debug)]
 enum Pending {
     Get(u64),
     Set,
     Multi(u32),
 }
 
+#[derive(Debug)]
 struct Parsed {
     used: usize,
     hits: u32,
@@ -288,16 +312,63 @@ impl Encoder {
     }
 
     fn set(&mut self, out: &mut Vec<u8>, id: u64) {
+        let (key, value) = self.key_value(id);
         out.extend_from_slice(b"set ");
-        out.extend_from_slice(self.shape.keys.write(id, &mut self.key));
+        out.extend_from_slice(key);
         out.extend_from_slice(b" 0 0 ");
-        out.extend_from_slice(self.value.len().to_string().as_bytes());
+        out.extend_from_slice(value.len().to_string().as_bytes());
         out.extend_from_slice(b"\r\n");
-        // The first bytes carry the key number, so values differ per key.
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// The key of `id` and the value a set of it carries: its first bytes are the key
+    /// number (little-endian), so values differ per key and a hit can be checked.
+    fn key_value(&mut self, id: u64) -> (&[u8], &[u8]) {
         let n = self.value.len().min(8);
         self.value[..n].copy_from_slice(&id.to_le_bytes()[..n]);
-        out.extend_from_slice(&self.value);
-        out.extend_from_slice(b"\r\n");
+        (self.shape.keys.write(id, &mut self.key), &self.value)
+    }
+}
+
+/// A protocol as the closed loop drives it: how an operation is written, how its reply is
+/// read.
+trait Wire: Send + 'static {
+    fn new(shape: Shape) -> Self;
+    /// Appends the request for `op` to `out`; what its reply is read against.
+    fn encode(&mut self, op: Op, out: &mut Vec<u8>) -> io::Result<Pending>;
+    /// Parses the reply to `p` at the start of `buf`: `Ok(None)` until it is complete, an
+    /// error when the reply stream can no longer be followed.
+    fn parse(&mut self, buf: &[u8], p: &Pending) -> io::Result<Option<Parsed>>;
+}
+
+/// The text protocol.
+struct Text(Encoder);
+
+impl Wire for Text {
+    fn new(shape: Shape) -> Self {
+        Text(Encoder::new(shape))
+    }
+
+    fn encode(&mut self, op: Op, out: &mut Vec<u8>) -> io::Result<Pending> {
+        Ok(match op {
+            Op::Get(id) => {
+                self.0.get(out, id);
+                Pending::Get(id)
+            }
+            Op::Set(id) => {
+                self.0.set(out, id);
+                Pending::Set
+            }
+            Op::Multi(ids) => {
+                self.0.multi(out, &ids);
+                Pending::Multi(ids.len() as u32)
+            }
+        })
+    }
+
+    fn parse(&mut self, buf: &[u8], p: &Pending) -> io::Result<Option<Parsed>> {
+        Ok(parse(buf, p))
     }
 }
 
@@ -325,7 +396,7 @@ async fn fill(s: &mut TcpStream, rbuf: &mut Vec<u8>) -> io::Result<()> {
     Ok(())
 }
 
-async fn closed_conn(
+async fn closed_conn<W: Wire>(
     addr: SocketAddr,
     cfg: Closed,
     shape: Shape,
@@ -335,7 +406,7 @@ async fn closed_conn(
     deadline: Instant,
 ) -> io::Result<Tally> {
     let mut s = connect(addr).await?;
-    let mut enc = Encoder::new(shape);
+    let mut wire = W::new(shape);
     let set_on_miss = src.set_on_miss();
     let mut wbuf = Vec::with_capacity(16 * 1024);
     let mut rbuf = Vec::with_capacity(64 * 1024);
@@ -359,20 +430,7 @@ async fn closed_conn(
                 done = true;
                 continue;
             };
-            match op {
-                Op::Get(id) => {
-                    enc.get(&mut wbuf, id);
-                    pending.push_back(Pending::Get(id));
-                }
-                Op::Set(id) => {
-                    enc.set(&mut wbuf, id);
-                    pending.push_back(Pending::Set);
-                }
-                Op::Multi(ids) => {
-                    enc.multi(&mut wbuf, &ids);
-                    pending.push_back(Pending::Multi(ids.len() as u32));
-                }
-            }
+            pending.push_back(wire.encode(op, &mut wbuf)?);
         }
         if pending.is_empty() {
             break;
@@ -383,7 +441,7 @@ async fn closed_conn(
         }
         fill(&mut s, &mut rbuf).await?;
         while let Some(p) = pending.front() {
-            let Some(r) = parse(&rbuf[rpos..], p) else {
+            let Some(r) = wire.parse(&rbuf[rpos..], p)? else {
                 break;
             };
             rpos += r.used;
@@ -418,12 +476,24 @@ async fn closed_conn(
 }
 
 /// Runs `cfg.conns` connections against `addr`, connection `i` sending what
-/// `source(i)` yields, and adds up their counts.
+/// `source(i)` yields in `cfg.proto`, and adds up their counts. Fails when a connection
+/// fails (a reply that cannot be followed, a closed connection) or is still waiting [`STALL`]
+/// after the deadline.
 pub async fn closed_loop(
     addr: SocketAddr,
     cfg: Closed,
     shape: Shape,
     source: impl Fn(usize) -> Source,
+) -> io::Result<Tally> {
+    closed_loop_within(addr, cfg, shape, source, STALL).await
+}
+
+async fn closed_loop_within(
+    addr: SocketAddr,
+    cfg: Closed,
+    shape: Shape,
+    source: impl Fn(usize) -> Source,
+    stall: Duration,
 ) -> io::Result<Tally> {
     let budget = Arc::new(AtomicI64::new(
         i64::try_from(cfg.max_requests).unwrap_or(i64::MAX),
@@ -432,20 +502,34 @@ pub async fn closed_loop(
     let deadline = start + cfg.duration;
     let tasks: Vec<_> = (0..cfg.conns)
         .map(|i| {
-            tokio::spawn(closed_conn(
-                addr,
-                cfg,
-                shape,
-                source(i),
-                conn_rng(cfg.seed, i),
-                budget.clone(),
-                deadline,
-            ))
+            let (src, rng, budget) = (source(i), conn_rng(cfg.seed, i), budget.clone());
+            match cfg.proto {
+                Proto::Text => tokio::spawn(closed_conn::<Text>(
+                    addr, cfg, shape, src, rng, budget, deadline,
+                )),
+                Proto::Binary => tokio::spawn(closed_conn::<binary::Binary>(
+                    addr, cfg, shape, src, rng, budget, deadline,
+                )),
+            }
         })
         .collect();
+    let limit = tokio::time::Instant::from_std(deadline + stall);
     let mut total = Tally::default();
-    for t in tasks {
-        total.add(&t.await.map_err(io::Error::other)??);
+    let mut tasks = tasks.into_iter();
+    while let Some(mut t) = tasks.next() {
+        match tokio::time::timeout_at(limit, &mut t).await {
+            Ok(r) => total.add(&r.map_err(io::Error::other)??),
+            Err(_) => {
+                t.abort();
+                tasks.for_each(|t| t.abort());
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{addr}: a connection still waited for replies {stall:?} after the run's end"
+                    ),
+                ));
+            }
+        }
     }
     total.secs = start.elapsed().as_secs_f64();
     Ok(total)
@@ -641,5 +725,52 @@ mod tests {
         }
         let two = b"VALUE a 0 1\r\nx\r\nVALUE b 5 2\r\nyz\r\nEND\r\n";
         assert_eq!(parse(two, &Pending::Multi(3)).unwrap().hits, 2);
+    }
+
+    /// A server that reads every request and answers none fails the run, in both protocols,
+    /// instead of holding the bench forever.
+    #[test]
+    fn a_server_that_stops_answering_fails_the_run() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(async move {
+                while let Ok((mut s, _)) = listener.accept().await {
+                    tokio::spawn(async move {
+                        let mut sink = [0u8; 4096];
+                        while matches!(s.read(&mut sink).await, Ok(n) if n > 0) {}
+                    });
+                }
+            });
+            let shape = Shape {
+                keys: KeyGen::new(16, 32),
+                value_len: 100,
+            };
+            for proto in [Proto::Text, Proto::Binary] {
+                let cfg = Closed {
+                    conns: 2,
+                    depth: 4,
+                    duration: Duration::from_millis(50),
+                    max_requests: 100,
+                    seed: 1,
+                    proto,
+                };
+                let source = |_| Source::Mix {
+                    get_pct: 90,
+                    dist: Dist::Uniform(100),
+                    offset: 0,
+                    set_on_miss: false,
+                };
+                let stall = Duration::from_millis(200);
+                let e = closed_loop_within(addr, cfg, shape, source, stall)
+                    .await
+                    .unwrap_err();
+                assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{proto:?}: {e}");
+            }
+        });
     }
 }

@@ -145,6 +145,12 @@ impl Server {
 
     /// User + system CPU seconds the process has used so far (all threads).
     pub fn cpu_secs(&self) -> io::Result<f64> {
+        let (user, system) = self.cpu_times()?;
+        Ok(user + system)
+    }
+
+    /// (user, system) CPU seconds the process has used so far (all threads).
+    pub fn cpu_times(&self) -> io::Result<(f64, f64)> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))?;
         // Fields after the command name's closing parenthesis start at field 3 (state);
         // utime and stime are fields 14 and 15.
@@ -154,7 +160,10 @@ impl Server {
             .ok_or_else(|| io::Error::other("bad /proc stat"))?;
         let f: Vec<&str> = rest.split_whitespace().collect();
         let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        Ok((ticks(11) + ticks(12)) as f64 / clock_ticks())
+        Ok((
+            ticks(11) as f64 / clock_ticks(),
+            ticks(12) as f64 / clock_ticks(),
+        ))
     }
 
     /// (VmRSS, VmHWM) in bytes.

@@ -7,13 +7,17 @@
 //!   one that does not (pre-filled; a missed get is followed by a set); and multi-gets of
 //!   100 keys. Each cell is bounded in time and request count, run as alternating rounds
 //!   (memcached, memkitd, then the other order), best round reported. Each cell also yields
-//!   the server's CPU seconds per million requests (`/proc/PID/stat` utime + stime).
+//!   the server's CPU seconds per million requests (`/proc/PID/stat` utime + stime, and
+//!   utime alone). With [`ServerBenchConfig::binary`], each depth of the fitting key space
+//!   also runs in the binary protocol: the same requests as `GET`/`SET` frames, right after
+//!   the text cell (`loadgen`'s `binary` module).
 //! - **latency**: p50/p99/p999 at a fixed offered load (a fraction of the slower server's
 //!   depth-1 throughput measured just before), open loop, on the fitting key space.
 //! - **memory**: fill `-m 64` with 100-byte values, then `curr_items` and VmRSS / VmHWM.
 //! - **hit-ratio**: one Zipf(0.99) trace over 10x more distinct keys than memcached holds,
 //!   replayed as get-then-set-on-miss against both servers at the same `-m`.
-//! - **memaslap**: `memcaslap` (libmemcached-tools), 90/10, against both servers.
+//! - **memaslap**: `memcaslap` (libmemcached-tools), 90/10, against both servers, also with
+//!   `--binary` (module `memaslap`).
 //!
 //! Only one server is driven at a time; the other idles.
 
@@ -21,13 +25,18 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use clap::{Args, ValueEnum};
+use clap::ValueEnum;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
-use crate::loadgen::{self, Closed, Open, Shape, Source, Tally};
+use crate::loadgen::{self, Closed, Open, Proto, Shape, Source, Tally};
 use crate::procs::{self, Kind, Server, Spec};
 use crate::workload::{Dist, KeyGen, Zipf};
+
+mod cli;
+mod memaslap;
+
+pub use cli::{ServerArgs, main};
 
 /// Parts of the server bench.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -71,6 +80,9 @@ pub struct ServerBenchConfig {
     pub keys_big: u64,
     /// Keys per multi-get.
     pub multiget: usize,
+    /// Also run the fitting key space's get/set cells in the binary protocol (and
+    /// memcaslap with `--binary`).
+    pub binary: bool,
     /// `-m` of the memory run, MiB.
     pub fill_memory_mb: usize,
     /// Sets in the memory run, as a multiple of what memcached's slab math holds.
@@ -117,6 +129,7 @@ impl ServerBenchConfig {
             keys_fit: 100_000,
             keys_big: 2_000_000,
             multiget: 100,
+            binary: true,
             fill_memory_mb: 64,
             fill_factor: 3.0,
             hit_memory_mb: 32,
@@ -170,6 +183,13 @@ impl Pair {
         self.memkitd / self.memcached
     }
 
+    fn get(&self, kind: Kind) -> f64 {
+        match kind {
+            Kind::Memcached => self.memcached,
+            Kind::Memkitd => self.memkitd,
+        }
+    }
+
     fn set(&mut self, kind: Kind, v: f64) {
         match kind {
             Kind::Memcached => self.memcached = v,
@@ -187,6 +207,51 @@ pub enum TpWorkload {
     Exceeds,
     /// Multi-gets of N keys over keys that fit.
     MultiGet,
+    /// [`TpWorkload::Fits`]'s requests in the binary protocol (`GET` and `SET` frames).
+    Binary,
+}
+
+impl TpWorkload {
+    fn proto(self) -> Proto {
+        match self {
+            TpWorkload::Binary => Proto::Binary,
+            _ => Proto::Text,
+        }
+    }
+
+    fn source(self, cfg: &ServerBenchConfig) -> Source {
+        match self {
+            TpWorkload::Fits | TpWorkload::Binary => Source::Mix {
+                get_pct: 90,
+                dist: Dist::Uniform(cfg.keys_fit),
+                offset: 0,
+                set_on_miss: false,
+            },
+            TpWorkload::Exceeds => Source::Mix {
+                get_pct: 90,
+                dist: Dist::Uniform(cfg.keys_big),
+                offset: 0,
+                set_on_miss: true,
+            },
+            TpWorkload::MultiGet => Source::MultiGet {
+                n: cfg.multiget,
+                dist: Dist::Uniform(cfg.keys_fit),
+            },
+        }
+    }
+}
+
+/// Server CPU seconds over a run.
+#[derive(Debug, Clone, Copy)]
+struct Cpu {
+    user: f64,
+    system: f64,
+}
+
+impl Cpu {
+    fn total(self) -> f64 {
+        self.user + self.system
+    }
 }
 
 /// One throughput cell.
@@ -200,8 +265,10 @@ pub struct TpRow {
     pub depth: usize,
     /// Requests per second (best round).
     pub rate: Pair,
-    /// Server CPU seconds per million requests (same round).
+    /// Server CPU seconds (user + system) per million requests (same round).
     pub cpu_per_m: Pair,
+    /// Of which user CPU (same round).
+    pub user_per_m: Pair,
     /// Hits / keys asked (same round).
     pub hit: Pair,
     /// Error replies (all rounds).
@@ -268,6 +335,8 @@ pub struct HitRow {
 pub struct MemaslapRow {
     /// `-t`.
     pub threads: usize,
+    /// memcaslap's `--binary` (the binary protocol).
+    pub binary: bool,
     /// memcaslap's TPS.
     pub tps: Pair,
     /// Server CPU per million of memcaslap's ops.
@@ -375,12 +444,16 @@ impl Ctx<'_> {
         server: &Server,
         cfg: Closed,
         source: impl Fn(usize) -> Source,
-    ) -> io::Result<(Tally, f64)> {
-        let cpu0 = server.cpu_secs()?;
+    ) -> io::Result<(Tally, Cpu)> {
+        let (user0, system0) = server.cpu_times()?;
         let t = self
             .rt
             .block_on(loadgen::closed_loop(server.addr, cfg, self.shape, source))?;
-        let cpu = server.cpu_secs()? - cpu0;
+        let (user, system) = server.cpu_times()?;
+        let cpu = Cpu {
+            user: user - user0,
+            system: system - system0,
+        };
         Ok((t, cpu))
     }
 
@@ -393,6 +466,7 @@ impl Ctx<'_> {
             duration: Duration::from_secs(600),
             max_requests: hi - lo,
             seed: self.cfg.seed,
+            proto: Proto::Text,
         };
         Ok(self
             .closed(server, cfg, |i| Source::Fill {
@@ -433,80 +507,8 @@ impl Ctx<'_> {
                     ));
                     self.fill(s, lo, hi)?;
                 }
-                let mut cells: Vec<(TpWorkload, usize)> =
-                    cfg.depths.iter().map(|&d| (workload, d)).collect();
-                if workload == TpWorkload::Fits && cfg.multiget > 0 {
-                    cells.push((TpWorkload::MultiGet, 1));
-                }
-                for (wl, depth) in cells {
-                    let mut row = TpRow {
-                        workload: wl,
-                        threads,
-                        depth,
-                        rate: Pair::default(),
-                        cpu_per_m: Pair::default(),
-                        hit: Pair::default(),
-                        errors: Pair::default(),
-                    };
-                    for round in 0..cfg.rounds {
-                        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-                        for i in order {
-                            let s = &servers[i];
-                            let closed = Closed {
-                                conns: cfg.conns,
-                                depth,
-                                duration: cfg.cell,
-                                max_requests: cfg.cell_max_requests,
-                                seed: cfg.seed ^ (depth as u64) ^ ((round as u64) << 8),
-                            };
-                            let keys_big = cfg.keys_big;
-                            let keys_fit = cfg.keys_fit;
-                            let n = cfg.multiget;
-                            let (t, cpu) = self.closed(s, closed, |_| match wl {
-                                TpWorkload::Fits => Source::Mix {
-                                    get_pct: 90,
-                                    dist: Dist::Uniform(keys_fit),
-                                    offset: 0,
-                                    set_on_miss: false,
-                                },
-                                TpWorkload::Exceeds => Source::Mix {
-                                    get_pct: 90,
-                                    dist: Dist::Uniform(keys_big),
-                                    offset: 0,
-                                    set_on_miss: true,
-                                },
-                                TpWorkload::MultiGet => Source::MultiGet {
-                                    n,
-                                    dist: Dist::Uniform(keys_fit),
-                                },
-                            })?;
-                            let rate = t.rate();
-                            (self.log)(&format!(
-                                "-t {threads} {wl:?} depth {depth} round {round}: {} {:.0} req/s, \
-                                 cpu {:.2} s/M, hit {:.3}, errors {}",
-                                s.kind.name(),
-                                rate,
-                                cpu / t.requests.max(1) as f64 * 1e6,
-                                t.hit_ratio(),
-                                t.errors
-                            ));
-                            let best = match s.kind {
-                                Kind::Memcached => row.rate.memcached,
-                                Kind::Memkitd => row.rate.memkitd,
-                            };
-                            let errs = match s.kind {
-                                Kind::Memcached => row.errors.memcached,
-                                Kind::Memkitd => row.errors.memkitd,
-                            };
-                            row.errors.set(s.kind, errs + t.errors as f64);
-                            if rate > best {
-                                row.rate.set(s.kind, rate);
-                                row.cpu_per_m
-                                    .set(s.kind, cpu / t.requests.max(1) as f64 * 1e6);
-                                row.hit.set(s.kind, t.hit_ratio());
-                            }
-                        }
-                    }
+                for (wl, depth) in self.cells(workload) {
+                    let row = self.cell(&servers, threads, wl, depth)?;
                     report.tp.push(row);
                 }
                 if workload == TpWorkload::Fits && self.wants_latency {
@@ -522,6 +524,81 @@ impl Ctx<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The cells run on servers pre-loaded for `workload`, in order. Each depth's binary
+    /// cell comes right after its text cell, so the two are measured close in time.
+    fn cells(&self, workload: TpWorkload) -> Vec<(TpWorkload, usize)> {
+        let fits = workload == TpWorkload::Fits;
+        let mut cells = Vec::new();
+        for &depth in &self.cfg.depths {
+            cells.push((workload, depth));
+            if fits && self.cfg.binary {
+                cells.push((TpWorkload::Binary, depth));
+            }
+        }
+        if fits && self.cfg.multiget > 0 {
+            cells.push((TpWorkload::MultiGet, 1));
+        }
+        cells
+    }
+
+    /// One throughput cell: alternating rounds on both servers, the best round of each.
+    fn cell(
+        &mut self,
+        servers: &[Server; 2],
+        threads: usize,
+        wl: TpWorkload,
+        depth: usize,
+    ) -> io::Result<TpRow> {
+        let cfg = self.cfg;
+        let mut row = TpRow {
+            workload: wl,
+            threads,
+            depth,
+            rate: Pair::default(),
+            cpu_per_m: Pair::default(),
+            user_per_m: Pair::default(),
+            hit: Pair::default(),
+            errors: Pair::default(),
+        };
+        for round in 0..cfg.rounds {
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for i in order {
+                let s = &servers[i];
+                let closed = Closed {
+                    conns: cfg.conns,
+                    depth,
+                    duration: cfg.cell,
+                    max_requests: cfg.cell_max_requests,
+                    // The same requests in both protocols.
+                    seed: cfg.seed ^ (depth as u64) ^ ((round as u64) << 8),
+                    proto: wl.proto(),
+                };
+                let (t, cpu) = self.closed(s, closed, |_| wl.source(cfg))?;
+                let rate = t.rate();
+                let per_m = |secs: f64| secs / t.requests.max(1) as f64 * 1e6;
+                (self.log)(&format!(
+                    "-t {threads} {wl:?} depth {depth} round {round}: {} {:.0} req/s, \
+                     cpu {:.2} s/M (user {:.2}), hit {:.3}, errors {}",
+                    s.kind.name(),
+                    rate,
+                    per_m(cpu.total()),
+                    per_m(cpu.user),
+                    t.hit_ratio(),
+                    t.errors
+                ));
+                let kind = s.kind;
+                row.errors.set(kind, row.errors.get(kind) + t.errors as f64);
+                if rate > row.rate.get(kind) {
+                    row.rate.set(kind, rate);
+                    row.cpu_per_m.set(kind, per_m(cpu.total()));
+                    row.user_per_m.set(kind, per_m(cpu.user));
+                    row.hit.set(kind, t.hit_ratio());
+                }
+            }
+        }
+        Ok(row)
     }
 
     fn latency(
@@ -682,6 +759,7 @@ impl Ctx<'_> {
                 duration: Duration::from_secs(3600),
                 max_requests: u64::MAX / 2,
                 seed: cfg.seed,
+                proto: Proto::Text,
             };
             let tr = trace.clone();
             let (t, _) = self.closed(&s, closed, |i| Source::Trace {
@@ -704,73 +782,6 @@ impl Ctx<'_> {
             row.secs.set(kind, t.secs);
         }
         Ok(row)
-    }
-
-    fn memaslap(&mut self, report: &mut ServerReport) -> io::Result<()> {
-        let cfg = self.cfg;
-        let Some(bin) = self.bins.memaslap.clone() else {
-            report.memaslap_note = Some("memcaslap not found (Debian: libmemcached-tools)".into());
-            return Ok(());
-        };
-        let conf =
-            std::env::temp_dir().join(format!("memkit-bench-memaslap-{}.cfg", std::process::id()));
-        std::fs::write(
-            &conf,
-            format!(
-                "key\n{} {} 1\nvalue\n{} {} 1\ncmd\n0 0.1\n1 0.9\n",
-                cfg.keys.min_len, cfg.keys.max_len, cfg.value_len, cfg.value_len
-            ),
-        )?;
-        for &threads in &cfg.threads {
-            let servers = start_pair(
-                self.bins,
-                Spec {
-                    threads,
-                    memory_mb: cfg.memory_mb,
-                },
-            )?;
-            let mut row = MemaslapRow {
-                threads,
-                tps: Pair::default(),
-                cpu_per_m: Pair::default(),
-            };
-            for s in &servers {
-                let cpu0 = s.cpu_secs()?;
-                let out = std::process::Command::new(&bin)
-                    .arg(format!("--servers={}", s.addr))
-                    .args(["-T", "2", "-c", &cfg.conns.to_string()])
-                    .arg(format!("--time={}s", cfg.memaslap_secs))
-                    .arg(format!("--cfg_cmd={}", conf.display()))
-                    .output()?;
-                let cpu = s.cpu_secs()? - cpu0;
-                let text = String::from_utf8_lossy(&out.stdout);
-                let field = |name: &str| {
-                    text.lines()
-                        .rev()
-                        .find(|l| l.contains(name))
-                        .and_then(|l| l.split(name).nth(1))
-                        .and_then(|r| r.split_whitespace().next())
-                        .and_then(|v| v.parse::<f64>().ok())
-                };
-                let (Some(tps), Some(ops)) = (field("TPS:"), field("Ops:")) else {
-                    report.memaslap_note = Some(format!(
-                        "memcaslap gave no TPS against {}: {}",
-                        s.kind.name(),
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    ));
-                    continue;
-                };
-                (self.log)(&format!(
-                    "memcaslap -t {threads}: {} {tps:.0} TPS, {ops} ops",
-                    s.kind.name()
-                ));
-                row.tps.set(s.kind, tps);
-                row.cpu_per_m.set(s.kind, cpu / ops.max(1.0) * 1e6);
-            }
-            report.memaslap.push(row);
-        }
-        let _ = std::fs::remove_file(&conf);
-        Ok(())
     }
 }
 
@@ -837,104 +848,4 @@ pub fn run(
     report.loadavg.1 = procs::loadavg();
     report.elapsed = started.elapsed();
     Ok(report)
-}
-
-/// `memkit-bench server` options.
-#[derive(Debug, Args)]
-pub struct ServerArgs {
-    /// Smoke-run sizes (about 30 s): short cells, one round, small memory.
-    #[arg(long)]
-    pub quick: bool,
-    /// Seconds per throughput cell per server (default 2.5, or 0.4 with --quick).
-    #[arg(long)]
-    pub secs: Option<f64>,
-    /// Alternating rounds per throughput cell.
-    #[arg(long)]
-    pub rounds: Option<usize>,
-    /// Parts to run (default: all).
-    #[arg(long, value_enum, value_delimiter = ',')]
-    pub only: Vec<ServerPart>,
-    /// Server thread counts (`-t`).
-    #[arg(long, value_delimiter = ',')]
-    pub threads: Vec<usize>,
-    /// memkitd to run (default: the release build next to this program, built first with
-    /// `cargo build --release -p memkit-server` when run by cargo).
-    #[arg(long)]
-    pub memkitd: Option<PathBuf>,
-    /// Do not run `cargo build` for memkitd.
-    #[arg(long)]
-    pub no_build: bool,
-    /// Write the chart (SVG) here.
-    #[arg(long)]
-    pub svg: Option<PathBuf>,
-    /// Seed of every random choice.
-    #[arg(long)]
-    pub seed: Option<u64>,
-}
-
-/// Runs the subcommand: markdown to stdout, progress to stderr; the exit code.
-pub fn main(a: ServerArgs) -> i32 {
-    let mut cfg = if a.quick {
-        ServerBenchConfig::quick()
-    } else {
-        ServerBenchConfig::full()
-    };
-    if let Some(s) = a.secs {
-        cfg.cell = Duration::from_secs_f64(s);
-    }
-    if let Some(r) = a.rounds {
-        cfg.rounds = r.max(1);
-    }
-    if !a.threads.is_empty() {
-        cfg.threads = a.threads;
-    }
-    if let Some(s) = a.seed {
-        cfg.seed = s;
-    }
-    let found = match a.memkitd {
-        Some(p) => Binaries::find_with(p),
-        None => Binaries::find("release", !a.no_build),
-    };
-    let bins = match found {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("memkit-bench: {e}");
-            return 1;
-        }
-    };
-    eprintln!(
-        "# memcached: {}\n# memkitd: {}\n# memcaslap: {}",
-        bins.memcached.display(),
-        bins.memkitd.display(),
-        bins.memaslap
-            .as_ref()
-            .map_or("not found".into(), |p| p.display().to_string())
-    );
-    let parts = if a.only.is_empty() {
-        vec![
-            ServerPart::Throughput,
-            ServerPart::Latency,
-            ServerPart::Memory,
-            ServerPart::HitRatio,
-            ServerPart::Memaslap,
-        ]
-    } else {
-        a.only
-    };
-    match run(&cfg, &bins, &parts, &mut |line| eprintln!("# {line}")) {
-        Ok(report) => {
-            print!("{}", report.to_markdown());
-            if let Some(path) = a.svg
-                && let Err(e) = std::fs::write(&path, report.to_svg())
-            {
-                eprintln!("memkit-bench: cannot write {}: {e}", path.display());
-                return 1;
-            }
-            0
-        }
-        Err(e) => {
-            eprintln!("memkit-bench: server bench failed: {e}");
-            1
-        }
-    }
 }

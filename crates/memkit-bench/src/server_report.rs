@@ -1,9 +1,12 @@
-//! Rendering of [`ServerReport`]: the ratio table with each target's status (markdown), and
-//! an SVG chart of throughput and miss ratio (hand-rolled, no plotting dependency).
+//! Rendering of [`ServerReport`]: the ratio table with each target's status (markdown), the
+//! binary protocol against text (`binary`), and an SVG chart of throughput and miss ratio
+//! (hand-rolled, no plotting dependency).
 
 use std::fmt::Write as _;
 
 use crate::server_bench::{Pair, ServerReport, TpWorkload};
+
+mod binary;
 
 /// One performance target and whether this run met it.
 #[derive(Debug, Clone)]
@@ -21,6 +24,7 @@ const CPU_MAX: f64 = 0.75;
 const P99_MAX: f64 = 1.0;
 const ITEMS_MIN: f64 = 1.3;
 const MISS_MAX: f64 = 0.85;
+const BINARY_CPU_MAX: f64 = 1.0;
 
 fn mib(b: f64) -> f64 {
     b / 1048576.0
@@ -36,6 +40,7 @@ impl TpWorkload {
             TpWorkload::Fits => "get/set 90/10, keys fit".into(),
             TpWorkload::Exceeds => "get/set 90/10, keys > memory, get-miss then set".into(),
             TpWorkload::MultiGet => format!("multi-get of {multiget} keys"),
+            TpWorkload::Binary => "binary protocol: get/set 90/10, keys fit".into(),
         }
     }
 
@@ -44,7 +49,13 @@ impl TpWorkload {
             TpWorkload::Fits => "fit",
             TpWorkload::Exceeds => "big",
             TpWorkload::MultiGet => "mget",
+            TpWorkload::Binary => "bin",
         }
+    }
+
+    /// Rows issue 8's targets cover: the text protocol's.
+    fn text(self) -> bool {
+        self != TpWorkload::Binary
     }
 }
 
@@ -65,7 +76,7 @@ impl ServerReport {
         let getset = || {
             self.tp
                 .iter()
-                .filter(|r| r.workload != TpWorkload::MultiGet)
+                .filter(|r| matches!(r.workload, TpWorkload::Fits | TpWorkload::Exceeds))
         };
         let at = |r: &crate::server_bench::TpRow| {
             format!("-t {} depth {} {}", r.threads, r.depth, r.workload.short())
@@ -78,7 +89,13 @@ impl ServerReport {
                 .map_or("not run".into(), |(r, a)| format!("worst {r:.2}x ({a})")),
             met: tp.map(|(r, _)| r >= TP_MIN),
         });
-        let cpu = worst(self.tp.iter().map(|r| (&r.cpu_per_m, at(r))), false);
+        let cpu = worst(
+            self.tp
+                .iter()
+                .filter(|r| r.workload.text())
+                .map(|r| (&r.cpu_per_m, at(r))),
+            false,
+        );
         out.push(Target {
             name: "CPU per request <= 0.75x",
             measured: cpu
@@ -145,7 +162,104 @@ impl ServerReport {
             }),
             met: self.hit.as_ref().map(|h| h.miss.ratio() <= MISS_MAX),
         });
+        let bin = binary::worst_binary_cpu(self);
+        out.push(Target {
+            name: "memkitd: binary CPU per request <= text's (same -t, depth, requests)",
+            measured: bin
+                .as_ref()
+                .map_or("not run".into(), |(r, a)| format!("worst {r:.2}x ({a})")),
+            met: bin.map(|(r, _)| r <= BINARY_CPU_MAX),
+        });
         out
+    }
+
+    /// The throughput, CPU and hit rows of the main table, one per cell each.
+    fn tp_rows(&self, o: &mut String) {
+        let c = &self.config;
+        for r in &self.tp {
+            let tp_target = matches!(r.workload, TpWorkload::Fits | TpWorkload::Exceeds);
+            let _ = writeln!(
+                o,
+                "| throughput, kreq/s | {} | {} | {} | {:.1} | {:.1} | **{:.2}x** | {} | {} |",
+                r.workload.label(c.multiget),
+                r.threads,
+                r.depth,
+                r.rate.memcached / 1e3,
+                r.rate.memkitd / 1e3,
+                r.rate.ratio(),
+                if tp_target { ">= 1.3x" } else { "-" },
+                if tp_target {
+                    mark(r.rate.ratio() >= TP_MIN)
+                } else {
+                    ""
+                },
+            );
+        }
+        for r in &self.tp {
+            let text = r.workload.text();
+            let _ = writeln!(
+                o,
+                "| server CPU s / M req | {} | {} | {} | {:.2} | {:.2} | **{:.2}x** | {} | {} |",
+                r.workload.label(c.multiget),
+                r.threads,
+                r.depth,
+                r.cpu_per_m.memcached,
+                r.cpu_per_m.memkitd,
+                r.cpu_per_m.ratio(),
+                if text { "<= 0.75x" } else { "-" },
+                if text {
+                    mark(r.cpu_per_m.ratio() <= CPU_MAX)
+                } else {
+                    ""
+                },
+            );
+        }
+        for r in &self.tp {
+            let _ = writeln!(
+                o,
+                "| hits / keys asked | {} | {} | {} | {:.3} | {:.3} | {:.2}x | - | |",
+                r.workload.label(c.multiget),
+                r.threads,
+                r.depth,
+                r.hit.memcached,
+                r.hit.memkitd,
+                r.hit.ratio(),
+            );
+        }
+    }
+
+    /// memcaslap's rows of the main table, and why it did not run.
+    fn memaslap_rows(&self, o: &mut String) {
+        let c = &self.config;
+        for m in &self.memaslap {
+            let load = format!(
+                "memcaslap -T 2 -c {}{}, 90/10, {} s",
+                c.conns,
+                if m.binary { " --binary" } else { "" },
+                c.memaslap_secs
+            );
+            let _ = writeln!(
+                o,
+                "| memcaslap TPS, k | {load} | {} | (window) | {:.1} | {:.1} | **{:.2}x** | (cross-check of >= 1.3x) | {} |",
+                m.threads,
+                m.tps.memcached / 1e3,
+                m.tps.memkitd / 1e3,
+                m.tps.ratio(),
+                mark(m.tps.ratio() >= TP_MIN),
+            );
+            let _ = writeln!(
+                o,
+                "| memcaslap: server CPU s / M ops | {load} | {} | | {:.2} | {:.2} | **{:.2}x** | (cross-check of <= 0.75x) | {} |",
+                m.threads,
+                m.cpu_per_m.memcached,
+                m.cpu_per_m.memkitd,
+                m.cpu_per_m.ratio(),
+                mark(m.cpu_per_m.ratio() <= CPU_MAX),
+            );
+        }
+        if let Some(n) = &self.memaslap_note {
+            let _ = writeln!(o, "\n_memcaslap: {n}._");
+        }
     }
 
     /// The run as markdown: the ratio table, the targets, notes.
@@ -174,50 +288,7 @@ impl ServerReport {
             "| measure | load | -t | depth | memcached | memkitd | memkitd / memcached | target | status |\n\
              |---|---|---:|---:|---:|---:|---:|---|---|\n",
         );
-        for r in &self.tp {
-            let tp_target = r.workload != TpWorkload::MultiGet;
-            let _ = writeln!(
-                o,
-                "| throughput, kreq/s | {} | {} | {} | {:.1} | {:.1} | **{:.2}x** | {} | {} |",
-                r.workload.label(c.multiget),
-                r.threads,
-                r.depth,
-                r.rate.memcached / 1e3,
-                r.rate.memkitd / 1e3,
-                r.rate.ratio(),
-                if tp_target { ">= 1.3x" } else { "-" },
-                if tp_target {
-                    mark(r.rate.ratio() >= TP_MIN)
-                } else {
-                    ""
-                },
-            );
-        }
-        for r in &self.tp {
-            let _ = writeln!(
-                o,
-                "| server CPU s / M req | {} | {} | {} | {:.2} | {:.2} | **{:.2}x** | <= 0.75x | {} |",
-                r.workload.label(c.multiget),
-                r.threads,
-                r.depth,
-                r.cpu_per_m.memcached,
-                r.cpu_per_m.memkitd,
-                r.cpu_per_m.ratio(),
-                mark(r.cpu_per_m.ratio() <= CPU_MAX),
-            );
-        }
-        for r in &self.tp {
-            let _ = writeln!(
-                o,
-                "| hits / keys asked | {} | {} | {} | {:.3} | {:.3} | {:.2}x | - | |",
-                r.workload.label(c.multiget),
-                r.threads,
-                r.depth,
-                r.hit.memcached,
-                r.hit.memkitd,
-                r.hit.ratio(),
-            );
-        }
+        self.tp_rows(&mut o);
         for l in &self.lat {
             let load = format!("open loop, {:.0} req/s offered, 90/10, keys fit", l.offered);
             for (name, p, target) in [
@@ -295,33 +366,8 @@ impl ServerReport {
                 h.items.ratio(),
             );
         }
-        for m in &self.memaslap {
-            let load = format!(
-                "memcaslap -T 2 -c {}, 90/10, {} s",
-                c.conns, c.memaslap_secs
-            );
-            let _ = writeln!(
-                o,
-                "| memcaslap TPS, k | {load} | {} | (window) | {:.1} | {:.1} | **{:.2}x** | (cross-check of >= 1.3x) | {} |",
-                m.threads,
-                m.tps.memcached / 1e3,
-                m.tps.memkitd / 1e3,
-                m.tps.ratio(),
-                mark(m.tps.ratio() >= TP_MIN),
-            );
-            let _ = writeln!(
-                o,
-                "| memcaslap: server CPU s / M ops | {load} | {} | | {:.2} | {:.2} | **{:.2}x** | (cross-check of <= 0.75x) | {} |",
-                m.threads,
-                m.cpu_per_m.memcached,
-                m.cpu_per_m.memkitd,
-                m.cpu_per_m.ratio(),
-                mark(m.cpu_per_m.ratio() <= CPU_MAX),
-            );
-        }
-        if let Some(n) = &self.memaslap_note {
-            let _ = writeln!(o, "\n_memcaslap: {n}._");
-        }
+        self.memaslap_rows(&mut o);
+        o.push_str(&binary::table(self));
         o.push_str("\n| target | this run | status |\n|---|---|---|\n");
         for t in self.targets() {
             let _ = writeln!(

@@ -28,10 +28,11 @@ fn quick_server_bench_is_sane() {
     let report = server_bench::run(&cfg, &bins, &parts, &mut |l| eprintln!("# {l}"))
         .unwrap_or_else(|e| panic!("server bench failed: {e}"));
 
-    // depths x (fits, exceeds) + one multi-get, per thread count.
+    // depths x (fits, exceeds, fits in binary) + one multi-get, per thread count.
+    assert!(cfg.binary);
     assert_eq!(
         report.tp.len(),
-        cfg.threads.len() * (2 * cfg.depths.len() + 1)
+        cfg.threads.len() * (3 * cfg.depths.len() + 1)
     );
     for r in &report.tp {
         for v in [r.rate.memcached, r.rate.memkitd] {
@@ -40,11 +41,15 @@ fn quick_server_bench_is_sane() {
         for v in [r.cpu_per_m.memcached, r.cpu_per_m.memkitd] {
             assert!(v >= 0.0 && v.is_finite(), "{r:?}");
         }
+        assert!(r.user_per_m.memcached <= r.cpu_per_m.memcached, "{r:?}");
+        assert!(r.user_per_m.memkitd <= r.cpu_per_m.memkitd, "{r:?}");
         assert_eq!(r.errors.memcached + r.errors.memkitd, 0.0, "{r:?}");
         for h in [r.hit.memcached, r.hit.memkitd] {
             match r.workload {
                 // Every key was pre-loaded and fits.
-                TpWorkload::Fits | TpWorkload::MultiGet => assert!(h > 0.95, "{r:?}"),
+                TpWorkload::Fits | TpWorkload::MultiGet | TpWorkload::Binary => {
+                    assert!(h > 0.95, "{r:?}")
+                }
                 // Far more keys than memory: some hits, many misses.
                 TpWorkload::Exceeds => assert!(h > 0.0 && h < 0.9, "{r:?}"),
             }
@@ -81,9 +86,10 @@ fn quick_server_bench_is_sane() {
     }
 
     if bins.memaslap.is_some() {
+        // Text and --binary per thread count.
         assert_eq!(
             report.memaslap.len(),
-            cfg.threads.len(),
+            2 * cfg.threads.len(),
             "{:?}",
             report.memaslap_note
         );
@@ -104,7 +110,8 @@ fn quick_server_bench_is_sane() {
     );
     let md = report.to_markdown();
     assert!(md.contains("| target | this run | status |"), "{md}");
-    assert_eq!(report.targets().len(), 6);
+    assert!(md.contains("Binary protocol against text"), "{md}");
+    assert_eq!(report.targets().len(), 7);
     let svg = report.to_svg();
     assert!(
         svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
