@@ -5,10 +5,14 @@
 //! memcached is one big hash table without a "list keys" command, so a [`Hash`](struct@Hash) keeps two
 //! things: one key per element, `hash:<name>:v:<element>` holding `[element, value]` — the
 //! membership test and lookup are one `get` — and a key-list key `hash:<name>:keys` holding
-//! every element (the read-mostly [`Array`] technique). Writers take the lock
-//! `hash:<name>` so that the element keys and the list change together, and update the list
-//! with `gets`/`cas` so that even a writer whose lock expired cannot lose another's change.
-//! Readers never wait. A [`Set`] (the seed's table) is a hash without values.
+//! every element (the read-mostly [`Array`] technique). The element key is the truth and the
+//! list its index. Writers take the lock `hash:<name>` so that they rarely interleave, change
+//! the element key, and then *reconcile* the list with it: `gets` the list, read the element,
+//! `cas` the list. Writers whose lock expired (a pause longer than its TTL) may interleave
+//! anywhere, but the last reconciliation of an element reads its last change, so once the
+//! writers are done the list and the element keys agree. Readers never wait; while writers
+//! race, a reader may see an element listed but absent, or present but not yet listed.
+//! A [`Set`] (the seed's table) is a hash without values.
 //!
 //! An element that is not key-safe (spaces, control bytes, `~`, over 100 bytes) is keyed by
 //! a 128-bit hash; the element itself is stored in the value and compared on read.
@@ -34,7 +38,7 @@
 
 use std::marker::PhantomData;
 
-use memkit_types::{Exptime, Memcache};
+use memkit_types::{Exptime, Memcache, StoreOutcome};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -116,42 +120,69 @@ impl<M: Memcache + Clone + 'static, V: Serialize + DeserializeOwned> Hash<M, V> 
     }
 
     /// Sets `k` to `v`, listing `k` if it is new. Under the lock: acquire, `set` the element,
-    /// `gets`+`cas` the list if `k` is new, release — five round trips.
+    /// reconcile the list with it ([`Self::reconcile`]), release — six round trips.
     pub async fn insert(&self, k: &str, v: &V) -> Result<()> {
         let body = encode(&(k, v))?;
         let ekey = self.element_key(k);
         self.lock
             .with_lock(|| async {
                 self.mc.set(&ekey, &body, 0, Exptime::NEVER).await?;
-                if !self.keys().await?.iter().any(|x| x == k) {
-                    self.list
-                        .update(|l| {
-                            if !l.iter().any(|x| x == k) {
-                                l.push(k.to_owned());
-                            }
-                        })
-                        .await?;
-                }
-                Ok(())
+                self.reconcile(k).await
             })
             .await
     }
 
-    /// Removes `k`; `true` if it was present. Under the lock: list first, then the element
-    /// key.
+    /// Removes `k`; `true` if it was present. Under the lock: delete the element key, then
+    /// reconcile the list with it.
     pub async fn remove(&self, k: &str) -> Result<bool> {
         let ekey = self.element_key(k);
         self.lock
             .with_lock(|| async {
-                let listed = self.keys().await?.iter().any(|x| x == k);
-                if listed {
-                    self.list.update(|l| l.retain(|x| x != k)).await?;
-                }
                 let present = self.contains(k).await?;
-                self.mc.delete(&ekey).await?;
-                Ok(listed || present)
+                let deleted = self.mc.delete(&ekey).await?;
+                let listed = self.keys().await?.iter().any(|x| x == k);
+                self.reconcile(k).await?;
+                Ok(present || deleted || listed)
             })
             .await
+    }
+
+    /// Makes the list agree with `k`'s element key: listed iff present. `gets` the list,
+    /// *then* reads the element, then `cas`es the list — rewriting it even when it already
+    /// agrees, so that reconciliations are totally ordered by their `cas` and each read the
+    /// element after the previous one's write. Whatever interleaving writers whose lock
+    /// expired produce, the last reconciliation saw the last change to the element, so
+    /// neither a listed ghost nor an unlisted element survives the writers.
+    async fn reconcile(&self, k: &str) -> Result<()> {
+        let key = self.list.key().to_vec();
+        for _ in 0..super::MAX_ATTEMPTS {
+            let current = self.mc.get(&key).await?;
+            let mut list: Vec<String> = match &current {
+                Some(item) => decode(&item.value)?,
+                None => Vec::new(),
+            };
+            let present = self.contains(k).await?;
+            let listed = list.iter().any(|x| x == k);
+            if present && !listed {
+                list.push(k.to_owned());
+            } else if !present && listed {
+                list.retain(|x| x != k);
+            }
+            let body = encode(&list)?;
+            let stored = match current {
+                Some(item) => {
+                    self.mc
+                        .cas(&key, &body, 0, Exptime::NEVER, item.cas)
+                        .await?
+                        == StoreOutcome::Stored
+                }
+                None => self.mc.add(&key, &body, 0, Exptime::NEVER).await?,
+            };
+            if stored {
+                return Ok(());
+            }
+        }
+        Err(crate::Error::Contended(super::MAX_ATTEMPTS))
     }
 }
 

@@ -1,8 +1,10 @@
 //! Races and losses the structures must survive, each scenario run against the embedded
-//! store (on the system clock), memkitd and real memcached. Counters and slots are deleted by
+//! store (on the system clock, each command yielding to the scheduler first, as a round trip
+//! would), memkitd and real memcached. Counters and slots are deleted by
 //! hand where the scenario needs a key evicted or expired, so nothing waits for a TTL.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use memkit_client::Client;
@@ -12,6 +14,7 @@ use memkit_engine::{Embedded, EngineConfig};
 use memkit_types::{Exptime, Memcache};
 
 use crate::servers::{Memcached, Memkitd};
+use crate::support::Yielding;
 
 /// A test per backend for `scenario(mc, backend_name)`.
 macro_rules! on_every_backend {
@@ -21,7 +24,7 @@ macro_rules! on_every_backend {
 
             #[test]
             fn embedded() {
-                let mc = Embedded::new(EngineConfig::with_memory(64 << 20));
+                let mc = Yielding(Embedded::new(EngineConfig::with_memory(64 << 20)));
                 crate::support::mt_net_rt().block_on($scenario(mc, "embedded"));
             }
 
@@ -129,4 +132,67 @@ async fn queue_head_recovery_skips_expired_tombstones<M: Memcache + Clone>(mc: M
 on_every_backend!(
     queue_head_recovery,
     queue_head_recovery_skips_expired_tombstones
+);
+
+/// Inserts and removes of the same elements interleave freely, as when their writers' lock
+/// expired mid-write (a task deletes the lock key as fast as it can). Once they are done,
+/// every element is listed exactly when its key is present: no listed ghost, no present
+/// element missing from the list.
+async fn table_insert_remove_after_lock_expiry<M: Memcache + Clone + Send + Sync + 'static>(
+    mc: M,
+    name: &str,
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let breaker = {
+        let (mc, stop) = (mc.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                mc.delete(b"lock:hash:race-set").await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let opts = LockOptions::ttl_secs(5)
+        .max_wait(Duration::from_secs(60))
+        .backoff(Duration::from_micros(200), Duration::from_millis(2));
+    let set = Arc::new(Set::with_lock_options(mc.clone(), "race-set", opts));
+    for round in 0..20 {
+        let mut tasks = Vec::new();
+        for i in 0..40 {
+            let k = format!("e{i}");
+            let (a, b) = (set.clone(), set.clone());
+            let k2 = k.clone();
+            if (i + round) % 2 == 0 {
+                tasks.push(tokio::spawn(async move { a.add(&k).await.map(|_| ()) }));
+                tasks.push(tokio::spawn(async move { b.remove(&k2).await.map(|_| ()) }));
+            } else {
+                tasks.push(tokio::spawn(async move { b.remove(&k2).await.map(|_| ()) }));
+                tasks.push(tokio::spawn(async move { a.add(&k).await.map(|_| ()) }));
+            }
+        }
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    breaker.await.unwrap();
+    let members = set.members().await.unwrap();
+    let mut disagree = Vec::new();
+    for i in 0..40 {
+        let k = format!("e{i}");
+        let listed = members.iter().filter(|m| **m == k).count();
+        let present = set.contains(&k).await.unwrap();
+        if listed != usize::from(present) {
+            disagree.push((k, listed, present));
+        }
+    }
+    assert!(
+        disagree.is_empty(),
+        "{name}: (element, times listed, present): {disagree:?}"
+    );
+}
+
+on_every_backend!(
+    table_after_lock_expiry,
+    table_insert_remove_after_lock_expiry
 );

@@ -54,3 +54,62 @@ pub fn mt_net_rt() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// A store whose every command first yields to the scheduler, as a network round trip does:
+/// the embedded store's futures complete on first poll, so without this, tasks racing on it
+/// would interleave only at the runtime's whim, never between two commands of one call.
+#[derive(Debug, Clone)]
+pub struct Yielding<M>(pub M);
+
+impl<M: memkit_types::Memcache> memkit_types::Memcache for Yielding<M> {
+    async fn get_multi(
+        &self,
+        keys: &[&[u8]],
+        opts: &memkit_types::GetOptions,
+    ) -> memkit_types::Result<Vec<Option<memkit_types::Item>>> {
+        tokio::task::yield_now().await;
+        self.0.get_multi(keys, opts).await
+    }
+
+    async fn store(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        opts: &memkit_types::StoreOptions,
+    ) -> memkit_types::Result<memkit_types::Stored> {
+        tokio::task::yield_now().await;
+        self.0.store(key, value, opts).await
+    }
+
+    async fn delete_with(
+        &self,
+        key: &[u8],
+        opts: &memkit_types::DeleteOptions,
+    ) -> memkit_types::Result<memkit_types::DeleteOutcome> {
+        tokio::task::yield_now().await;
+        self.0.delete_with(key, opts).await
+    }
+
+    async fn arithmetic(
+        &self,
+        key: &[u8],
+        opts: &memkit_types::ArithOptions,
+    ) -> memkit_types::Result<memkit_types::ArithOutcome> {
+        tokio::task::yield_now().await;
+        self.0.arithmetic(key, opts).await
+    }
+
+    async fn touch(
+        &self,
+        key: &[u8],
+        exptime: memkit_types::Exptime,
+    ) -> memkit_types::Result<bool> {
+        tokio::task::yield_now().await;
+        self.0.touch(key, exptime).await
+    }
+
+    async fn flush_all(&self, delay: u32) -> memkit_types::Result<()> {
+        tokio::task::yield_now().await;
+        self.0.flush_all(delay).await
+    }
+}
