@@ -10,7 +10,8 @@ extras, key, value), except:
 
 Each case is a list of requests. Unless a case says otherwise it runs three ways: every request
 in its own write followed by a NOOP (stepwise), all requests in one write with one NOOP after
-(pipelined), and that same byte stream in random fragments of 1-64 bytes (fragmented). The
+(pipelined), and that same byte stream in random fragments of 1-64 bytes (fragmented; past
+the first 64 KiB up to 64 KiB). The
 reader stops at the NOOP reply (opaque 0x5E5E....), at EOF, or after 10 s. Cases that end in a
 closed connection need no NOOP (sentinel=False): read until EOF or 1 s of silence.
 
@@ -66,8 +67,8 @@ def run_case(sp, reqs, mode, sentinel=True, seed=0):
             try:
                 if mode == "fragmented":
                     k = 0
-                    while k < len(data):
-                        n = rng.randint(1, 64)
+                    while k < len(data):  # small pieces, larger ones past 64 KiB
+                        n = rng.randint(1, 64) if k < 65536 else rng.randint(1, 65536)
                         s.sendall(data[k : k + n])
                         k += n
                 else:

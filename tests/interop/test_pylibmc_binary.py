@@ -36,9 +36,16 @@ def binary():
     return True
 
 
+# libmemcached 1.0.16 (pylibmc's wheel) does not expect the flags extras memcached 1.6.18
+# puts in a binary TOUCH reply: after each touch it waits for its poll timeout (5 s by
+# default, against memcached as against memkitd), then reports success. A shorter poll
+# timeout keeps that wait short.
+POLL_MS = 1500
+
+
 @pytest.fixture
 def mc(server, binary):
-    c = client(server, binary)
+    c = client(server, binary, _poll_timeout=POLL_MS)
     yield c
     c.disconnect_all()
 
