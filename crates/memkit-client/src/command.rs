@@ -13,7 +13,9 @@
 //! | `flush_all` | `flush_all [delay]` | exact |
 //!
 //! Meta flags are written in the order memcached applies them: reads `T`, `N`, `R`, then
-//! `t`; arithmetic `N`, `T`, then `t`.
+//! `t`; arithmetic `N`, `T`, then `t`. The options-to-flags mapping is the protocol crate's
+//! (`MetaFlags::for_*`, `StoreCmd::for_options`), beside the server's decoding of the same
+//! flags, so the two ends cannot drift apart.
 //!
 //! [`Dialect::Classic`] speaks only the classic commands (`gets`/`gats`, `set`...`cas`,
 //! `incr`/`decr`, `delete`, `touch`), for servers and proxies without the meta protocol
@@ -23,11 +25,12 @@
 //! fail with [`Error::Protocol`].
 
 use bytes::Bytes;
+use memkit_protocol::command::exp32;
 use memkit_protocol::response::ReturnFlags;
 use memkit_protocol::{MetaCode, MetaFlags, Request, StoreCmd, Words, encode_request};
 use memkit_types::{
     ArithMode, ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, Error, Exptime,
-    GetOptions, Item, Result, StoreMode, StoreOptions, StoreOutcome, Stored, Ttl,
+    GetOptions, Item, Result, StoreOptions, StoreOutcome, Stored, Ttl,
 };
 
 use crate::conn::{Expect, Job};
@@ -47,11 +50,6 @@ fn needs_meta(what: &str) -> Error {
     Error::Protocol(format!(
         "{what} needs the meta protocol (dialect is classic)"
     ))
-}
-
-/// memcached reads exptimes as `int32_t`.
-fn exp32(e: Exptime) -> i32 {
-    e.0.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
 }
 
 fn unexpected(replies: Vec<Reply>) -> Error {
@@ -75,31 +73,8 @@ pub fn get(dialect: Dialect, keys: &[&[u8]], o: &GetOptions) -> Result<Job> {
     let mut bytes = Vec::with_capacity(keys.len() * 40);
     match dialect {
         Dialect::Meta => {
+            let f = MetaFlags::for_get(o);
             for key in keys {
-                let mut f = MetaFlags::default();
-                f.push(b'v').push(b'f').push(b'c');
-                if let Some(t) = o.touch {
-                    f.ttl = Some(exp32(t));
-                    f.push(b'T');
-                }
-                if let Some(n) = o.vivify {
-                    f.vivify = Some(exp32(n));
-                    f.push(b'N');
-                }
-                if let Some(r) = o.recache_below {
-                    f.recache = Some(r.min(i32::MAX as u32) as i32);
-                    f.push(b'R');
-                }
-                if let Some(e) = o.new_cas {
-                    f.new_cas = Some(e);
-                    f.push(b'E');
-                }
-                if o.meta {
-                    f.push(b't').push(b'h').push(b'l');
-                }
-                if o.no_bump {
-                    f.push(b'u');
-                }
                 encode_request(&Request::MetaGet { key, flags: f }, &mut bytes);
             }
             Ok(Job {
@@ -215,33 +190,7 @@ pub fn store(dialect: Dialect, key: &[u8], value: &[u8], o: &StoreOptions) -> Re
     let mut bytes = Vec::with_capacity(key.len() + value.len() + 48);
     match dialect {
         Dialect::Meta => {
-            let mut f = MetaFlags::default();
-            f.push(b'c');
-            f.ttl = Some(exp32(o.exptime));
-            f.client_flags = Some(o.flags);
-            f.mode = Some(match o.mode {
-                StoreMode::Set => b'S',
-                StoreMode::Add => b'E',
-                StoreMode::Replace => b'R',
-                StoreMode::Append => b'A',
-                StoreMode::Prepend => b'P',
-            });
-            f.push(b'T').push(b'F').push(b'M');
-            if let Some(c) = o.cas {
-                f.compare_cas = Some(c);
-                f.push(b'C');
-            }
-            if o.invalidate {
-                f.push(b'I');
-            }
-            if let Some(n) = o.vivify {
-                f.vivify = Some(exp32(n));
-                f.push(b'N');
-            }
-            if let Some(e) = o.new_cas {
-                f.new_cas = Some(e);
-                f.push(b'E');
-            }
+            let f = MetaFlags::for_store(o);
             let req = Request::MetaSet {
                 key,
                 flags: f,
@@ -250,18 +199,9 @@ pub fn store(dialect: Dialect, key: &[u8], value: &[u8], o: &StoreOptions) -> Re
             encode_request(&req, &mut bytes);
         }
         Dialect::Classic => {
-            if o.invalidate || o.vivify.is_some() || o.new_cas.is_some() {
-                return Err(needs_meta("invalidate/vivify/explicit CAS"));
-            }
-            let cmd = match (o.cas, o.mode) {
-                (Some(c), StoreMode::Set) => StoreCmd::Cas(c),
-                (Some(_), _) => return Err(needs_meta("CAS with append/prepend/add/replace")),
-                (None, StoreMode::Set) => StoreCmd::Set,
-                (None, StoreMode::Add) => StoreCmd::Add,
-                (None, StoreMode::Replace) => StoreCmd::Replace,
-                (None, StoreMode::Append) => StoreCmd::Append,
-                (None, StoreMode::Prepend) => StoreCmd::Prepend,
-            };
+            let cmd = StoreCmd::for_options(o).ok_or_else(|| {
+                needs_meta("invalidate/vivify/explicit CAS, or CAS with append/prepend/add/replace")
+            })?;
             let req = Request::Store {
                 cmd,
                 key,
@@ -332,25 +272,7 @@ pub fn delete(dialect: Dialect, key: &[u8], o: &DeleteOptions) -> Result<Job> {
     if dialect == Dialect::Classic {
         return Err(needs_meta("delete with options"));
     }
-    let mut f = MetaFlags::default();
-    if let Some(c) = o.cas {
-        f.compare_cas = Some(c);
-        f.push(b'C');
-    }
-    if o.invalidate {
-        f.push(b'I');
-    }
-    if let Some(t) = o.stale_ttl {
-        f.ttl = Some(exp32(t));
-        f.push(b'T');
-    }
-    if o.remove_value {
-        f.push(b'x');
-    }
-    if let Some(e) = o.new_cas {
-        f.new_cas = Some(e);
-        f.push(b'E');
-    }
+    let f = MetaFlags::for_delete(o);
     encode_request(&Request::MetaDelete { key, flags: f }, &mut bytes);
     Ok(one(bytes))
 }
@@ -398,28 +320,7 @@ pub fn arith(dialect: Dialect, key: &[u8], o: &ArithOptions) -> Result<Job> {
             encode_request(&req, &mut bytes);
         }
         Dialect::Meta => {
-            let mut f = MetaFlags::default();
-            f.mode = Some(if incr { b'I' } else { b'D' });
-            f.delta = Some(o.delta);
-            f.push(b'M').push(b'D');
-            if let Some((initial, ttl)) = o.vivify {
-                f.vivify = Some(exp32(ttl));
-                f.initial = Some(initial);
-                f.push(b'N').push(b'J');
-            }
-            if let Some(c) = o.cas {
-                f.compare_cas = Some(c);
-                f.push(b'C');
-            }
-            if let Some(t) = o.update_ttl {
-                f.ttl = Some(exp32(t));
-                f.push(b'T');
-            }
-            if let Some(e) = o.new_cas {
-                f.new_cas = Some(e);
-                f.push(b'E');
-            }
-            f.push(b'v').push(b'c').push(b't');
+            let f = MetaFlags::for_arith(o);
             encode_request(&Request::MetaArith { key, flags: f }, &mut bytes);
         }
     }
@@ -565,6 +466,7 @@ pub fn values(items: Vec<Option<Item>>) -> Vec<Option<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memkit_types::StoreMode;
 
     fn wire(job: Result<Job>) -> String {
         String::from_utf8(job.unwrap().bytes).unwrap()

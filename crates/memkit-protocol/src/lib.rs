@@ -4,6 +4,9 @@
 //! the client encodes requests and decodes replies. It never touches a socket or storage.
 //!
 //! Map:
+//! - [`command`]: the logical [`Command`]s all three encodings decode into, and the text
+//!   encoding's mapping to the store's options (meta's is in [`meta`], binary's in
+//!   [`binary`]).
 //! - [`decode`]: [`decode_request`] — one request per call, zero-copy, with memcached's exact
 //!   error replies and byte accounting ([`DecodeError`], [`Reject`]).
 //! - [`request`]: [`Request`] and [`encode_request`] (client side).
@@ -30,6 +33,7 @@
 pub mod base64;
 pub mod binary;
 pub mod check;
+pub mod command;
 pub mod decode;
 pub mod error;
 pub mod meta;
@@ -39,6 +43,7 @@ pub mod request;
 pub mod response;
 mod token;
 
+pub use command::Command;
 pub use decode::decode_request;
 pub use error::{DecodeError, ErrorReply, Reject};
 pub use memkit_types::MAX_KEY_LEN;

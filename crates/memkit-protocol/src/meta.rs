@@ -10,6 +10,11 @@
 //! Beyond 1.6.18 we accept `E` (new CAS) and `x` (remove value), which newer memcached
 //! documents and memkit's types model; 1.6.18 answers `CLIENT_ERROR invalid flag` to them.
 
+use memkit_types::{
+    ArithMode, ArithOptions, DeleteOptions, Exptime, GetOptions, StoreMode, StoreOptions,
+};
+
+use crate::command::exp32;
 use crate::error::ErrorReply;
 use crate::num::{parse_i32, parse_u32, parse_u64, write_i64, write_u64};
 
@@ -198,6 +203,197 @@ impl<'a> MetaFlags<'a> {
                 _ => {}
             }
         }
+    }
+}
+
+/// The meta flags as store options, each mapping beside its inverse: the server decodes
+/// with `*_options`, the client encodes with `for_*` (which also asks for the return flags
+/// it needs), and `tests/logical.rs` checks that one undoes the other.
+impl MetaFlags<'_> {
+    /// `mg`'s options. memcached applies `T` and `N` in request order: on a vivify, the
+    /// later of the two sets the new item's TTL.
+    pub fn get_options(&self) -> GetOptions {
+        let pos = |c: u8| self.order().iter().position(|&x| x == c);
+        let t_after_n = matches!((pos(b'N'), pos(b'T')), (Some(n), Some(t)) if t > n);
+        let vivify = if t_after_n { self.ttl } else { self.vivify };
+        GetOptions {
+            touch: self.ttl.map(|t| Exptime(t.into())),
+            vivify: self.vivify.and(vivify).map(|t| Exptime(t.into())),
+            recache_below: self.recache.map(|r| r.max(0) as u32),
+            meta: self.ret_ttl || self.ret_hit || self.ret_last_access,
+            no_bump: self.no_bump,
+            new_cas: self.new_cas,
+            classic: false,
+        }
+    }
+
+    /// The flags of an `mg` for `o`, returning value, flags and CAS (and `t h l` when
+    /// `o.meta`), `T`, `N`, `R` in the order memcached applies them.
+    pub fn for_get(o: &GetOptions) -> MetaFlags<'static> {
+        let mut f = MetaFlags::default();
+        f.push(b'v').push(b'f').push(b'c');
+        if let Some(t) = o.touch {
+            f.ttl = Some(exp32(t));
+            f.push(b'T');
+        }
+        if let Some(n) = o.vivify {
+            f.vivify = Some(exp32(n));
+            f.push(b'N');
+        }
+        if let Some(r) = o.recache_below {
+            f.recache = Some(r.min(i32::MAX as u32) as i32);
+            f.push(b'R');
+        }
+        if let Some(e) = o.new_cas {
+            f.new_cas = Some(e);
+            f.push(b'E');
+        }
+        if o.meta {
+            f.push(b't').push(b'h').push(b'l');
+        }
+        if o.no_bump {
+            f.push(b'u');
+        }
+        f
+    }
+
+    /// `ms`'s options.
+    pub fn store_options(&self) -> StoreOptions {
+        let mode = match self.mode {
+            Some(b'E' | b'e') => StoreMode::Add,
+            Some(b'A' | b'a') => StoreMode::Append,
+            Some(b'P' | b'p') => StoreMode::Prepend,
+            Some(b'R' | b'r') => StoreMode::Replace,
+            _ => StoreMode::Set,
+        };
+        StoreOptions {
+            mode,
+            flags: self.client_flags.unwrap_or(0),
+            exptime: Exptime(self.ttl.unwrap_or(0).into()),
+            cas: self.compare_cas,
+            invalidate: self.invalidate,
+            vivify: self.vivify.map(|t| Exptime(t.into())),
+            new_cas: self.new_cas,
+        }
+    }
+
+    /// The flags of an `ms` for `o`, returning the new CAS.
+    pub fn for_store(o: &StoreOptions) -> MetaFlags<'static> {
+        let mut f = MetaFlags::default();
+        f.push(b'c');
+        f.ttl = Some(exp32(o.exptime));
+        f.client_flags = Some(o.flags);
+        f.mode = Some(match o.mode {
+            StoreMode::Set => b'S',
+            StoreMode::Add => b'E',
+            StoreMode::Replace => b'R',
+            StoreMode::Append => b'A',
+            StoreMode::Prepend => b'P',
+        });
+        f.push(b'T').push(b'F').push(b'M');
+        if let Some(c) = o.cas {
+            f.compare_cas = Some(c);
+            f.push(b'C');
+        }
+        if o.invalidate {
+            f.invalidate = true;
+            f.push(b'I');
+        }
+        if let Some(n) = o.vivify {
+            f.vivify = Some(exp32(n));
+            f.push(b'N');
+        }
+        if let Some(e) = o.new_cas {
+            f.new_cas = Some(e);
+            f.push(b'E');
+        }
+        f
+    }
+
+    /// `md`'s options.
+    pub fn delete_options(&self) -> DeleteOptions {
+        DeleteOptions {
+            cas: self.compare_cas,
+            invalidate: self.invalidate,
+            stale_ttl: self.ttl.map(|t| Exptime(t.into())),
+            remove_value: self.remove_value,
+            new_cas: self.new_cas,
+        }
+    }
+
+    /// The flags of an `md` for `o`.
+    pub fn for_delete(o: &DeleteOptions) -> MetaFlags<'static> {
+        let mut f = MetaFlags::default();
+        if let Some(c) = o.cas {
+            f.compare_cas = Some(c);
+            f.push(b'C');
+        }
+        if o.invalidate {
+            f.invalidate = true;
+            f.push(b'I');
+        }
+        if let Some(t) = o.stale_ttl {
+            f.ttl = Some(exp32(t));
+            f.push(b'T');
+        }
+        if o.remove_value {
+            f.remove_value = true;
+            f.push(b'x');
+        }
+        if let Some(e) = o.new_cas {
+            f.new_cas = Some(e);
+            f.push(b'E');
+        }
+        f
+    }
+
+    /// `ma`'s options.
+    pub fn arith_options(&self) -> ArithOptions {
+        ArithOptions {
+            mode: match self.mode {
+                Some(b'D' | b'd' | b'-') => ArithMode::Decr,
+                _ => ArithMode::Incr,
+            },
+            delta: self.delta.unwrap_or(1),
+            vivify: self
+                .vivify
+                .map(|t| (self.initial.unwrap_or(0), Exptime(t.into()))),
+            cas: self.compare_cas,
+            update_ttl: self.ttl.map(|t| Exptime(t.into())),
+            new_cas: self.new_cas,
+        }
+    }
+
+    /// The flags of an `ma` for `o`, returning value, CAS and TTL.
+    pub fn for_arith(o: &ArithOptions) -> MetaFlags<'static> {
+        let mut f = MetaFlags {
+            mode: Some(match o.mode {
+                ArithMode::Incr => b'I',
+                ArithMode::Decr => b'D',
+            }),
+            delta: Some(o.delta),
+            ..Default::default()
+        };
+        f.push(b'M').push(b'D');
+        if let Some((initial, ttl)) = o.vivify {
+            f.vivify = Some(exp32(ttl));
+            f.initial = Some(initial);
+            f.push(b'N').push(b'J');
+        }
+        if let Some(c) = o.cas {
+            f.compare_cas = Some(c);
+            f.push(b'C');
+        }
+        if let Some(t) = o.update_ttl {
+            f.ttl = Some(exp32(t));
+            f.push(b'T');
+        }
+        if let Some(e) = o.new_cas {
+            f.new_cas = Some(e);
+            f.push(b'E');
+        }
+        f.push(b'v').push(b'c').push(b't');
+        f
     }
 }
 

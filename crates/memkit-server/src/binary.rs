@@ -1,25 +1,20 @@
-//! The binary protocol's side of a connection: decode one frame, run it on the engine,
-//! write memcached's reply.
+//! The binary protocol's side of a connection: decode one frame, run its logical command
+//! with the one executor ([`crate::exec`]), write memcached's reply ([`BinReply`]).
 //!
 //! Replies follow memcached 1.6.18's `proto_bin.c`: a quiet opcode's success is not
 //! answered, except a get hit; its errors always are, so a client's trailing `NOOP` sees
 //! every failure. Success replies carry the item's CAS in the header, errors carry 0.
 
+use memkit_engine::ItemView;
 use memkit_protocol::binary::{
-    self, Command, DecodeError, Request, Status, StoreKind, write_error, write_error_message,
-    write_hit, write_miss_with_key, write_ok, write_stat,
+    self, Command, DecodeError, Request, Status, write_error, write_error_message, write_hit,
+    write_miss_with_key, write_ok, write_stat,
 };
-use memkit_types::{
-    ArithMode, ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, Error, Exptime,
-    GetOptions, StoreMode, StoreOptions, StoreOutcome,
-};
+use memkit_types::{ArithOutcome, DeleteOutcome, Error, StoreMode, StoreOutcome, Stored};
 
 use crate::dispatch::Action;
+use crate::exec::{self, Reply};
 use crate::server::Shared;
-use crate::watch::{self, Event};
-
-/// `INCREMENT`/`DECREMENT`'s expiry that means "do not create a missing item".
-const NO_CREATE: u32 = 0xffff_ffff;
 
 /// What one call of [`step`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,121 +106,34 @@ fn execute(
     out: &mut Vec<u8>,
 ) -> Action {
     let (opcode, opaque) = (req.opcode, req.opaque);
-    let cas = (req.cas != 0).then_some(req.cas);
-    match req.cmd {
-        Command::Get {
-            key,
+    if let Some(cmd) = req.command() {
+        let (with_key, value) = match req.cmd {
+            Command::Get {
+                with_key, value, ..
+            } => (with_key, value),
+            _ => (false, true),
+        };
+        let not_stored = match &cmd {
+            // memcached answers a refused ADD "exists" and a refused REPLACE "not found".
+            memkit_protocol::Command::Store { opts, .. } => match (opts.mode, opts.cas) {
+                (StoreMode::Add, None) => Status::KeyExists,
+                (StoreMode::Replace, None) => Status::KeyNotFound,
+                _ => Status::NotStored,
+            },
+            _ => Status::NotStored,
+        };
+        let mut reply = BinReply {
+            out,
+            req,
+            key: cmd.key().unwrap_or_default(),
             with_key,
-            touch,
             value,
-        } => get(req, sh, conn_id, key, with_key, touch, value, out),
-        Command::Store {
-            kind,
-            key,
-            flags,
-            exptime,
-            data,
-        } => {
-            // memcached turns any SET/ADD/REPLACE with a CAS into its `cas` command.
-            let mode = match kind {
-                _ if cas.is_some() && !matches!(kind, StoreKind::Append | StoreKind::Prepend) => {
-                    StoreMode::Set
-                }
-                StoreKind::Set => StoreMode::Set,
-                StoreKind::Add => StoreMode::Add,
-                StoreKind::Replace => StoreMode::Replace,
-                StoreKind::Append => StoreMode::Append,
-                StoreKind::Prepend => StoreMode::Prepend,
-            };
-            let opts = StoreOptions {
-                cas,
-                ..StoreOptions::new(mode, flags, Exptime(exptime.into()))
-            };
-            let r = sh.engine.store(key, data, &opts);
-            let ttl = i32::try_from(exptime).unwrap_or(i32::MAX);
-            watch::emit(sh, || Event::store(key, &r, ttl, data.len(), conn_id));
-            match r {
-                Ok(s) if s.outcome == StoreOutcome::Stored => {
-                    if !req.quiet {
-                        write_ok(out, opcode, opaque, s.cas, b"");
-                    }
-                }
-                Ok(s) => {
-                    let status = match (s.outcome, mode, cas) {
-                        (StoreOutcome::Exists, ..) => Status::KeyExists,
-                        (StoreOutcome::NotFound, ..) => Status::KeyNotFound,
-                        (_, StoreMode::Add, None) => Status::KeyExists,
-                        (_, StoreMode::Replace, None) => Status::KeyNotFound,
-                        _ => Status::NotStored,
-                    };
-                    write_error(out, opcode, opaque, status);
-                }
-                Err(e) => engine_error(out, req, &e, "Out of memory allocating item"),
-            }
-        }
-        Command::Delete { key } => {
-            let opts = DeleteOptions {
-                cas,
-                ..Default::default()
-            };
-            match sh.engine.delete(key, &opts) {
-                Ok(DeleteOutcome::Deleted) => {
-                    if !req.quiet {
-                        write_ok(out, opcode, opaque, 0, b"");
-                    }
-                }
-                Ok(DeleteOutcome::NotFound) => {
-                    write_error(out, opcode, opaque, Status::KeyNotFound)
-                }
-                Ok(DeleteOutcome::Exists) => write_error(out, opcode, opaque, Status::KeyExists),
-                Err(e) => engine_error(out, req, &e, "Out of memory"),
-            }
-        }
-        Command::Arith {
-            incr,
-            key,
-            delta,
-            initial,
-            exptime,
-        } => {
-            let opts = ArithOptions {
-                mode: if incr {
-                    ArithMode::Incr
-                } else {
-                    ArithMode::Decr
-                },
-                delta,
-                vivify: (exptime != NO_CREATE).then(|| (initial, Exptime(exptime.into()))),
-                cas,
-                ..Default::default()
-            };
-            let status = match sh.engine.arithmetic(key, &opts) {
-                Ok(ArithOutcome::Value { value, cas, .. }) => {
-                    if !req.quiet {
-                        write_ok(out, opcode, opaque, cas, &value.to_be_bytes());
-                    }
-                    return Action::Continue;
-                }
-                Ok(ArithOutcome::NonNumeric) => Status::DeltaBadval,
-                Ok(ArithOutcome::NotFound) => Status::KeyNotFound,
-                Ok(ArithOutcome::Exists) => Status::KeyExists,
-                Ok(ArithOutcome::NotStored) => Status::NotStored,
-                Err(e) => {
-                    engine_error(out, req, &e, "Out of memory incrementing value");
-                    return Action::Continue;
-                }
-            };
-            write_error(out, opcode, opaque, status);
-        }
-        Command::Flush { delay } => {
-            let now = sh.engine.clock().now_secs();
-            let delay = Exptime::flush_delay(delay.unwrap_or(0), now);
-            match sh.engine.try_flush_all(delay) {
-                Ok(()) if req.quiet => {}
-                Ok(()) => write_ok(out, opcode, opaque, 0, b""),
-                Err(e) => engine_error(out, req, &e, "Out of memory"),
-            }
-        }
+            not_stored,
+        };
+        exec::execute(&cmd, sh, conn_id, &mut reply);
+        return Action::Continue;
+    }
+    match req.cmd {
         Command::Noop => write_ok(out, opcode, opaque, 0, b""),
         Command::Version => write_ok(out, opcode, opaque, 0, crate::VERSION.as_bytes()),
         Command::Quit => {
@@ -244,58 +152,124 @@ fn execute(
                 write_error(out, opcode, opaque, Status::AuthError);
             }
         }
+        // Storage commands went to the executor above.
+        Command::Get { .. }
+        | Command::Store { .. }
+        | Command::Delete { .. }
+        | Command::Arith { .. }
+        | Command::Flush { .. } => {}
     }
     Action::Continue
 }
 
-/// `GET`, `GETK`, `TOUCH`, `GAT`, `GATK` and their quiet forms.
-#[allow(clippy::too_many_arguments)]
-fn get(
-    req: &Request<'_>,
-    sh: &Shared,
-    conn_id: u64,
-    key: &[u8],
+/// The binary protocol's replies. A quiet request's success is silent (a get hit is not);
+/// its errors are not.
+struct BinReply<'o, 'r> {
+    out: &'o mut Vec<u8>,
+    req: &'r Request<'r>,
+    key: &'r [u8],
+    /// `GETK`/`GATK`: hits and misses carry the key.
     with_key: bool,
-    touch: Option<u32>,
+    /// `false` for `TOUCH`: a hit carries the flags only.
     value: bool,
-    out: &mut Vec<u8>,
-) {
-    let opts = GetOptions {
-        touch: touch.map(|t| Exptime(t.into())),
-        classic: true,
-        ..Default::default()
-    };
-    let r = sh.engine.get_view(key, &opts, |v| {
-        let k = with_key.then_some(key);
-        write_hit(out, req, v.flags, v.cas, k, value.then_some(v.value));
-        v.value.len()
-    });
-    watch::emit(sh, || {
-        Event::fetch(key, r.as_ref().ok().copied().flatten(), conn_id)
-    });
-    match r {
-        Ok(Some(_)) => {}
-        Ok(None) if req.quiet => {}
-        Ok(None) if with_key => write_miss_with_key(out, req.opcode, req.opaque, key),
-        Ok(None) => write_error(out, req.opcode, req.opaque, Status::KeyNotFound),
-        Err(e) => engine_error(out, req, &e, "Out of memory"),
+    /// The status of a store the engine did not make.
+    not_stored: Status,
+}
+
+impl BinReply<'_, '_> {
+    fn ok(&mut self, cas: u64, body: &[u8]) {
+        if !self.req.quiet {
+            write_ok(self.out, self.req.opcode, self.req.opaque, cas, body);
+        }
+    }
+
+    fn fail(&mut self, status: Status) {
+        write_error(self.out, self.req.opcode, self.req.opaque, status);
     }
 }
 
-/// An engine error in binary terms. The binary protocol has no general server error:
-/// memcached answers its own failures (allocation, mostly) `ENOMEM` with a message, and so
-/// does memkitd for a store that failed underneath (the persistent layer).
-fn engine_error(out: &mut Vec<u8>, req: &Request<'_>, e: &Error, oom: &str) {
-    let (opcode, opaque) = (req.opcode, req.opaque);
-    match e {
-        Error::TooLarge => write_error(out, opcode, opaque, Status::TooLarge),
-        Error::InvalidKey => write_error(out, opcode, opaque, Status::Invalid),
-        Error::OutOfMemory => {
-            write_error_message(out, opcode, opaque, Status::OutOfMemory, oom.as_bytes())
+impl Reply for BinReply<'_, '_> {
+    fn hit(&mut self, v: &ItemView<'_>) {
+        let key = self.with_key.then_some(self.key);
+        let value = self.value.then_some(v.value);
+        write_hit(self.out, self.req, v.flags, v.cas, key, value);
+    }
+
+    fn miss(&mut self) {
+        let (opcode, opaque) = (self.req.opcode, self.req.opaque);
+        if self.req.quiet {
+        } else if self.with_key {
+            write_miss_with_key(self.out, opcode, opaque, self.key);
+        } else {
+            self.fail(Status::KeyNotFound);
         }
-        other => {
-            let msg = other.to_string();
-            write_error_message(out, opcode, opaque, Status::OutOfMemory, msg.as_bytes())
+    }
+
+    fn stored(&mut self, s: &Stored) {
+        match s.outcome {
+            StoreOutcome::Stored => self.ok(s.cas, b""),
+            StoreOutcome::Exists => self.fail(Status::KeyExists),
+            StoreOutcome::NotFound => self.fail(Status::KeyNotFound),
+            StoreOutcome::NotStored => self.fail(self.not_stored),
+        }
+    }
+
+    fn deleted(&mut self, d: DeleteOutcome) {
+        match d {
+            DeleteOutcome::Deleted => self.ok(0, b""),
+            DeleteOutcome::NotFound => self.fail(Status::KeyNotFound),
+            DeleteOutcome::Exists => self.fail(Status::KeyExists),
+        }
+    }
+
+    fn arith(&mut self, a: &ArithOutcome) {
+        match *a {
+            ArithOutcome::Value { value, cas, .. } => self.ok(cas, &value.to_be_bytes()),
+            ArithOutcome::NonNumeric => self.fail(Status::DeltaBadval),
+            ArithOutcome::NotFound => self.fail(Status::KeyNotFound),
+            ArithOutcome::Exists => self.fail(Status::KeyExists),
+            ArithOutcome::NotStored => self.fail(Status::NotStored),
+        }
+    }
+
+    fn touched(&mut self, found: bool) {
+        if found {
+            self.ok(0, b"");
+        } else {
+            self.fail(Status::KeyNotFound);
+        }
+    }
+
+    fn flushed(&mut self) {
+        self.ok(0, b"");
+    }
+
+    /// The binary protocol has no general server error: memcached answers its own
+    /// failures (allocation, mostly) `ENOMEM` with a message, and so does memkitd for a
+    /// store that failed underneath (the persistent layer).
+    fn error(&mut self, e: &Error) {
+        let (opcode, opaque) = (self.req.opcode, self.req.opaque);
+        let oom: &[u8] = match self.req.cmd {
+            Command::Store { .. } => b"Out of memory allocating item",
+            Command::Arith { .. } => b"Out of memory incrementing value",
+            _ => b"Out of memory",
+        };
+        match e {
+            Error::TooLarge => self.fail(Status::TooLarge),
+            Error::InvalidKey => self.fail(Status::Invalid),
+            Error::OutOfMemory => {
+                write_error_message(self.out, opcode, opaque, Status::OutOfMemory, oom)
+            }
+            other => {
+                let msg = other.to_string();
+                write_error_message(
+                    self.out,
+                    opcode,
+                    opaque,
+                    Status::OutOfMemory,
+                    msg.as_bytes(),
+                )
+            }
         }
     }
 }

@@ -148,7 +148,7 @@ pub async fn serve<S: Transport>(
                 match decode_request(&rbuf, &sh.limits) {
                     Ok((req, used)) => {
                         trace_request(&sh, id, &req, &rbuf[..used]);
-                        must_sync |= durable.is_some() && crate::dispatch::mutates(&req);
+                        must_sync |= durable.is_some() && req.mutates();
                         action = dispatch(&req, &sh, id, &mut out);
                         let mut rest = req;
                         while let Action::More(at) = action {

@@ -1,22 +1,22 @@
-//! The one place where a decoded request meets the storage backend.
+//! Text and meta requests: each becomes logical [`Command`]s for the one executor
+//! ([`crate::exec`]), whose outcomes [`TextReply`] and [`MetaReply`] render; operator
+//! commands (`stats`, `watch`, `lru_crawler`...) are answered here.
 //!
-//! Everything the wire asks of storage passes through [`dispatch`]: it maps a
-//! [`Request`] to an engine call and renders the engine's outcome with the codec's writers.
 //! Connection handling never touches the engine, and the engine never sees wire types, so a
-//! different backend (the persistent one) plugs in here and nowhere else.
+//! different backend (the persistent one) plugs in behind the executor and nowhere else.
 
 use memkit_engine::ItemView;
 use memkit_protocol::render::{
     self, DebugInfo, ItemMeta, MetaCmd, MetaStatus, meta_code, write_meta, write_meta_value,
 };
-use memkit_protocol::{AdminCmd, MetaFlags, Request, ShutdownMode, StoreCmd, meta_key};
+use memkit_protocol::{AdminCmd, Command, MetaFlags, Request, ShutdownMode, command, meta_key};
 use memkit_types::{
-    ArithMode, ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, Error, Exptime,
-    GetOptions, StoreMode, StoreOptions, StoreOutcome, Ttl,
+    ArithOutcome, DeleteOutcome, Error, Exptime, GetOptions, StoreOutcome, Stored, Ttl,
 };
 
+use crate::exec::{Reply, execute};
 use crate::server::Shared;
-use crate::watch::{self, Event};
+use crate::watch;
 
 /// What the connection does after a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,117 +55,33 @@ const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeri
 
 /// Handles one request, appending the reply to `out`.
 pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>) -> Action {
-    let engine = &sh.engine;
     let quiet = req.noreply();
     // With `noreply` the reply is built and then dropped: simpler than threading the flag
     // through every branch, and noreply traffic is not the hot path.
     let mark = out.len();
     let action = match *req {
         Request::Get { cas, touch, keys } => {
-            let opts = GetOptions {
-                touch: touch.map(|t| Exptime(t.into())),
-                classic: true,
-                ..Default::default()
-            };
+            let opts = command::get_options(touch);
             let mut rendered = false;
             for key in keys.iter() {
                 if rendered && out.len() >= REPLY_CHUNK {
                     return Action::More(key.as_ptr() as usize - keys.raw().as_ptr() as usize);
                 }
                 rendered = true;
-                let r = engine.get_view(key, &opts, |v| {
-                    render::write_value(out, key, v.flags, v.value, cas.then_some(v.cas));
-                    v.value.len()
-                });
-                watch::emit(sh, || {
-                    Event::fetch(key, r.as_ref().ok().copied().flatten(), conn_id)
-                });
-                if let Err(e) = r {
-                    error_line(out, &e);
-                }
+                let cmd = Command::Get {
+                    key,
+                    opts: opts.clone(),
+                };
+                execute(&cmd, sh, conn_id, &mut TextReply { out, key, cas });
             }
             render::write_end(out);
             Action::Continue
         }
-        Request::Store {
-            cmd,
-            key,
-            flags,
-            exptime,
-            data,
-            ..
-        } => {
-            let (mode, cas) = match cmd {
-                StoreCmd::Set => (StoreMode::Set, None),
-                StoreCmd::Add => (StoreMode::Add, None),
-                StoreCmd::Replace => (StoreMode::Replace, None),
-                StoreCmd::Append => (StoreMode::Append, None),
-                StoreCmd::Prepend => (StoreMode::Prepend, None),
-                StoreCmd::Cas(c) => (StoreMode::Set, Some(c)),
-            };
-            let opts = StoreOptions {
-                cas,
-                ..StoreOptions::new(mode, flags, Exptime(exptime.into()))
-            };
-            let r = engine.store(key, data, &opts);
-            watch::emit(sh, || Event::store(key, &r, exptime, data.len(), conn_id));
-            match r {
-                Ok(s) => line(
-                    out,
-                    match s.outcome {
-                        StoreOutcome::Stored => "STORED",
-                        StoreOutcome::NotStored => "NOT_STORED",
-                        StoreOutcome::Exists => "EXISTS",
-                        StoreOutcome::NotFound => "NOT_FOUND",
-                    },
-                ),
-                Err(e) => error_line(out, &e),
-            }
-            Action::Continue
-        }
-        Request::Arith {
-            incr, key, delta, ..
-        } => {
-            let opts = if incr {
-                ArithOptions::incr(delta)
-            } else {
-                ArithOptions::decr(delta)
-            };
-            match engine.arithmetic(key, &opts) {
-                Ok(ArithOutcome::Value { value, .. }) => render::write_number(out, value),
-                Ok(ArithOutcome::NonNumeric) => line(out, NON_NUMERIC),
-                Ok(_) => line(out, "NOT_FOUND"),
-                Err(e) => error_line(out, &e),
-            }
-            Action::Continue
-        }
-        Request::Touch { key, exptime, .. } => {
-            match engine.touch(key, Exptime(exptime.into())) {
-                Ok(true) => line(out, "TOUCHED"),
-                Ok(false) => line(out, "NOT_FOUND"),
-                Err(e) => error_line(out, &e),
-            }
-            Action::Continue
-        }
-        Request::Delete { key, .. } => {
-            match engine.delete(key, &DeleteOptions::default()) {
-                Ok(DeleteOutcome::Deleted) => line(out, "DELETED"),
-                Ok(_) => line(out, "NOT_FOUND"),
-                Err(e) => error_line(out, &e),
-            }
-            Action::Continue
-        }
-        Request::FlushAll { delay, .. } => {
-            // The delay is an expiry time like any other: relative, or an absolute Unix time.
-            let now = engine.clock().now_secs();
-            // memcached reads a negative delay as 0: flush now.
-            let delay = Exptime::flush_delay(delay.unwrap_or(0).max(0) as u32, now);
-            match engine.try_flush_all(delay) {
-                Ok(()) => line(out, "OK"),
-                Err(e) => error_line(out, &e),
-            }
-            Action::Continue
-        }
+        Request::Store { key, .. }
+        | Request::Arith { key, .. }
+        | Request::Touch { key, .. }
+        | Request::Delete { key, .. } => text(sh, conn_id, out, req.command(key)),
+        Request::FlushAll { .. } => text(sh, conn_id, out, req.command(b"")),
         Request::Verbosity { level, .. } => {
             sh.verbosity.store(
                 level.min(u32::from(u8::MAX)) as u8,
@@ -181,7 +97,7 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
                     "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m",
                 );
             } else {
-                engine.set_memory_limit((megabytes as usize) << 20);
+                sh.engine.set_memory_limit((megabytes as usize) << 20);
                 line(out, "OK");
             }
             Action::Continue
@@ -212,24 +128,16 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
             admin(sh, cmd, &args, out)
         }
         Request::MetaGet { key, ref flags } => {
-            meta_get(sh, key, flags, conn_id, out);
-            Action::Continue
+            meta(sh, conn_id, out, req, MetaCmd::Get, key, flags)
         }
-        Request::MetaSet {
-            key,
-            ref flags,
-            data,
-        } => {
-            meta_set(sh, key, flags, data, conn_id, out);
-            Action::Continue
+        Request::MetaSet { key, ref flags, .. } => {
+            meta(sh, conn_id, out, req, MetaCmd::Set, key, flags)
         }
         Request::MetaDelete { key, ref flags } => {
-            meta_delete(sh, key, flags, out);
-            Action::Continue
+            meta(sh, conn_id, out, req, MetaCmd::Delete, key, flags)
         }
         Request::MetaArith { key, ref flags } => {
-            meta_arith(sh, key, flags, out);
-            Action::Continue
+            meta(sh, conn_id, out, req, MetaCmd::Arith, key, flags)
         }
         Request::MetaNoop => {
             line(out, "MN");
@@ -246,21 +154,81 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
     action
 }
 
-/// Whether a request may change stored data: in persistent `sync` mode its reply waits
-/// until the change is durable. (Reads that only bump access bits do not count.)
-pub fn mutates(req: &Request<'_>) -> bool {
-    match req {
-        Request::Get { touch, .. } => touch.is_some(),
-        Request::MetaGet { flags, .. } => flags.ttl.is_some() || flags.vivify.is_some(),
-        Request::Store { .. }
-        | Request::Arith { .. }
-        | Request::Touch { .. }
-        | Request::Delete { .. }
-        | Request::FlushAll { .. }
-        | Request::MetaSet { .. }
-        | Request::MetaDelete { .. }
-        | Request::MetaArith { .. } => true,
-        _ => false,
+/// Runs a single-key text command and renders it in text.
+fn text(sh: &Shared, conn_id: u64, out: &mut Vec<u8>, cmd: Option<Command<'_>>) -> Action {
+    let Some(cmd) = cmd else {
+        return Action::Continue;
+    };
+    let key = cmd.key().unwrap_or_default();
+    execute(
+        &cmd,
+        sh,
+        conn_id,
+        &mut TextReply {
+            out,
+            key,
+            cas: false,
+        },
+    );
+    Action::Continue
+}
+
+/// The classic text protocol's replies.
+struct TextReply<'o, 'k> {
+    out: &'o mut Vec<u8>,
+    key: &'k [u8],
+    /// `gets`/`gats`: values carry their CAS.
+    cas: bool,
+}
+
+impl Reply for TextReply<'_, '_> {
+    fn hit(&mut self, v: &ItemView<'_>) {
+        let cas = self.cas.then_some(v.cas);
+        render::write_value(self.out, self.key, v.flags, v.value, cas);
+    }
+
+    fn miss(&mut self) {}
+
+    fn stored(&mut self, s: &Stored) {
+        line(
+            self.out,
+            match s.outcome {
+                StoreOutcome::Stored => "STORED",
+                StoreOutcome::NotStored => "NOT_STORED",
+                StoreOutcome::Exists => "EXISTS",
+                StoreOutcome::NotFound => "NOT_FOUND",
+            },
+        );
+    }
+
+    fn deleted(&mut self, d: DeleteOutcome) {
+        line(
+            self.out,
+            match d {
+                DeleteOutcome::Deleted => "DELETED",
+                _ => "NOT_FOUND",
+            },
+        );
+    }
+
+    fn arith(&mut self, a: &ArithOutcome) {
+        match a {
+            ArithOutcome::Value { value, .. } => render::write_number(self.out, *value),
+            ArithOutcome::NonNumeric => line(self.out, NON_NUMERIC),
+            _ => line(self.out, "NOT_FOUND"),
+        }
+    }
+
+    fn touched(&mut self, found: bool) {
+        line(self.out, if found { "TOUCHED" } else { "NOT_FOUND" });
+    }
+
+    fn flushed(&mut self) {
+        line(self.out, "OK");
+    }
+
+    fn error(&mut self, e: &Error) {
+        error_line(self.out, e);
     }
 }
 
@@ -320,26 +288,62 @@ fn storage_key(out: &mut Vec<u8>, key: &[u8], base64: bool) -> Option<memkit_pro
     k
 }
 
-fn meta_get(sh: &Shared, key: &[u8], f: &MetaFlags<'_>, conn_id: u64, out: &mut Vec<u8>) {
+/// `mg`, `ms`, `md`, `ma`: the flags become a logical command, its outcome a meta reply.
+fn meta(
+    sh: &Shared,
+    conn_id: u64,
+    out: &mut Vec<u8>,
+    req: &Request<'_>,
+    cmd: MetaCmd,
+    key: &[u8],
+    f: &MetaFlags<'_>,
+) -> Action {
     let Some(k) = storage_key(out, key, f.base64) else {
-        return;
+        return Action::Continue;
     };
-    // memcached applies `T` and `N` in request order: on a vivify, whichever comes last
-    // sets the new item's TTL; and `t` reports the TTL as it stands where `t` appears.
-    let pos = |c: u8| f.order().iter().position(|&x| x == c);
-    let t_after_n = matches!((pos(b'N'), pos(b'T')), (Some(n), Some(t)) if t > n);
-    let vivify = if t_after_n { f.ttl } else { f.vivify };
-    let opts = GetOptions {
-        touch: f.ttl.map(|t| Exptime(t.into())),
-        vivify: f.vivify.and(vivify).map(|t| Exptime(t.into())),
-        recache_below: f.recache.map(|r| r.max(0) as u32),
-        meta: true,
-        no_bump: f.no_bump,
-        new_cas: f.new_cas,
-        classic: false,
+    let Some(logical) = req.command(&k) else {
+        return Action::Continue;
     };
-    let r = sh.engine.get_view(&k, &opts, |v| {
-        let mut meta = meta_of(&v);
+    let value_len = match &logical {
+        Command::Store { data, .. } => data.len(),
+        _ => 0,
+    };
+    let mut reply = MetaReply {
+        sh,
+        out,
+        cmd,
+        key,
+        f,
+        value_len,
+    };
+    execute(&logical, sh, conn_id, &mut reply);
+    Action::Continue
+}
+
+/// The meta protocol's replies, built from the request's flags.
+struct MetaReply<'a, 'f> {
+    sh: &'a Shared,
+    out: &'a mut Vec<u8>,
+    cmd: MetaCmd,
+    /// The key as sent (base64 if `b`), for `k`.
+    key: &'a [u8],
+    f: &'a MetaFlags<'f>,
+    /// `ms`'s data length, for `s`.
+    value_len: usize,
+}
+
+impl MetaReply<'_, '_> {
+    fn status(&mut self, status: MetaStatus, meta: Option<&ItemMeta>) {
+        let code = meta_code(self.cmd, status, false);
+        write_meta(self.out, self.cmd, code, self.key, self.f, meta);
+    }
+}
+
+impl Reply for MetaReply<'_, '_> {
+    fn hit(&mut self, v: &ItemView<'_>) {
+        let f = self.f;
+        let mut meta = meta_of(v);
+        let pos = |c: u8| f.order().iter().position(|&x| x == c);
         if let Some(tp) = pos(b't') {
             // The TTL set by the last of `T` (and, on a vivify, `N`) that precedes `t`.
             let before_t = |c: u8, val: Option<i32>| pos(c).filter(|&p| p < tp).zip(val);
@@ -353,150 +357,86 @@ fn meta_get(sh: &Shared, key: &[u8], f: &MetaFlags<'_>, conn_id: u64, out: &mut 
             meta.ttl = match set_by {
                 None => ttl_i64(v.ttl_before),
                 Some(_) if !v.created => ttl_i64(v.ttl),
-                Some((_, secs)) => remaining_ttl(sh, secs),
+                Some((_, secs)) => remaining_ttl(self.sh, secs),
             };
         }
         // `C`: the client already holds this version; skip the value.
         if f.value && f.compare_cas != Some(v.cas) {
-            write_meta_value(out, MetaCmd::Get, key, f, &meta, v.value);
+            write_meta_value(self.out, MetaCmd::Get, self.key, f, &meta, v.value);
         } else {
-            let code = meta_code(MetaCmd::Get, MetaStatus::Ok, false);
-            write_meta(out, MetaCmd::Get, code, key, f, Some(&meta));
+            self.status(MetaStatus::Ok, Some(&meta));
         }
-        v.value.len()
-    });
-    watch::emit(sh, || {
-        Event::fetch(&k, r.as_ref().ok().copied().flatten(), conn_id)
-    });
-    match r {
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            let code = meta_code(MetaCmd::Get, MetaStatus::Miss, f.value);
-            write_meta(out, MetaCmd::Get, code, key, f, None);
-        }
-        Err(e) => error_line(out, &e),
     }
-}
 
-fn meta_set(
-    sh: &Shared,
-    key: &[u8],
-    f: &MetaFlags<'_>,
-    data: &[u8],
-    conn_id: u64,
-    out: &mut Vec<u8>,
-) {
-    let Some(k) = storage_key(out, key, f.base64) else {
-        return;
-    };
-    let mode = match f.mode {
-        Some(b'E' | b'e') => StoreMode::Add,
-        Some(b'A' | b'a') => StoreMode::Append,
-        Some(b'P' | b'p') => StoreMode::Prepend,
-        Some(b'R' | b'r') => StoreMode::Replace,
-        _ => StoreMode::Set,
-    };
-    let ttl = f.ttl.unwrap_or(0);
-    let opts = StoreOptions {
-        mode,
-        flags: f.client_flags.unwrap_or(0),
-        exptime: Exptime(ttl.into()),
-        cas: f.compare_cas,
-        invalidate: f.invalidate,
-        vivify: f.vivify.map(|t| Exptime(t.into())),
-        new_cas: f.new_cas,
-    };
-    let r = sh.engine.store(&k, data, &opts);
-    watch::emit(sh, || Event::store(&k, &r, ttl, data.len(), conn_id));
-    match r {
-        Ok(s) => {
-            let status = match s.outcome {
-                StoreOutcome::Stored => MetaStatus::Ok,
-                StoreOutcome::NotStored => MetaStatus::NotStored,
-                StoreOutcome::Exists => MetaStatus::Exists,
-                StoreOutcome::NotFound => MetaStatus::Miss,
-            };
-            let meta = ItemMeta {
-                cas: s.cas,
-                value_len: data.len(),
-                ..Default::default()
-            };
-            let code = meta_code(MetaCmd::Set, status, false);
-            write_meta(out, MetaCmd::Set, code, key, f, Some(&meta));
-        }
-        Err(e) => error_line(out, &e),
+    fn miss(&mut self) {
+        let code = meta_code(MetaCmd::Get, MetaStatus::Miss, self.f.value);
+        write_meta(self.out, MetaCmd::Get, code, self.key, self.f, None);
     }
-}
 
-fn meta_delete(sh: &Shared, key: &[u8], f: &MetaFlags<'_>, out: &mut Vec<u8>) {
-    let Some(k) = storage_key(out, key, f.base64) else {
-        return;
-    };
-    let opts = DeleteOptions {
-        cas: f.compare_cas,
-        invalidate: f.invalidate,
-        stale_ttl: f.ttl.map(|t| Exptime(t.into())),
-        remove_value: f.remove_value,
-        new_cas: f.new_cas,
-    };
-    match sh.engine.delete(&k, &opts) {
-        Ok(outcome) => {
-            let status = match outcome {
-                DeleteOutcome::Deleted => MetaStatus::Ok,
-                DeleteOutcome::NotFound => MetaStatus::Miss,
-                DeleteOutcome::Exists => MetaStatus::Exists,
-            };
-            let code = meta_code(MetaCmd::Delete, status, false);
-            write_meta(out, MetaCmd::Delete, code, key, f, None);
-        }
-        Err(e) => error_line(out, &e),
+    fn stored(&mut self, s: &Stored) {
+        let status = match s.outcome {
+            StoreOutcome::Stored => MetaStatus::Ok,
+            StoreOutcome::NotStored => MetaStatus::NotStored,
+            StoreOutcome::Exists => MetaStatus::Exists,
+            StoreOutcome::NotFound => MetaStatus::Miss,
+        };
+        let meta = ItemMeta {
+            cas: s.cas,
+            value_len: self.value_len,
+            ..Default::default()
+        };
+        self.status(status, Some(&meta));
     }
-}
 
-fn meta_arith(sh: &Shared, key: &[u8], f: &MetaFlags<'_>, out: &mut Vec<u8>) {
-    let Some(k) = storage_key(out, key, f.base64) else {
-        return;
-    };
-    let mode = match f.mode {
-        Some(b'D' | b'd' | b'-') => ArithMode::Decr,
-        _ => ArithMode::Incr,
-    };
-    let opts = ArithOptions {
-        mode,
-        delta: f.delta.unwrap_or(1),
-        vivify: f
-            .vivify
-            .map(|t| (f.initial.unwrap_or(0), Exptime(t.into()))),
-        cas: f.compare_cas,
-        update_ttl: f.ttl.map(|t| Exptime(t.into())),
-        new_cas: f.new_cas,
-    };
-    match sh.engine.arithmetic(&k, &opts) {
-        Ok(ArithOutcome::Value { value, cas, ttl }) => {
-            let meta = ItemMeta {
-                cas,
-                ttl: ttl.map_or(-1, i64::from),
-                ..Default::default()
-            };
-            if f.value {
-                let digits = value.to_string();
-                write_meta_value(out, MetaCmd::Arith, key, f, &meta, digits.as_bytes());
-            } else {
-                let code = meta_code(MetaCmd::Arith, MetaStatus::Ok, false);
-                write_meta(out, MetaCmd::Arith, code, key, f, Some(&meta));
+    fn deleted(&mut self, d: DeleteOutcome) {
+        let status = match d {
+            DeleteOutcome::Deleted => MetaStatus::Ok,
+            DeleteOutcome::NotFound => MetaStatus::Miss,
+            DeleteOutcome::Exists => MetaStatus::Exists,
+        };
+        self.status(status, None);
+    }
+
+    fn arith(&mut self, a: &ArithOutcome) {
+        let status = match *a {
+            ArithOutcome::Value { value, cas, ttl } => {
+                let meta = ItemMeta {
+                    cas,
+                    ttl: ttl.map_or(-1, i64::from),
+                    ..Default::default()
+                };
+                if self.f.value {
+                    let digits = value.to_string();
+                    let (key, f) = (self.key, self.f);
+                    write_meta_value(self.out, MetaCmd::Arith, key, f, &meta, digits.as_bytes());
+                } else {
+                    self.status(MetaStatus::Ok, Some(&meta));
+                }
+                return;
             }
-        }
-        Ok(ArithOutcome::NonNumeric) => line(out, NON_NUMERIC),
-        Ok(other) => {
-            let status = match other {
-                ArithOutcome::Exists => MetaStatus::Exists,
-                ArithOutcome::NotStored => MetaStatus::NotStored,
-                _ => MetaStatus::Miss,
-            };
-            let code = meta_code(MetaCmd::Arith, status, false);
-            write_meta(out, MetaCmd::Arith, code, key, f, None);
-        }
-        Err(e) => error_line(out, &e),
+            ArithOutcome::NonNumeric => return line(self.out, NON_NUMERIC),
+            ArithOutcome::Exists => MetaStatus::Exists,
+            ArithOutcome::NotStored => MetaStatus::NotStored,
+            ArithOutcome::NotFound => MetaStatus::Miss,
+        };
+        self.status(status, None);
+    }
+
+    fn touched(&mut self, found: bool) {
+        let status = if found {
+            MetaStatus::Ok
+        } else {
+            MetaStatus::Miss
+        };
+        self.status(status, None);
+    }
+
+    fn flushed(&mut self) {
+        self.status(MetaStatus::Ok, None);
+    }
+
+    fn error(&mut self, e: &Error) {
+        error_line(self.out, e);
     }
 }
 

@@ -11,8 +11,12 @@
 //! - [`connection`]: one client: read, pick the protocol (`-B`), decode, dispatch, batched
 //!   writes, swallowing refused data, idle timeout; its buffer policy (pooled, released when idle, bounded in and out;
 //!   see `docs/limits.md`).
-//! - [`dispatch`]: where a decoded text or meta request meets the storage backend.
-//! - [`binary`]: the same for a binary frame, with memcached's binary replies.
+//! - [`exec`]: THE place where a request meets the storage backend: one executor for the
+//!   logical commands every encoding decodes into, and the [`exec::Reply`] trait each
+//!   encoding's renderer implements.
+//! - [`dispatch`]: text and meta requests into logical commands, their renderers, and the
+//!   operator commands.
+//! - [`binary`]: the same for binary frames, with memcached's binary replies.
 //! - [`sasl`]: SASL PLAIN against a `MEMCACHED_SASL_PWDB` file (`-S`).
 //! - [`stats`]: `stats` and its subcommands with memcached's names; `lru_crawler metadump`.
 //! - [`watch`]: the `watch` event stream.
@@ -26,6 +30,7 @@ pub mod binary;
 pub mod config;
 pub mod connection;
 pub mod dispatch;
+pub mod exec;
 pub mod metrics;
 pub mod sasl;
 pub mod server;

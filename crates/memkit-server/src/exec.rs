@@ -1,0 +1,89 @@
+//! The one executor: runs a logical [`Command`] on the engine and hands the outcome to the
+//! encoding's renderer.
+//!
+//! Text, meta and binary requests decode into the same [`Command`]s
+//! (`memkit_protocol::command`); this is the only place they meet storage, so a storage
+//! rule (what counts as a fetch for `watch`, which error a store can end in) is written once
+//! for all three. A renderer ([`Reply`]) turns outcomes into its encoding's bytes; it
+//! decides nothing about storage. Operator commands with no storage meaning (`stats`,
+//! `watch`, SASL...) stay with their encodings.
+
+use memkit_engine::ItemView;
+use memkit_protocol::Command;
+use memkit_types::{ArithOutcome, DeleteOutcome, Error, Result, Stored};
+
+use crate::server::Shared;
+use crate::watch::{self, Event};
+
+/// How an encoding writes the outcomes of logical commands.
+pub trait Reply {
+    /// A read found the item; the view lives while the shard is locked.
+    fn hit(&mut self, v: &ItemView<'_>);
+    /// A read found nothing.
+    fn miss(&mut self);
+    /// A store's outcome, with the new CAS when stored.
+    fn stored(&mut self, s: &Stored);
+    /// A delete's outcome.
+    fn deleted(&mut self, d: DeleteOutcome);
+    /// An increment's or decrement's outcome.
+    fn arith(&mut self, a: &ArithOutcome);
+    /// A `touch`: whether the item was there.
+    fn touched(&mut self, found: bool);
+    /// A flush was done.
+    fn flushed(&mut self);
+    /// The engine refused the command.
+    fn error(&mut self, e: &Error);
+}
+
+/// Runs `cmd` on the engine, reporting to `reply` and to `watch`.
+pub fn execute(cmd: &Command<'_>, sh: &Shared, conn_id: u64, reply: &mut impl Reply) {
+    let engine = &sh.engine;
+    match cmd {
+        Command::Get { key, opts } => {
+            let r = engine.get_view(key, opts, |v| {
+                reply.hit(&v);
+                v.value.len()
+            });
+            watch::emit(sh, || {
+                Event::fetch(key, r.as_ref().ok().copied().flatten(), conn_id)
+            });
+            match r {
+                Ok(Some(_)) => {}
+                Ok(None) => reply.miss(),
+                Err(e) => reply.error(&e),
+            }
+        }
+        Command::Store { key, data, opts } => {
+            let r = engine.store(key, data, opts);
+            let ttl = memkit_protocol::command::exp32(opts.exptime);
+            watch::emit(sh, || Event::store(key, &r, ttl, data.len(), conn_id));
+            answer(r, reply, |reply, s| reply.stored(&s));
+        }
+        Command::Delete { key, opts } => {
+            answer(engine.delete(key, opts), reply, |reply, d| reply.deleted(d))
+        }
+        Command::Arith { key, opts } => answer(engine.arithmetic(key, opts), reply, |reply, a| {
+            reply.arith(&a)
+        }),
+        Command::Touch { key, exptime } => {
+            answer(engine.touch(key, *exptime), reply, |reply, found| {
+                reply.touched(found)
+            })
+        }
+        Command::Flush { delay } => {
+            // The delay is an expiry time like any other: relative, or an absolute Unix time.
+            let now = engine.clock().now_secs();
+            let delay = memkit_types::Exptime::flush_delay(*delay, now);
+            answer(engine.try_flush_all(delay), reply, |reply, ()| {
+                reply.flushed()
+            })
+        }
+    }
+}
+
+fn answer<T, R: Reply>(r: Result<T>, reply: &mut R, ok: impl FnOnce(&mut R, T)) {
+    match r {
+        Ok(v) => ok(reply, v),
+        Err(e) => reply.error(&e),
+    }
+}
