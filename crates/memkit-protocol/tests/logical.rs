@@ -339,7 +339,11 @@ fn text_round_trip(owned: &Owned, meta: bool) -> Result<(), TestCaseError> {
         TestCaseError::fail(format!("{e:?} for {:?}", String::from_utf8_lossy(&wire)))
     })?;
     prop_assert_eq!(used, wire.len());
-    let key = owned.command().key().map(<[u8]>::to_vec).unwrap_or_default();
+    let key = owned
+        .command()
+        .key()
+        .map(<[u8]>::to_vec)
+        .unwrap_or_default();
     let key = &key[..];
     let back = match req {
         Request::Get { touch, keys, .. } => {
