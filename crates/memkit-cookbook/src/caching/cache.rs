@@ -1038,6 +1038,14 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
         let Some(guard) = self.lock_for(key, policy).try_lock().await? else {
             return Ok(false);
         };
+        // Another refresher may have rebuilt and released the lock between our read and our
+        // lock: then the value is no longer due and one rebuild was enough.
+        if let State::Fresh(env) = self.lookup::<T>(key, policy).await?
+            && env.u > self.now_ms().saturating_add(ahead.as_millis() as u64)
+        {
+            let _ = guard.unlock().await;
+            return Ok(false);
+        }
         let out = self.load(key, policy, Reason::Refresh, loader).await;
         let _ = guard.unlock().await;
         self.trace(key, Letter::Unlock);

@@ -357,6 +357,23 @@ async fn master_after_tag_loss_real_memcached() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refresh_rechecks_memkitd() {
+    let (rt, port) = start_memkitd();
+    let clock = Arc::new(memkit_types::SystemClock);
+    super::policies::refresh_rechecks("memkitd", client(port), clock).await;
+    rt.shutdown_background();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refresh_rechecks_real_memcached() {
+    let Some((_server, port)) = start_memcached() else {
+        return;
+    };
+    let clock = Arc::new(memkit_types::SystemClock);
+    super::policies::refresh_rechecks("memcached", client(port), clock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_is_not_a_herd_memkitd() {
     let (rt, port) = start_memkitd();
     no_herd_on_timeout("memkitd", client(port)).await;
