@@ -14,6 +14,7 @@ use memkit_types::{ArithOutcome, DeleteOutcome, Error, StoreMode, StoreOutcome, 
 
 use crate::dispatch::Action;
 use crate::exec::{self, Reply};
+use crate::sasl::{Outcome, Session};
 use crate::server::Shared;
 
 /// What one call of [`step`] did.
@@ -34,17 +35,17 @@ pub enum Step {
     },
 }
 
-/// Handles the frame at the start of `buf`, appending its reply to `out`. `authed` is the
-/// connection's SASL state, which `SASL_AUTH` changes.
-pub fn step(buf: &[u8], sh: &Shared, conn_id: u64, authed: &mut bool, out: &mut Vec<u8>) -> Step {
+/// Handles the frame at the start of `buf`, appending its reply to `out`. `sasl` is the
+/// connection's SASL state, which the SASL commands change.
+pub fn step(buf: &[u8], sh: &Shared, conn_id: u64, sasl: &mut Session, out: &mut Vec<u8>) -> Step {
     let auth = binary::Auth {
         sasl: sh.settings.sasl,
-        authenticated: *authed,
+        authenticated: sasl.authenticated,
     };
     match binary::decode_request(buf, &sh.limits, auth) {
         Ok((req, used)) => {
             trace(sh, conn_id, &req);
-            let action = execute(&req, sh, conn_id, authed, out);
+            let action = execute(&req, sh, conn_id, sasl, out);
             Step::Done {
                 used,
                 swallow: 0,
@@ -102,7 +103,7 @@ fn execute(
     req: &Request<'_>,
     sh: &Shared,
     conn_id: u64,
-    authed: &mut bool,
+    sasl: &mut Session,
     out: &mut Vec<u8>,
 ) -> Action {
     let (opcode, opaque) = (req.opcode, req.opaque);
@@ -143,15 +144,17 @@ fn execute(
             return Action::Close;
         }
         Command::Stat { group } => stat(sh, req, group, out),
-        Command::SaslListMechs => write_ok(out, opcode, opaque, 0, crate::sasl::MECHANISMS),
-        Command::SaslAuth { step, mech, data } => {
-            if crate::sasl::authenticate(sh, step, mech, data) {
-                *authed = true;
-                write_ok(out, opcode, opaque, 0, b"Authenticated");
-            } else {
-                write_error(out, opcode, opaque, Status::AuthError);
-            }
+        Command::SaslListMechs => {
+            let mechs = sasl.list_mechs();
+            write_ok(out, opcode, opaque, 0, mechs);
         }
+        Command::SaslAuth { step, mech, data } => match sasl.auth(sh, step, mech, data) {
+            Outcome::Authenticated => write_ok(out, opcode, opaque, 0, b"Authenticated"),
+            Outcome::Continue => {
+                binary::write_header(out, opcode, Status::AuthContinue, 0, 0, 0, opaque, 0)
+            }
+            Outcome::Failed => write_error(out, opcode, opaque, Status::AuthError),
+        },
         // Storage commands went to the executor above.
         Command::Get { .. }
         | Command::Store { .. }

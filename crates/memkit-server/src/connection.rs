@@ -68,8 +68,8 @@ pub async fn serve<S: Transport>(
         Protocol::Ascii => Some(Wire::Text),
         Protocol::Binary => Some(Wire::Binary),
     };
-    // SASL (`-S`): whether this binary connection has authenticated.
-    let mut sasl_authed = false;
+    // SASL (`-S`): this binary connection's authentication.
+    let mut sasl = crate::sasl::Session::default();
     // Persistent `sync` mode: replies to writes wait until the writes are durable.
     let durable = sh.persist.clone().filter(|p| p.acks_wait());
     let mut durable_rx = durable.as_ref().map(|p| p.subscribe());
@@ -131,7 +131,7 @@ pub async fn serve<S: Transport>(
                 Wire::Text
             }) == Wire::Binary;
             if binary {
-                match crate::binary::step(&rbuf, &sh, id, &mut sasl_authed, &mut out) {
+                match crate::binary::step(&rbuf, &sh, id, &mut sasl, &mut out) {
                     Step::Incomplete => break,
                     Step::Done {
                         used,

@@ -13,27 +13,72 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::server::Shared;
 
 /// The reply to `SASL_LIST_MECHS`.
-pub const MECHANISMS: &[u8] = b"PLAIN";
+const MECHANISMS: &[u8] = b"PLAIN";
 
-/// Runs one `SASL_AUTH` (or `SASL_STEP`) and counts it in `auth_cmds` / `auth_errors`.
-/// PLAIN completes in one step, so a `SASL_STEP` always fails, as it does in memcached
-/// when no exchange is under way.
-pub fn authenticate(sh: &Shared, step: bool, mech: &[u8], data: &[u8]) -> bool {
-    sh.counters.sasl_cmds.fetch_add(1, Relaxed);
-    let ok = !step
-        && mech == MECHANISMS
-        && sh
-            .settings
-            .sasl_pwdb
-            .as_deref()
-            .is_some_and(|path| check_plain(path, data));
-    if !ok {
+/// One connection's SASL state.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Session {
+    /// The connection may run commands.
+    pub authenticated: bool,
+    /// A PLAIN exchange began without credentials and waits for them in `SASL_STEP`.
+    started: bool,
+}
+
+/// What a `SASL_AUTH` or `SASL_STEP` came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// `Authenticated`.
+    Authenticated,
+    /// `AUTH_CONTINUE`: send the credentials in a `SASL_STEP`.
+    Continue,
+    /// `AUTH_ERROR`.
+    Failed,
+}
+
+impl Session {
+    /// `SASL_LIST_MECHS`: memcached (re)starts the connection's SASL state, which logs it
+    /// out, before it lists.
+    pub fn list_mechs(&mut self) -> &'static [u8] {
+        *self = Session::default();
+        MECHANISMS
+    }
+
+    /// `SASL_AUTH` (`step` false) or `SASL_STEP`, as Cyrus runs PLAIN for memcached: every
+    /// attempt logs the connection out first; a mechanism name matches in any case; an
+    /// `AUTH` without data continues, and the credentials come in the `STEP`; a `STEP`
+    /// with no exchange under way fails. Completed attempts count in `auth_cmds`, failed
+    /// ones in `auth_errors` too.
+    pub fn auth(&mut self, sh: &Shared, step: bool, mech: &[u8], data: &[u8]) -> Outcome {
+        self.authenticated = false;
+        let under_way = std::mem::take(&mut self.started);
+        let ok = if step {
+            under_way && check(sh, data)
+        } else if !mech.eq_ignore_ascii_case(MECHANISMS) {
+            false
+        } else if data.is_empty() {
+            self.started = true;
+            return Outcome::Continue;
+        } else {
+            check(sh, data)
+        };
+        sh.counters.sasl_cmds.fetch_add(1, Relaxed);
+        if ok {
+            self.authenticated = true;
+            return Outcome::Authenticated;
+        }
         sh.counters.sasl_errors.fetch_add(1, Relaxed);
         if sh.settings.verbose > 0 {
             eprintln!("memkitd: SASL authentication failed");
         }
+        Outcome::Failed
     }
-    ok
+}
+
+fn check(sh: &Shared, data: &[u8]) -> bool {
+    sh.settings
+        .sasl_pwdb
+        .as_deref()
+        .is_some_and(|path| check_plain(path, data))
 }
 
 /// PLAIN's message is `authzid NUL authcid NUL password` (RFC 4616); an authorization
