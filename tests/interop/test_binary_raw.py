@@ -32,6 +32,20 @@ LIMIT = 1048516  # largest value under a 1-byte key with flags 0 (-m 64, -I 1m):
 MISS_ANY = 0xDEADBEEF  # a CAS no server has handed out in this test
 
 
+@pytest.fixture(scope="module", autouse=True)
+def speaks_binary(pool):
+    """One quick probe, so that a memkitd without the binary protocol fails every test here in
+    seconds instead of each waiting for its read timeout."""
+    sp = pool.get("memkitd")
+    s = b.connect(sp.addr, timeout=3)
+    try:
+        r = b.roundtrip(s, b.simple(b.NOOP, opaque=7), done=b.until(1), total=3.0)
+    finally:
+        s.close()
+    if [(p.opcode, p.status, p.opaque) for p in r.packets] != [(b.NOOP, 0, 7)]:
+        pytest.fail(f"memkitd does not answer a binary NOOP: {r}", pytrace=False)
+
+
 def noop(i):
     return b.simple(b.NOOP, opaque=SENTINEL + i)
 
