@@ -196,3 +196,171 @@ on_every_backend!(
     table_after_lock_expiry,
     table_insert_remove_after_lock_expiry
 );
+
+/// Users come online (some leave) on eight tasks while another compacts the buckets in a
+/// loop: no user who is online is ever dropped from the list, and the ones who left are gone
+/// once a last compaction ran.
+async fn online_users_touch_races_compact<M: Memcache + Clone + Send + Sync + 'static>(
+    mc: M,
+    name: &str,
+) {
+    let users = Arc::new(OnlineUsers::new(
+        mc,
+        "race-users",
+        300,
+        4,
+        Arc::new(memkit_types::SystemClock),
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let compactor = {
+        let (users, stop) = (users.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut runs = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                users.compact().await.unwrap();
+                runs += 1;
+            }
+            runs
+        })
+    };
+    let mut tasks = Vec::new();
+    for t in 0..8u64 {
+        let users = users.clone();
+        tasks.push(tokio::spawn(async move {
+            for id in (t * 50)..(t * 50 + 50) {
+                users.touch(id).await.unwrap();
+                if id % 5 == 0 {
+                    users.leave(id).await.unwrap();
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    let runs = compactor.await.unwrap();
+    users.compact().await.unwrap();
+    let listed: Vec<u64> = users.list().await.unwrap().iter().map(|u| u.0).collect();
+    let want: Vec<u64> = (0..400).filter(|id| id % 5 != 0).collect();
+    assert_eq!(listed, want, "{name} ({runs} concurrent compactions)");
+}
+
+on_every_backend!(online_users_compact, online_users_touch_races_compact);
+
+/// 200 concurrent first views of a page whose counter is missing: the source of truth is
+/// asked, the counter created once, and every view counted once.
+async fn view_counter_concurrent_hits<M: Memcache + Clone + Send + Sync + 'static>(
+    mc: M,
+    name: &str,
+) {
+    let views = Arc::new(ViewCounter::new(mc, "race-views"));
+    let mut tasks = Vec::new();
+    for _ in 0..200 {
+        let views = views.clone();
+        tasks.push(tokio::spawn(async move {
+            views
+                .hit(|| async { Ok::<_, std::io::Error>(1_000) })
+                .await
+                .unwrap()
+        }));
+    }
+    let mut seen = Vec::new();
+    for t in tasks {
+        seen.push(t.await.unwrap());
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (1_001..=1_200).collect::<Vec<_>>(), "{name}");
+}
+
+on_every_backend!(view_counter_concurrency, view_counter_concurrent_hits);
+
+/// Four producers push 100 elements each while four consumers pop: every element comes out
+/// exactly once.
+async fn stack_concurrent_push_pop<M: Memcache + Clone + Send + Sync + 'static>(mc: M, name: &str) {
+    let opts = QueueOptions {
+        hole_wait: Duration::from_millis(50),
+        ..Default::default()
+    };
+    let stack: Arc<Stack<M, u32>> = Arc::new(Stack::with_options(mc, "race-stack", opts));
+    let mut producers = Vec::new();
+    for p in 0..4u32 {
+        let stack = stack.clone();
+        producers.push(tokio::spawn(async move {
+            for i in 0..100 {
+                stack.push(&(p * 100 + i)).await.unwrap();
+            }
+        }));
+    }
+    let popped: Arc<std::sync::Mutex<Vec<u32>>> = Arc::default();
+    let done = Arc::new(AtomicBool::new(false));
+    let mut consumers = Vec::new();
+    for _ in 0..4 {
+        let (stack, popped, done) = (stack.clone(), popped.clone(), done.clone());
+        consumers.push(tokio::spawn(async move {
+            loop {
+                match stack.pop().await.unwrap() {
+                    Some(x) => popped.lock().unwrap().push(x),
+                    None if done.load(Ordering::SeqCst) => return,
+                    None => tokio::task::yield_now().await,
+                }
+            }
+        }));
+    }
+    for p in producers {
+        p.await.unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    for c in consumers {
+        c.await.unwrap();
+    }
+    while let Some(x) = stack.pop().await.unwrap() {
+        popped.lock().unwrap().push(x);
+    }
+    let mut got = popped.lock().unwrap().clone();
+    got.sort_unstable();
+    assert_eq!(got, (0..400).collect::<Vec<_>>(), "{name}");
+}
+
+on_every_backend!(stack_concurrency, stack_concurrent_push_pop);
+
+/// Three locks, each taken by A with a 1 s TTL; A stalls past it while B waits in `lock()`
+/// and takes it (with a 30 s TTL); A's late unlock must not free B's lock (C still cannot
+/// get in).
+async fn lock_late_unlock_under_concurrency<M: Memcache + Clone + Send + Sync + 'static>(
+    mc: M,
+    name: &str,
+) {
+    let mut rounds = Vec::new();
+    for i in 0..3 {
+        let mc = mc.clone();
+        rounds.push(tokio::spawn(async move {
+            let key = format!("race-lock-{i}");
+            let short = LockOptions::ttl_secs(1);
+            let long = LockOptions::ttl_secs(30)
+                .max_wait(Duration::from_secs(10))
+                .backoff(Duration::from_millis(5), Duration::from_millis(20));
+            let lock = Lock::with_options(mc.clone(), &key, short);
+            let a = lock.try_lock().await.unwrap().expect("A first");
+            let b = tokio::spawn({
+                let lock = Lock::with_options(mc, &key, long);
+                async move { lock.lock().await.unwrap() }
+            });
+            tokio::time::sleep(Duration::from_millis(2_200)).await; // A stalls past its TTL
+            let b = b.await.unwrap();
+            let a_freed = a.unlock().await.unwrap();
+            let c = lock.try_lock().await.unwrap();
+            (a_freed, b.is_held().await.unwrap(), c.is_none())
+        }));
+    }
+    for r in rounds {
+        let (a_freed, b_held, c_out) = r.await.unwrap();
+        assert!(!a_freed, "{name}: A's late unlock freed a lock");
+        assert!(
+            b_held && c_out,
+            "{name}: B lost its lock to A's late unlock"
+        );
+    }
+}
+
+on_every_backend!(lock_late_unlock, lock_late_unlock_under_concurrency);
