@@ -13,6 +13,8 @@
 //!   that round-trips the `f64`, all NaNs are one `nan`; `Option::None` and `()` are `null`.
 //!   Strings and numbers stay **different** (`"1" != 1`): serde says which one a value is, and a
 //!   query layer that treats them alike should normalize before it builds the options;
+//! - a set serializes as a sequence, whose order counts: mark set fields with
+//!   [`unordered`] (or wrap in [`Unordered`]) so the elements are sorted by canonical text;
 //! - the text is hashed with **SHA-256** (160 bits kept, hex): a collision would serve wrong
 //!   data, and options can be attacker-chosen, so a cryptographic hash is the right tool
 //!   (the seed's md5 is broken for chosen prefixes). The prefix is hashed too, so two prefixes
@@ -81,6 +83,60 @@ pub fn cache_key<O: Serialize + ?Sized>(prefix: &str, options: &O) -> Result<Str
         let _ = write!(key, "{b:02x}");
     }
     Ok(key)
+}
+
+/// Serializes an unordered collection (a `HashSet`, or any collection whose order means
+/// nothing) with its elements sorted by their canonical text, so that [`cache_key`] does not
+/// depend on iteration order. serde serializes a set exactly as a sequence, and a sequence's
+/// order is meaningful (`[a, b]` is not `[b, a]`), so the key function cannot tell a set by
+/// itself: mark set fields with
+/// `#[serde(serialize_with = "memkit_cookbook::caching::unordered")]`, or wrap a set passed
+/// directly in [`Unordered`]. (Maps need nothing: their entries are always sorted.)
+///
+/// ```
+/// use std::collections::HashSet;
+/// use memkit_cookbook::caching::{Unordered, cache_key};
+///
+/// #[derive(serde::Serialize)]
+/// struct Query {
+///     #[serde(serialize_with = "memkit_cookbook::caching::unordered")]
+///     tags: HashSet<String>,
+/// }
+/// let a: HashSet<String> = ["rust", "go", "c"].map(String::from).into();
+/// let b: HashSet<String> = ["c", "rust", "go"].map(String::from).into();
+/// assert_eq!(
+///     cache_key("q", &Query { tags: a.clone() })?,
+///     cache_key("q", &Query { tags: b.clone() })?
+/// );
+/// assert_eq!(cache_key("q", &Unordered(&a))?, cache_key("q", &Unordered(&b))?);
+/// # Ok::<(), memkit_cookbook::Error>(())
+/// ```
+pub fn unordered<'a, C, T, S>(items: &'a C, s: S) -> Result<S::Ok, S::Error>
+where
+    &'a C: IntoIterator<Item = &'a T>,
+    T: Serialize + 'a,
+    S: ser::Serializer,
+{
+    let mut sorted: Vec<(String, &T)> = Vec::new();
+    for item in items {
+        sorted.push((canonical(item).map_err(ser::Error::custom)?, item));
+    }
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    s.collect_seq(sorted.into_iter().map(|(_, item)| item))
+}
+
+/// An unordered collection to pass to [`cache_key`] directly; see [`unordered`].
+#[derive(Debug, Clone, Copy)]
+pub struct Unordered<'a, C>(pub &'a C);
+
+impl<'a, C, T> Serialize for Unordered<'a, C>
+where
+    &'a C: IntoIterator<Item = &'a T>,
+    T: Serialize + 'a,
+{
+    fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        unordered(self.0, s)
+    }
 }
 
 /// The canonical text of `options` (what [`cache_key`] hashes). Useful for debugging a key.

@@ -49,7 +49,7 @@ pub use cache::{
     Cache, CacheBuilder, CacheStats, FLAG_RECORD, Fetched, LoadContext, Reason, Source,
     StatsSnapshot,
 };
-pub use key::{cache_key, canonical};
+pub use key::{Unordered, cache_key, canonical, unordered};
 pub use policy::{
     Copies, MAX_COPIES, OnBusy, OnTimeout, Policy, Protection, WaitOptions, copy_key,
 };

@@ -139,3 +139,45 @@ fn struct_field_order_does_not_matter() {
         r#"{"filters":{"price":9.5,"rating":4},"page":2,"query":"rust","sort":null}"#
     );
 }
+
+/// Two `HashSet`s with the same elements iterate in different orders (each has its own
+/// random hasher): through `Unordered` / `unordered` they give one key, and a set with
+/// another element another key.
+#[test]
+fn sets_give_one_key_whatever_their_iteration_order() {
+    use std::collections::HashSet;
+
+    use crate::caching::{Unordered, unordered};
+
+    #[derive(serde::Serialize)]
+    struct Query {
+        #[serde(serialize_with = "unordered")]
+        ids: HashSet<u64>,
+        page: u32,
+    }
+    let sets: Vec<HashSet<u64>> = (0..20).map(|_| (0..64u64).collect()).collect();
+    let orders: HashSet<Vec<u64>> = sets.iter().map(|s| s.iter().copied().collect()).collect();
+    assert!(orders.len() > 1, "the sets iterate in different orders");
+    let keys: HashSet<String> = sets
+        .iter()
+        .map(|s| cache_key("q", &Unordered(s)).unwrap())
+        .collect();
+    assert_eq!(keys.len(), 1);
+    let fields: HashSet<String> = sets
+        .iter()
+        .map(|s| {
+            cache_key(
+                "q",
+                &Query {
+                    ids: s.clone(),
+                    page: 1,
+                },
+            )
+            .unwrap()
+        })
+        .collect();
+    assert_eq!(fields.len(), 1);
+    let mut other = sets[0].clone();
+    other.insert(64);
+    assert!(!keys.contains(&cache_key("q", &Unordered(&other)).unwrap()));
+}
