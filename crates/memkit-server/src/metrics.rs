@@ -174,6 +174,18 @@ fn by_class<'a>(
 // (metric, stat, kind, help) for the general stats.
 const GENERAL: &[(&str, &str, Kind, &str)] = &[
     (
+        "memcached_auth_commands_total",
+        "auth_cmds",
+        Kind::Counter,
+        "Authentication attempts (-Y and SASL), successful or not.",
+    ),
+    (
+        "memcached_auth_errors_total",
+        "auth_errors",
+        Kind::Counter,
+        "Failed authentication attempts (-Y and SASL).",
+    ),
+    (
         "memcached_uptime_seconds",
         "uptime",
         Kind::Counter,
@@ -869,6 +881,8 @@ mod tests {
             ("get_hits", "3"),
             ("get_misses", "4"),
             ("rusage_user", "0.012000"),
+            ("auth_cmds", "3"),
+            ("auth_errors", "1"),
             ("libevent", "tokio"),
         ]);
         let items = pairs(&[("items:1:number", "2"), ("items:1:mem_requested", "100")]);
@@ -906,6 +920,8 @@ mod tests {
         assert!(
             text.contains("memcached_process_user_cpu_seconds_total{server=\"a:1\"} 0.012000\n")
         );
+        assert!(text.contains("memcached_auth_commands_total{server=\"a:1\"} 3\n"));
+        assert!(text.contains("memcached_auth_errors_total{server=\"a:1\"} 1\n"));
         assert!(!text.contains("libevent"));
     }
 }
