@@ -151,12 +151,23 @@ CASES = [
     c("meta-unknown", b"mz a\r\nm\r\nmgg a\r\n"),
 ]
 
-# Documented deliberate differences (docs/protocol-notes.md): memkitd is expected to differ.
+# Documented deliberate differences (docs/protocol-notes.md): memkitd is expected to differ, and
+# to give the reply the docs describe (normalized as the differential test normalizes: CAS
+# values are canonical, data blocks shown as `  data ...`).
+def d(name, chunks, memkitd_reply):
+    return (name, [B(chunks)], {"sentinel": True}, [b"--- chunk 0"] + memkitd_reply + [b"MN"])
+
+
 DELIBERATE = [
-    c("flag-E-accepted", b"ms a 1 E99\r\nx\r\nmg a c\r\n"),
-    c("flag-x-accepted", b"set a 0 0 1\r\nx\r\nmd a x\r\nmg a v\r\n"),
+    # `E` sets the new item's CAS (1.6.18: invalid flag).
+    d("flag-E-accepted", b"ms a 1 E99\r\nx\r\nmg a c\r\n", [b"HD", b"HD c1"]),
+    # `md x` empties the value and keeps the item (1.6.18: invalid flag).
+    d("flag-x-accepted", b"set a 0 0 1\r\nx\r\nmd a x\r\nmg a v\r\n",
+      [b"STORED", b"HD", b"VA 0", b"  data b''"]),
     # memcached culls every queued, unsent reply (the earlier STORED) when a get fails.
-    c("get-key-too-long", b"set a 0 0 1\r\n1\r\nget a %s a\r\n" % K251),
+    d("get-key-too-long", b"set a 0 0 1\r\n1\r\nget a %s a\r\n" % K251,
+      [b"STORED", b"CLIENT_ERROR bad command line format"]),
     # ms append/prepend with N: newer memcached vivifies; 1.6.18 answers NS.
-    c("ms-append-prepend-vivify", b"ms a 1 MA\r\nx\r\nms a 1 MA N0\r\nx\r\nms a 1 MP\r\ny\r\nmg a v\r\n"),
+    d("ms-append-prepend-vivify", b"ms a 1 MA\r\nx\r\nms a 1 MA N0\r\nx\r\nms a 1 MP\r\ny\r\nmg a v\r\n",
+      [b"NS", b"HD", b"HD", b"VA 2", b"  data b'yx'"]),
 ]

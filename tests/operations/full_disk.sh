@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # memkitd --persist on a full disk: a 96 MiB tmpfs in a private mount namespace, written until
 # memkitd refuses new data (full_disk.py says what is checked). Needs root for the mount;
-# anyone else gets a visible SKIPPED line. Run:  bash tests/operations/full_disk.sh MEMKITD
+# anyone else gets a visible SKIPPED line, or a failure under CI=true / MEMKIT_REQUIRE_INTEROP=1,
+# where a skip would hide a test that never ran. Run:  bash tests/operations/full_disk.sh MEMKITD
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 memkitd="$(realpath "$1")"
@@ -9,6 +10,10 @@ py="${PYTHON:-python3}"
 
 if [ "${2:-}" != "--inside" ]; then
   if [ "$(id -u)" != 0 ]; then
+    if [ "${CI:-}" = true ] || [ "${MEMKIT_REQUIRE_INTEROP:-}" = 1 ]; then
+      echo "== full disk: FAILED (needs root to mount a small tmpfs; required under CI)" >&2
+      exit 1
+    fi
     echo "== full disk: SKIPPED (needs root to mount a small tmpfs)"
     exit 0
   fi
