@@ -65,16 +65,16 @@ fn euid_is_root() -> bool {
 
 impl Server {
     /// Starts `bin` (memcached or memkitd) with `-p PORT -l 127.0.0.1 -U 0 -m M -t T -c 4096`
-    /// (plus `-u root` for memcached when running as root, which it requires) and waits until it
-    /// answers `version`.
+    /// (plus `-u root` when running as root, which both require) and waits until it answers
+    /// `version`.
     pub fn start(kind: Kind, bin: &Path, spec: Spec) -> io::Result<Server> {
         let m = spec.memory_mb.to_string();
         let t = spec.threads.to_string();
         Self::start_args(kind, bin, &["-m", &m, "-t", &t, "-c", "4096"])
     }
 
-    /// Starts `bin` with `-p PORT -l 127.0.0.1 -U 0` and `args` (plus `-u root` for
-    /// memcached as root) and waits until it answers `version`.
+    /// Starts `bin` with `-p PORT -l 127.0.0.1 -U 0` and `args` (plus `-u root` as root,
+    /// which memcached and memkitd require) and waits until it answers `version`.
     pub fn start_args(kind: Kind, bin: &Path, args: &[&str]) -> io::Result<Server> {
         let mut last_err = None;
         for _ in 0..5 {
@@ -82,7 +82,7 @@ impl Server {
             let mut cmd = Command::new(bin);
             cmd.args(["-p", &port.to_string(), "-l", "127.0.0.1", "-U", "0"])
                 .args(args);
-            if kind == Kind::Memcached && euid_is_root() {
+            if euid_is_root() {
                 cmd.args(["-u", "root"]);
             }
             cmd.stdin(Stdio::null())
@@ -259,7 +259,8 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
 /// that runs us (`$CARGO`, set by `cargo run` / `cargo test`) when there is one.
 ///
 /// Looked for, in order: next to the running executable (and its parent, for test
-/// executables in `deps/`), `$CARGO_TARGET_DIR/<profile>`, the workspace's `target/<profile>`.
+/// executables in `deps/` and examples in `examples/`), `$CARGO_TARGET_DIR/<profile>`, the
+/// workspace's `target/<profile>`.
 pub fn locate_memkitd(profile: &str, build: bool) -> io::Result<PathBuf> {
     if build && let Some(cargo) = std::env::var_os("CARGO") {
         let mut cmd = Command::new(cargo);
@@ -281,7 +282,9 @@ pub fn locate_memkitd(profile: &str, build: bool) -> io::Result<PathBuf> {
         if dir.file_name().is_some_and(|n| n == profile) {
             candidates.push(dir.join("memkitd"));
         }
-        if dir.file_name().is_some_and(|n| n == "deps")
+        if dir
+            .file_name()
+            .is_some_and(|n| n == "deps" || n == "examples")
             && let Some(up) = dir.parent()
             && up.file_name().is_some_and(|n| n == profile)
         {
