@@ -247,6 +247,11 @@ impl Reply for BinReply<'_, '_> {
         self.ok(0, b"");
     }
 
+    /// memcached's `process_bin_flush` answers `-F` with AUTH_ERROR, quiet or not.
+    fn flush_refused(&mut self) {
+        self.fail(Status::AuthError);
+    }
+
     /// The binary protocol has no general server error: memcached answers its own
     /// failures (allocation, mostly) `ENOMEM` with a message, and so does memkitd for a
     /// store that failed underneath (the persistent layer).

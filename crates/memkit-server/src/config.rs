@@ -7,9 +7,20 @@
 
 use clap::{ArgAction, Parser};
 
+mod extended;
+pub mod listen;
+pub mod numbers;
+
+use numbers::{atof, atoi, item_size, megabytes, strtol};
+
 /// memkitd — a memcached 1.6 compatible server.
+///
+/// Numeric values are strings here and read as memcached reads them (C's `atoi`), so that
+/// what memcached takes starts memkitd and what it refuses is refused with its message.
 #[derive(Debug, Clone, Parser)]
+// getopt takes a flag twice (`-d -d`, `-p 1 -p 2`: the last wins); so does memkitd.
 #[command(
+    args_override_self = true,
     name = "memkitd",
     version = concat!(env!("CARGO_PKG_VERSION"), " (memcached 1.6 compatible)"),
     about = "memkitd: a memcached 1.6 drop-in server (text, meta and binary protocols).",
@@ -18,30 +29,51 @@ use clap::{ArgAction, Parser};
         says otherwise (memcached listens on all interfaces); UDP is off."
 )]
 pub struct Args {
-    /// TCP port to listen on.
-    #[arg(short = 'p', long = "port", default_value_t = 11211)]
-    pub port: u16,
+    /// TCP port to listen on (0: none).
+    #[arg(short = 'p', long = "port", allow_hyphen_values = true)]
+    pub port: Option<String>,
     /// UDP port; only 0 (off) is supported.
-    #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
-    pub udp_port: u16,
-    /// Interface(s) to listen on, comma separated (default 127.0.0.1, loopback only).
-    #[arg(short = 'l', long = "listen", default_value = "127.0.0.1")]
-    pub listen: String,
+    #[arg(short = 'U', long = "udp-port", allow_hyphen_values = true)]
+    pub udp_port: Option<String>,
+    /// Interface(s) to listen on: repeatable, comma separated, `[::1]:PORT`, `*` (default
+    /// 127.0.0.1, loopback only).
+    #[arg(short = 'l', long = "listen", action = ArgAction::Append)]
+    pub listen: Vec<String>,
     /// Item memory in megabytes (also accepts k/m/g suffixes).
-    #[arg(short = 'm', long = "memory-limit", default_value = "64", value_parser = parse_megabytes)]
-    pub memory_limit: usize,
+    #[arg(
+        short = 'm',
+        long = "memory-limit",
+        default_value = "64",
+        allow_hyphen_values = true
+    )]
+    pub memory_limit: String,
     /// Return an error on memory exhausted instead of evicting.
     #[arg(short = 'M', long = "disable-evictions")]
     pub disable_evictions: bool,
     /// Max simultaneous connections.
-    #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
-    pub conn_limit: usize,
+    #[arg(
+        short = 'c',
+        long = "conn-limit",
+        default_value = "1024",
+        allow_hyphen_values = true
+    )]
+    pub conn_limit: String,
     /// Number of worker threads.
-    #[arg(short = 't', long = "threads", default_value_t = 4)]
-    pub threads: usize,
+    #[arg(
+        short = 't',
+        long = "threads",
+        default_value = "4",
+        allow_hyphen_values = true
+    )]
+    pub threads: String,
     /// Maximum number of requests per event (accepted; memkitd batches all ready requests).
-    #[arg(short = 'R', long = "max-reqs-per-event", default_value_t = 20)]
-    pub reqs_per_event: usize,
+    #[arg(
+        short = 'R',
+        long = "max-reqs-per-event",
+        default_value = "20",
+        allow_hyphen_values = true
+    )]
+    pub reqs_per_event: String,
     /// Disable use of CAS (accepted with a warning: CAS stays on).
     #[arg(short = 'C', long = "disable-cas")]
     pub disable_cas: bool,
@@ -53,17 +85,22 @@ pub struct Args {
     #[arg(short = 'B', long = "protocol")]
     pub protocol: Option<String>,
     /// Maximum item size, with k/m suffix (default 1m, minimum 1k, at most half of -m).
-    #[arg(short = 'I', long = "max-item-size", default_value = "1m", value_parser = parse_size)]
-    pub max_item_size: usize,
+    #[arg(short = 'I', long = "max-item-size", allow_hyphen_values = true)]
+    pub max_item_size: Option<String>,
     /// Verbose (repeat for more: -vv prints every command).
-    #[arg(short = 'v', action = ArgAction::Count)]
+    #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     pub verbose: u8,
     /// Comma-separated extended options, e.g. -o idle_timeout=60.
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     pub extended: Vec<String>,
     /// TCP backlog queue length.
-    #[arg(short = 'b', long = "listen-backlog", default_value_t = 1024)]
-    pub backlog: u32,
+    #[arg(
+        short = 'b',
+        long = "listen-backlog",
+        default_value = "1024",
+        allow_hyphen_values = true
+    )]
+    pub backlog: String,
     /// Write the process id to this file.
     #[arg(short = 'P', long = "pidfile")]
     pub pidfile: Option<String>,
@@ -74,29 +111,11 @@ pub struct Args {
     #[arg(short = 'W', long = "disable-watch")]
     pub disable_watch: bool,
     /// Chunk size growth factor (accepted: memkitd has no slab classes).
-    #[arg(short = 'f', long = "slab-growth-factor")]
-    pub factor: Option<f64>,
+    #[arg(short = 'f', long = "slab-growth-factor", allow_hyphen_values = true)]
+    pub factor: Option<String>,
     /// Minimum space allocated for key+value+flags (accepted, unused).
-    #[arg(short = 'n', long = "slab-min-size")]
-    pub min_size: Option<usize>,
-    /// Run as a daemon (accepted: run memkitd under a supervisor instead).
-    #[arg(short = 'd', long = "daemon")]
-    pub daemon: bool,
-    /// Assume the identity of this user (accepted, ignored).
-    #[arg(short = 'u', long = "user")]
-    pub user: Option<String>,
-    /// Lock down all paged memory (accepted, ignored).
-    #[arg(short = 'k', long = "lock-memory")]
-    pub lock_memory: bool,
-    /// Try to use large memory pages (accepted, ignored).
-    #[arg(short = 'L', long = "enable-largepages")]
-    pub large_pages: bool,
-    /// Stats prefix delimiter (accepted, ignored).
-    #[arg(short = 'D')]
-    pub delimiter: Option<String>,
-    /// UNIX socket path (not supported: warned about).
-    #[arg(short = 's', long = "unix-socket")]
-    pub unix_socket: Option<String>,
+    #[arg(short = 'n', long = "slab-min-size", allow_hyphen_values = true)]
+    pub min_size: Option<String>,
     /// Require SASL authentication (binary protocol, mechanism PLAIN). The password file
     /// (`user:password` lines) is named by MEMCACHED_SASL_PWDB or --sasl-pwdb.
     #[arg(short = 'S', long = "enable-sasl")]
@@ -104,6 +123,9 @@ pub struct Args {
     /// With -S: the password file (default: the MEMCACHED_SASL_PWDB environment variable).
     #[arg(long = "sasl-pwdb", value_name = "FILE")]
     pub sasl_pwdb: Option<String>,
+    /// The rest of memcached's flags.
+    #[command(flatten)]
+    pub process: ProcessArgs,
     /// memkitd's own flags (memcached has none of these).
     #[command(flatten)]
     pub persist: PersistArgs,
@@ -111,6 +133,48 @@ pub struct Args {
     pub metrics: crate::metrics::MetricsArgs,
     #[command(flatten)]
     pub security: SecurityArgs,
+}
+
+/// memcached's process-level flags: identity, daemon, unix socket, limits.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProcessArgs {
+    /// Assume the identity of this user (and its group) once listening; required when run
+    /// as root, ignored otherwise.
+    #[arg(short = 'u', long = "user")]
+    pub user: Option<String>,
+    /// Run as a daemon (fork, detach from the terminal).
+    #[arg(short = 'd', long = "daemon")]
+    pub daemon: bool,
+    /// Maximize the core file limit.
+    #[arg(short = 'r', long = "enable-coredumps")]
+    pub coredumps: bool,
+    /// Lock down all paged memory (mlockall).
+    #[arg(short = 'k', long = "lock-memory")]
+    pub lock_memory: bool,
+    /// Try to use large memory pages (accepted, no effect).
+    #[arg(short = 'L', long = "enable-largepages")]
+    pub large_pages: bool,
+    /// Stats prefix delimiter (turns per-prefix stats on).
+    #[arg(short = 'D')]
+    pub delimiter: Option<String>,
+    /// UNIX socket to listen on (disables the TCP listeners).
+    #[arg(short = 's', long = "unix-socket")]
+    pub unix_socket: Option<String>,
+    /// Access mask for the UNIX socket, in octal (default 700).
+    #[arg(short = 'a', long = "unix-mask")]
+    pub unix_mask: Option<String>,
+    /// Disable the flush_all command.
+    #[arg(short = 'F', long = "disable-flush-all")]
+    pub disable_flush: bool,
+    /// memcached's restartable cache file (warm restart is not implemented yet: warned).
+    #[arg(short = 'e', long = "memory-file")]
+    pub memory_file: Option<String>,
+    /// Number of NAPI ids (accepted, no effect).
+    #[arg(short = 'N', long = "napi-ids", allow_hyphen_values = true)]
+    pub napi_ids: Option<String>,
+    /// Print the license and exit.
+    #[arg(short = 'i', long = "license")]
+    pub license: bool,
 }
 
 /// Authentication and TLS flags (memcached's `-Y` and `-Z`; TLS details come in `-o ssl_*`).
@@ -188,14 +252,25 @@ impl Protocol {
 /// The settings the server runs with, after applying and checking the flags.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// `-p` (with memcached's `-U` fallback); 0 listens on no TCP port.
     pub port: u16,
+    /// The `-l` items (memcached skips one already contained in the list so far); with no
+    /// `-l`, `127.0.0.1`. [`listen::parse`] reads them.
     pub listen: Vec<String>,
+    /// No `-l` was given (memcached then says "failed to listen on TCP port").
+    pub listen_default: bool,
+    /// `-s`: a UNIX socket to listen on instead of TCP.
+    pub unix_socket: Option<std::path::PathBuf>,
+    /// `-a`: its permission bits (memcached's default 0700).
+    pub unix_mask: u32,
     pub memory_limit: usize,
     pub evict: bool,
     pub conn_limit: usize,
     pub threads: usize,
     pub reqs_per_event: usize,
     pub enable_shutdown: bool,
+    /// `-F` clears it: `flush_all` refused.
+    pub flush_enabled: bool,
     pub item_size_max: usize,
     pub verbose: u8,
     /// Close connections this many seconds after their last complete request, or when a write
@@ -206,7 +281,16 @@ pub struct Settings {
     pub watch: bool,
     pub factor: f64,
     pub min_size: usize,
+    /// `-D`: the stats prefix delimiter (default `:`), and whether `-D` turned detail on.
+    pub prefix_delimiter: u8,
+    pub detail_enabled: bool,
     pub pidfile: Option<String>,
+    /// `-u`: the user to run as once listening (only used when started as root).
+    pub user: Option<String>,
+    /// `-d`, `-r`, `-k`: daemonize, raise the core limit, mlockall.
+    pub daemonize: bool,
+    pub core_dumps: bool,
+    pub lock_memory: bool,
     /// `--persist DIR`: persistent mode.
     pub persist: Option<std::path::PathBuf>,
     /// `--durability`.
@@ -225,8 +309,66 @@ pub struct Settings {
     pub sasl_pwdb: Option<String>,
     /// `-Z` and `-o ssl_*`.
     pub ssl: SslSettings,
-    /// Options memcached refuses to start with (bad `-o ssl_*` values), for [`Settings::check`].
-    refused: Vec<String>,
+    /// What memcached checks after reading every flag (see [`Settings::check`]).
+    tuning: Tuning,
+    /// Refusals met while reading the flags, in memcached's order.
+    refused: Vec<Refusal>,
+}
+
+/// Why memcached would not start: its message and exit status (1 for what its option
+/// loop refuses, `EX_USAGE` 64 for the checks after it, `EX_OSERR` 71...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(code: i32, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Callers that only report the message (`?` into a `String` error).
+impl From<Refusal> for String {
+    fn from(r: Refusal) -> String {
+        r.message
+    }
+}
+
+/// `EX_USAGE`, `EX_NOUSER`, `EX_OSERR` from sysexits.h, the statuses memcached exits with.
+pub const EX_USAGE: i32 = 64;
+pub const EX_NOUSER: i32 = 67;
+pub const EX_OSERR: i32 = 71;
+
+/// memcached's values that only its start-up checks read.
+#[derive(Debug, Clone)]
+struct Tuning {
+    port: i64,
+    udp_port: i64,
+    item_size: i64,
+    napi_ids: i32,
+    slab_chunk_max: i64,
+    slab_chunk_changed: bool,
+    lru_maintainer: bool,
+    hot_lru_pct: i32,
+    warm_lru_pct: i32,
+    temp_lru: bool,
+    protocol_given: bool,
+}
+
+impl Tuning {
+    /// memcached's slab page: 1 MiB.
+    const SLAB_PAGE: i64 = 1 << 20;
 }
 
 impl Default for Settings {
@@ -236,334 +378,304 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// Applies the flags. Returns the settings and the warnings to print; `Err` for what
-    /// memcached also refuses to start with.
+    /// Applies the flags. Returns the settings and the warnings to print; what memcached
+    /// refuses to start with is kept for [`Settings::check`].
     pub fn from_args(a: Args) -> (Settings, Vec<String>) {
         let mut warn = Vec::new();
+        let mut refused = Vec::new();
+        let mut refuse = |code: i32, msg: &str| refused.push(Refusal::new(code, msg));
+        let pr = &a.process;
+        let tcp_given = a.port.is_some();
+        let mut port = a.port.as_deref().map_or(11211, |p| i64::from(atoi(p)));
+        let udp_port = a.udp_port.as_deref().map_or(0, |p| i64::from(atoi(p)));
+        if a.udp_port.is_some() && udp_port != 0 && !tcp_given {
+            port = udp_port; // memcached's fallback: -U alone sets the TCP port too
+        }
+        let mut memory = megabytes(&a.memory_limit);
+        if memory < 0 {
+            warn.push(format!(
+                "-m {}: a negative size; using 64 MB",
+                a.memory_limit
+            ));
+            memory = 64 << 20;
+        }
+        let conns = atoi(&a.conn_limit);
+        if conns <= 0 {
+            refuse(1, "Maximum connections must be greater than 0");
+        }
+        let reqs = atoi(&a.reqs_per_event);
+        if reqs == 0 {
+            refuse(1, "Number of requests per event must be greater than 0");
+        }
+        let factor = a.factor.as_deref().map_or(1.25, atof);
+        if factor <= 1.0 {
+            refuse(1, "Factor must be greater than 1");
+        }
+        let min_size = a.min_size.as_deref().map_or(48, atoi);
+        if min_size == 0 {
+            refuse(1, "Chunk size must be greater than 0");
+        }
+        let threads = atoi(&a.threads);
+        if threads <= 0 {
+            refuse(1, "Number of threads must be greater than 0");
+        } else if threads > 64 {
+            warn.push(format!(
+                "-t {threads}: a high number of worker threads is not recommended; set it to \
+                 the number of cores or less"
+            ));
+        }
+        if pr.delimiter.as_deref() == Some("") {
+            refuse(1, "No delimiter specified");
+        }
+        let napi_ids = pr.napi_ids.as_deref().map_or(0, atoi);
+        if pr.napi_ids.is_some() && napi_ids <= 0 {
+            refuse(1, "Maximum number of NAPI IDs must be greater than 0");
+        }
+        let mut listen: Vec<String> = Vec::new();
+        for l in &a.listen {
+            // memcached appends an -l to its list unless the list already contains it.
+            if !listen.join(",").contains(l.as_str()) {
+                listen.push(l.clone());
+            }
+        }
+        let listen_default = listen.is_empty();
+        if listen_default {
+            listen.push("127.0.0.1".into());
+        }
+        let item_size = a.max_item_size.as_deref().map_or(1 << 20, item_size);
+        let backlog = atoi(&a.backlog);
         let mut s = Settings {
-            port: a.port,
-            listen: a.listen.split(',').map(|l| l.trim().to_string()).collect(),
-            memory_limit: a.memory_limit,
+            port: u16::try_from(port).unwrap_or(0),
+            listen,
+            listen_default,
+            unix_socket: pr.unix_socket.clone().map(Into::into),
+            unix_mask: pr
+                .unix_mask
+                .as_deref()
+                .map_or(0o700, |m| strtol(m, 8) as u32)
+                & 0o777,
+            memory_limit: memory as usize,
             evict: !a.disable_evictions,
-            conn_limit: a.conn_limit.max(1),
-            threads: a.threads.max(1),
-            reqs_per_event: a.reqs_per_event,
+            conn_limit: conns.max(1) as usize,
+            threads: threads.max(1) as usize,
+            reqs_per_event: reqs.max(1) as usize,
             enable_shutdown: a.enable_shutdown,
-            item_size_max: a.max_item_size,
+            flush_enabled: !pr.disable_flush,
+            item_size_max: item_size.max(1024) as usize,
             verbose: a.verbose,
             idle_timeout: 0,
-            backlog: a.backlog,
+            // A negative backlog is a huge one to listen(2), which caps it at somaxconn.
+            backlog: u32::try_from(backlog).unwrap_or(4096),
             dumping: !a.disable_dumping,
             watch: !a.disable_watch,
-            factor: a.factor.unwrap_or(1.25),
-            min_size: a.min_size.unwrap_or(48),
-            pidfile: a.pidfile,
-            persist: a.persist.persist,
+            factor,
+            min_size: min_size.max(1) as usize,
+            prefix_delimiter: pr
+                .delimiter
+                .as_deref()
+                .and_then(|d| d.bytes().next())
+                .unwrap_or(b':'),
+            detail_enabled: pr.delimiter.is_some(),
+            pidfile: a.pidfile.clone(),
+            user: pr.user.clone(),
+            daemonize: pr.daemon,
+            core_dumps: pr.coredumps,
+            lock_memory: pr.lock_memory,
+            persist: a.persist.persist.clone(),
             durability: a.persist.durability,
             persist_reserve: a.persist.reserve_mb.map(|mb| mb << 20),
-            metrics_addr: a.metrics.metrics_addr,
-            auth_file: a.security.auth_file,
+            metrics_addr: a.metrics.metrics_addr.clone(),
+            auth_file: a.security.auth_file.clone(),
             protocol: Protocol::Auto,
             sasl: a.sasl,
             sasl_pwdb: a
                 .sasl_pwdb
+                .clone()
                 .or_else(|| std::env::var("MEMCACHED_SASL_PWDB").ok()),
             ssl: SslSettings {
                 enabled: a.security.enable_ssl,
                 min_version: 2,
                 ..SslSettings::default()
             },
-            refused: Vec::new(),
+            tuning: Tuning {
+                port,
+                udp_port,
+                item_size,
+                napi_ids,
+                slab_chunk_max: Tuning::SLAB_PAGE / 2,
+                slab_chunk_changed: false,
+                lru_maintainer: true,
+                hot_lru_pct: 20,
+                warm_lru_pct: 40,
+                temp_lru: false,
+                protocol_given: a.protocol.is_some(),
+            },
+            refused,
         };
-        if s.persist.is_some() && !s.evict {
-            // RAM is a cache over the disk in persistent mode: evicting loses nothing.
-            warn.push("-M has no effect with --persist: RAM evicts, the disk keeps all".into());
-            s.evict = true;
-        }
-        if s.persist.is_none() && s.durability != memkit_persist::Durability::Sync {
-            warn.push("--durability has no effect without --persist".into());
-        }
-        if a.udp_port != 0 {
-            warn.push("UDP is not supported; -U ignored (UDP stays off)".into());
-        }
-        if a.unix_socket.is_some() {
-            warn.push("UNIX sockets are not supported; -s ignored".into());
-        }
-        if a.disable_cas {
-            warn.push("-C accepted, but CAS stays enabled".into());
-        }
-        binding_protocol(&mut s, a.protocol.as_deref());
-        for (set, name) in [
-            (a.daemon, "-d"),
-            (a.user.is_some(), "-u"),
-            (a.lock_memory, "-k"),
-            (a.large_pages, "-L"),
-            (a.delimiter.is_some(), "-D"),
-        ] {
-            if set {
-                warn.push(format!("{name} accepted and ignored"));
+        s.protocol = match a.protocol.as_deref() {
+            None | Some("auto") => Protocol::Auto,
+            Some("ascii") => Protocol::Ascii,
+            Some("binary") => Protocol::Binary,
+            Some(other) => {
+                s.refused.push(Refusal::new(
+                    EX_USAGE,
+                    format!(
+                        "Invalid value for binding protocol: {other}\n -- should be one of auto, binary, or ascii"
+                    ),
+                ));
+                Protocol::Auto
+            }
+        };
+        let mut tuning = s.tuning.clone();
+        'opts: for o in &a.extended {
+            for opt in o.split(',') {
+                if let Err(msg) = extended::option(&mut s, &mut tuning, opt, &mut warn) {
+                    s.refused.push(Refusal::new(1, msg));
+                    break 'opts;
+                }
             }
         }
-        for opt in a.extended.iter().flat_map(|o| o.split(',')) {
-            let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
-            match k {
-                "idle_timeout" => match v.parse() {
-                    Ok(n) => s.idle_timeout = n,
-                    Err(_) => warn.push(format!("-o idle_timeout: bad value {v:?}")),
-                },
-                "item_size_max" => match parse_size(v) {
-                    Ok(n) => s.item_size_max = n,
-                    Err(e) => warn.push(format!("-o item_size_max: {e}")),
-                },
-                k if k.starts_with("ssl_") => ssl_option(&mut s, k, v, &mut warn),
-                // memcached's tuning knobs for machinery memkitd does not have.
-                "modern"
-                | "hashpower"
-                | "slab_reassign"
-                | "slab_automove"
-                | "lru_crawler"
-                | "no_lru_crawler"
-                | "lru_maintainer"
-                | "no_lru_maintainer"
-                | "maxconns_fast"
-                | "no_maxconns_fast"
-                | "tail_repair_time"
-                | "hash_algorithm"
-                | "slab_chunk_max"
-                | "temporary_ttl"
-                | "watcher_logbuf_size"
-                | "worker_logbuf_size"
-                | "track_sizes"
-                | "no_hashexpand"
-                | "hot_lru_pct"
-                | "warm_lru_pct" => warn.push(format!("-o {k}: accepted, no effect in memkitd")),
-                "" => {}
-                other => warn.push(format!("-o {other}: unknown option, ignored")),
-            }
+        s.tuning = tuning;
+        if !s.tuning.protocol_given && s.sasl {
+            s.protocol = Protocol::Binary;
+        } else if !s.tuning.protocol_given && s.auth_file.is_some() {
+            s.protocol = Protocol::Ascii;
         }
-        s.item_size_max = s.item_size_max.max(1024);
+        // RAM is a cache over the disk in persistent mode: evicting loses nothing.
+        s.evict |= s.persist.is_some();
+        no_effect_warnings(&s, &a, &mut warn);
         (s, warn)
     }
 
-    /// What memcached refuses at start-up, with its message.
-    pub fn check(&self) -> Result<(), String> {
-        if self.item_size_max > 1024 * 1024 * 1024 {
-            return Err("Cannot set item size limit higher than 1 gigabyte.".into());
+    /// What memcached refuses at start-up, with its message and exit status: first what
+    /// its option loop refused, then its checks after the loop, in its order.
+    pub fn check(&self) -> Result<(), Refusal> {
+        if let Some(r) = self.refused.first() {
+            return Err(r.clone());
         }
-        if self.item_size_max > self.memory_limit / 2 {
-            return Err("Cannot set item size limit higher than 1/2 of memory max.".into());
+        let t = &self.tuning;
+        let usage = |m: String| Err(Refusal::new(EX_USAGE, m));
+        if t.napi_ids > self.threads as i32 {
+            return usage(format!(
+                "Number of napi_ids({}) cannot be greater than number of threads({})",
+                t.napi_ids, self.threads
+            ));
         }
-        if let Some(msg) = self.refused.first() {
-            return Err(msg.clone());
+        if t.item_size < 1024 {
+            return usage("Item max size cannot be less than 1024 bytes.".into());
+        }
+        if t.item_size > (self.memory_limit / 2) as i64 {
+            return usage("Cannot set item size limit higher than 1/2 of memory max.".into());
+        }
+        if t.item_size > 1 << 30 {
+            return usage("Cannot set item size limit higher than a gigabyte.".into());
+        }
+        let chunk = if t.item_size > Tuning::SLAB_PAGE && !t.slab_chunk_changed {
+            Tuning::SLAB_PAGE / 2
+        } else {
+            t.slab_chunk_max
+        };
+        if chunk > t.item_size {
+            return usage(format!(
+                "slab_chunk_max (bytes: {chunk}) cannot be larger than -I (item_size_max {})",
+                t.item_size
+            ));
+        }
+        if chunk <= 0 || t.item_size % chunk != 0 {
+            return usage(format!(
+                "-I (item_size_max: {}) must be evenly divisible by slab_chunk_max (bytes: {chunk})",
+                t.item_size
+            ));
+        }
+        if Tuning::SLAB_PAGE % chunk != 0 {
+            return usage(format!(
+                "slab_chunk_max (bytes: {chunk}) must divide evenly into {} (slab_page_size)",
+                Tuning::SLAB_PAGE
+            ));
+        }
+        if t.hot_lru_pct + t.warm_lru_pct > 80 {
+            return usage("hot_lru_pct + warm_lru_pct cannot be more than 80% combined".into());
+        }
+        if t.temp_lru && !t.lru_maintainer {
+            return usage("temporary_ttl requires lru_maintainer to be enabled".into());
+        }
+        self.check_protocols()?;
+        if t.port > 65535 {
+            return usage(format!("ERROR: Invalid port number {}.", t.port));
+        }
+        if t.port < 0 {
+            return Err(Refusal::new(
+                EX_OSERR,
+                format!(
+                    "getaddrinfo(): Servname not supported for ai_socktype (port {})",
+                    t.port
+                ),
+            ));
+        }
+        if self.ssl.enabled && self.port == 0 {
+            return usage("ERROR: You cannot enable SSL without a TCP port.".into());
+        }
+        Ok(())
+    }
+
+    /// `-S` and `-Y` against `-B` and `-U`, with memcached's messages.
+    fn check_protocols(&self) -> Result<(), Refusal> {
+        let given = self.tuning.protocol_given;
+        let usage = |m: &str| Err(Refusal::new(EX_USAGE, m));
+        if self.sasl {
+            if given && self.protocol != Protocol::Binary {
+                return usage("ERROR: You cannot allow the ASCII protocol while using SASL.");
+            }
+            if self.tuning.udp_port != 0 {
+                return usage("ERROR: Cannot enable UDP while using binary SASL authentication.");
+            }
+        }
+        if self.auth_file.is_some() && given && self.protocol != Protocol::Ascii {
+            return usage(
+                "ERROR: You cannot allow the BINARY protocol while using ascii authentication tokens.",
+            );
+        }
+        if self.sasl && self.sasl_pwdb.is_none() {
+            return Err(Refusal::new(
+                1,
+                "memkitd: -S needs a password file: set MEMCACHED_SASL_PWDB or --sasl-pwdb",
+            ));
         }
         Ok(())
     }
 }
 
-/// `-B`, and what `-S` and `-Y` imply for it, with memcached's messages for the
-/// combinations it refuses.
-fn binding_protocol(s: &mut Settings, flag: Option<&str>) {
-    s.protocol = match flag {
-        None if s.sasl => Protocol::Binary,
-        None if s.auth_file.is_some() => Protocol::Ascii,
-        None | Some("auto") => Protocol::Auto,
-        Some("ascii") => Protocol::Ascii,
-        Some("binary") => Protocol::Binary,
-        Some(other) => {
-            s.refused.push(format!(
-                "Invalid value for binding protocol: {other}\n -- should be one of auto, binary, or ascii"
-            ));
-            Protocol::Auto
-        }
-    };
-    if s.sasl && flag.is_some() && s.protocol != Protocol::Binary {
-        s.refused
-            .push("ERROR: You cannot allow the ASCII protocol while using SASL.".into());
+/// Warnings for the flags memkitd accepts without memcached's effect.
+fn no_effect_warnings(s: &Settings, a: &Args, warn: &mut Vec<String>) {
+    let pr = &a.process;
+    if s.persist.is_some() && a.disable_evictions {
+        warn.push("-M has no effect with --persist: RAM evicts, the disk keeps all".into());
     }
-    if s.auth_file.is_some() && flag.is_some() && s.protocol != Protocol::Ascii {
-        s.refused.push(
-            "ERROR: You cannot allow the BINARY protocol while using ascii authentication tokens."
+    if s.persist.is_none() && s.durability != memkit_persist::Durability::Sync {
+        warn.push("--durability has no effect without --persist".into());
+    }
+    if s.tuning.udp_port != 0 {
+        warn.push("UDP is not supported; -U ignored (UDP stays off)".into());
+    }
+    if a.disable_cas {
+        warn.push("-C accepted, but CAS stays enabled".into());
+    }
+    if pr.memory_file.is_some() {
+        warn.push(
+            "-e: warm restart is not implemented yet; the cache starts empty and is not kept"
                 .into(),
         );
     }
-    if s.sasl && s.sasl_pwdb.is_none() {
-        s.refused.push(
-            "memkitd: -S needs a password file: set MEMCACHED_SASL_PWDB or --sasl-pwdb".into(),
-        );
+    if pr.delimiter.is_some() {
+        warn.push("-D accepted; per-prefix stats are not kept".into());
     }
-}
-
-/// One `-o ssl_*` option; memcached's messages for the values it refuses.
-fn ssl_option(s: &mut Settings, k: &str, v: &str, warn: &mut Vec<String>) {
-    let ssl = &mut s.ssl;
-    let path = |v: &str| (!v.is_empty()).then(|| v.to_string());
-    let missing = || format!("Missing {k} argument");
-    let refused = &mut s.refused;
-    match k {
-        "ssl_chain_cert" => match path(v) {
-            Some(p) => ssl.chain_cert = Some(p),
-            None => refused.push(missing()),
-        },
-        "ssl_key" => match path(v) {
-            Some(p) => ssl.key = Some(p),
-            None => refused.push(missing()),
-        },
-        "ssl_ca_cert" => match path(v) {
-            Some(p) => ssl.ca_cert = Some(p),
-            None => refused.push(missing()),
-        },
-        "ssl_verify_mode" => match v.parse::<u8>() {
-            Ok(n @ 0..=3) => ssl.verify_mode = n,
-            Ok(_) => refused.push("Invalid ssl_verify_mode. Use help to see valid options.".into()),
-            Err(_) if v.is_empty() => refused.push(missing()),
-            Err(_) => refused.push("could not parse argument to ssl_verify_mode".into()),
-        },
-        "ssl_min_version" => match v.parse::<u8>() {
-            Ok(n @ 2..=3) => ssl.min_version = n,
-            Ok(n @ 0..=1) => {
-                warn.push(format!(
-                    "-o ssl_min_version={n}: TLS 1.0/1.1 are not supported; TLS 1.2 is the minimum"
-                ));
-                ssl.min_version = 2;
-            }
-            Ok(_) => refused.push("Invalid ssl_min_version. Use help to see valid options.".into()),
-            Err(_) if v.is_empty() => refused.push(missing()),
-            Err(_) => refused.push("could not parse argument to ssl_min_version".into()),
-        },
-        // SSL_FILETYPE_PEM is 1; DER and ENGINE keys are not supported.
-        "ssl_keyformat" if v == "1" => {}
-        "ssl_keyformat" => refused.push(format!("-o ssl_keyformat={v}: only PEM (1) is supported")),
-        "ssl_ciphers" => warn.push(
-            "-o ssl_ciphers: accepted, ignored (rustls's safe default suites are used)".into(),
-        ),
-        "ssl_wbuf_size" | "ssl_session_cache" | "ssl_kernel_tls" => {
-            warn.push(format!("-o {k}: accepted, no effect in memkitd"))
-        }
-        other => warn.push(format!("-o {other}: unknown option, ignored")),
+    if pr.large_pages {
+        warn.push("-L accepted, no effect in memkitd".into());
     }
-}
-
-/// `-m`: megabytes, or a size with a k/m/g suffix.
-fn parse_megabytes(s: &str) -> Result<usize, String> {
-    if s.bytes().all(|b| b.is_ascii_digit()) {
-        return s
-            .parse::<usize>()
-            .map(|mb| mb << 20)
-            .map_err(|e| e.to_string());
+    if s.tuning.napi_ids > 0 {
+        warn.push("-N accepted, no effect in memkitd".into());
     }
-    parse_size(s)
-}
-
-/// `-I`: bytes, or with a k/m/g suffix.
-fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let (num, shift) = match s.as_bytes().last() {
-        Some(b'k' | b'K') => (&s[..s.len() - 1], 10),
-        Some(b'm' | b'M') => (&s[..s.len() - 1], 20),
-        Some(b'g' | b'G') => (&s[..s.len() - 1], 30),
-        _ => (s, 0),
-    };
-    let n: usize = num.parse().map_err(|_| format!("bad size {s:?}"))?;
-    n.checked_shl(shift)
-        .filter(|v| v >> shift == n)
-        .ok_or_else(|| format!("size {s:?} too large"))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn memcached_command_lines_parse() {
-        let a = Args::parse_from([
-            "memkitd",
-            "-p",
-            "12345",
-            "-U",
-            "0",
-            "-m",
-            "128",
-            "-c",
-            "10",
-            "-t",
-            "2",
-            "-I",
-            "2m",
-            "-M",
-            "-A",
-            "-vv",
-            "-o",
-            "idle_timeout=30,modern",
-            "-B",
-            "ascii",
-            "-R",
-            "5",
-        ]);
-        let (s, warn) = Settings::from_args(a);
-        assert_eq!(
-            (s.port, s.memory_limit, s.conn_limit, s.threads),
-            (12345, 128 << 20, 10, 2)
-        );
-        assert_eq!(
-            (s.item_size_max, s.evict, s.enable_shutdown, s.verbose),
-            (2 << 20, false, true, 2)
-        );
-        assert_eq!(s.idle_timeout, 30);
-        assert_eq!(s.listen, vec!["127.0.0.1"]);
-        assert_eq!(warn.len(), 1, "{warn:?}");
-        assert!(s.check().is_ok());
-    }
-
-    #[test]
-    fn unknown_extended_options_warn_and_bad_sizes_refuse() {
-        let (s, warn) = Settings::from_args(Args::parse_from(["memkitd", "-o", "frobnicate=1"]));
-        assert!(warn[0].contains("unknown option"));
-        assert_eq!(s.port, 11211);
-        let (s, _) = Settings::from_args(Args::parse_from(["memkitd", "-m", "1", "-I", "1m"]));
-        assert!(s.check().is_err());
-        assert!(Args::try_parse_from(["memkitd", "-I", "lots"]).is_err());
-    }
-
-    #[test]
-    fn security_flags_parse_like_memcached() {
-        let (s, warn) = Settings::from_args(Args::parse_from([
-            "memkitd",
-            "-Y",
-            "users",
-            "-Z",
-            "-o",
-            "ssl_chain_cert=c.pem,ssl_key=k.pem,ssl_ca_cert=ca.pem,ssl_verify_mode=2",
-            "-o",
-            "ssl_min_version=1,ssl_ciphers=HIGH",
-        ]));
-        assert_eq!(s.auth_file.as_deref(), Some("users"));
-        assert_eq!(
-            s.ssl,
-            SslSettings {
-                enabled: true,
-                chain_cert: Some("c.pem".into()),
-                key: Some("k.pem".into()),
-                ca_cert: Some("ca.pem".into()),
-                verify_mode: 2,
-                min_version: 2,
-            }
-        );
-        assert_eq!(warn.len(), 2, "{warn:?}");
-        assert!(s.check().is_ok());
-        let refused = |o: &str| {
-            Settings::from_args(Args::parse_from(["memkitd", "-o", o]))
-                .0
-                .check()
-                .unwrap_err()
-        };
-        assert_eq!(refused("ssl_chain_cert"), "Missing ssl_chain_cert argument");
-        assert_eq!(
-            refused("ssl_verify_mode=4"),
-            "Invalid ssl_verify_mode. Use help to see valid options."
-        );
-        assert_eq!(
-            refused("ssl_min_version=x"),
-            "could not parse argument to ssl_min_version"
-        );
-    }
-}
+mod tests;

@@ -29,7 +29,7 @@ use bytes::{Buf, BufMut, BytesMut};
 use memkit_protocol::binary::REQUEST_MAGIC;
 use memkit_protocol::{DecodeError, ErrorReply, Request, decode_request, meta_key};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
@@ -242,7 +242,7 @@ pub async fn serve<S: Transport>(
 
 /// What the request loop needs of a stream beyond reading and writing: a read that does not
 /// wait and a wait that does not read, so that a connection with nothing to read can give
-/// its buffers back in between. Implemented for TCP, TLS over TCP, and the auth phase's
+/// its buffers back in between. Implemented for TCP, UNIX sockets, TLS over TCP, and the auth phase's
 /// [`Prefixed`] over either.
 pub trait Transport: AsyncRead + AsyncWrite + Unpin {
     /// Reads what has arrived into `buf`; `WouldBlock` when nothing has, `Ok(0)` at the end.
@@ -275,6 +275,30 @@ impl Transport for TcpStream {
 
     fn readable(&mut self) -> impl Future<Output = io::Result<()>> {
         TcpStream::readable(self)
+    }
+}
+
+/// The same for a UNIX socket (`-s`): its readiness works as TCP's.
+impl Transport for UnixStream {
+    fn read_now(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        let spare = buf.capacity() - buf.len();
+        let mut got = 0;
+        let r = self.try_io(tokio::io::Interest::READABLE, || {
+            got = self.try_read_buf(buf)?;
+            if got > 0 && got < spare {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(got)
+            }
+        });
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
+            r => r,
+        }
+    }
+
+    fn readable(&mut self) -> impl Future<Output = io::Result<()>> {
+        UnixStream::readable(self)
     }
 }
 

@@ -227,6 +227,10 @@ impl Reply for TextReply<'_, '_> {
         line(self.out, "OK");
     }
 
+    fn flush_refused(&mut self) {
+        line(self.out, "CLIENT_ERROR flush_all not allowed");
+    }
+
     fn error(&mut self, e: &Error) {
         error_line(self.out, e);
     }
@@ -433,6 +437,11 @@ impl Reply for MetaReply<'_, '_> {
 
     fn flushed(&mut self) {
         self.status(MetaStatus::Ok, None);
+    }
+
+    /// Meta has no flush of its own; the text reply, should one ever reach here.
+    fn flush_refused(&mut self) {
+        line(self.out, "CLIENT_ERROR flush_all not allowed");
     }
 
     fn error(&mut self, e: &Error) {

@@ -31,6 +31,8 @@ pub trait Reply {
     fn touched(&mut self, found: bool);
     /// A flush was done.
     fn flushed(&mut self);
+    /// A flush was refused: `-F` disables `flush_all`.
+    fn flush_refused(&mut self);
     /// The engine refused the command.
     fn error(&mut self, e: &Error);
 }
@@ -70,6 +72,7 @@ pub fn execute(cmd: &Command<'_>, sh: &Shared, conn_id: u64, reply: &mut impl Re
                 reply.touched(found)
             })
         }
+        Command::Flush { .. } if !sh.settings.flush_enabled => reply.flush_refused(),
         Command::Flush { delay } => {
             // The delay is an expiry time like any other: relative, or an absolute Unix time.
             let now = engine.clock().now_secs();

@@ -1,7 +1,10 @@
 //! memkit-server: `memkitd`, a memcached 1.6 drop-in server on the memkit engine.
 //!
 //! Map:
-//! - [`config`]: memcached's command-line flags, applied with the same meanings.
+//! - [`config`]: memcached's command-line flags, applied with the same meanings, refused
+//!   with its messages and exit statuses.
+//! - [`bind`]: the `-l` TCP listeners and the `-s` UNIX socket; [`process`]: `-u`, `-d`,
+//!   `-r`, `-k`, `-P`, with memcached's system calls.
 //! - [`server`]: shared state, the accept loop and connection limit, graceful shutdown;
 //!   [`server::run`] takes a bound listener and a shutdown future.
 //! - [`tls`]: TLS (`-Z`, `-o ssl_*`) on rustls/ring: certificates, client verification,
@@ -27,11 +30,13 @@
 
 pub mod auth;
 pub mod binary;
+pub mod bind;
 pub mod config;
 pub mod connection;
 pub mod dispatch;
 pub mod exec;
 pub mod metrics;
+pub mod process;
 pub mod sasl;
 pub mod server;
 pub mod stats;

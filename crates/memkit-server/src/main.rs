@@ -1,18 +1,35 @@
-//! `memkitd`: parse memcached's flags, build the engine, listen, serve until SIGINT/SIGTERM
-//! or `shutdown`.
+//! `memkitd`: parse memcached's flags, check them as memcached does, bind, give up root,
+//! build the engine, serve until SIGINT/SIGTERM or `shutdown`.
+//!
+//! Start-up order, and why: TCP listeners are bound and the `-Y`/`-Z` files read as root
+//! (ports below 1024, root-only key files); then root is given up (`-u`), and as that user
+//! the process daemonizes (`-d`), creates the UNIX socket (`-s`, so it belongs to the user,
+//! as memcached's does), writes the pid file and opens the `--persist` store (whose files
+//! must belong to the user that later writes more of them). memcached does the same from
+//! the privilege drop on; it binds TCP after it, memkitd before.
 
 use clap::Parser;
-use memkit_server::server::{Workers, run_on};
-use memkit_server::{Args, Settings, Shared, backend_for};
+use memkit_server::config::Refusal;
+use memkit_server::server::{Listener, Security, Workers, run_listeners};
+use memkit_server::{Args, Settings, Shared, backend_for, bind, process};
 
 fn main() {
-    let (settings, warnings) = Settings::from_args(Args::parse());
+    let args = parse_args();
+    if args.process.license {
+        println!(
+            "memkitd {}: licensed under {}",
+            env!("CARGO_PKG_VERSION"),
+            env!("CARGO_PKG_LICENSE")
+        );
+        std::process::exit(0);
+    }
+    let (mut settings, warnings) = Settings::from_args(args);
     for w in &warnings {
         eprintln!("memkitd: warning: {w}");
     }
-    if let Err(msg) = settings.check() {
-        eprintln!("{msg}");
-        std::process::exit(71); // EX_OSERR, as memcached exits on bad settings
+    settings.check().unwrap_or_else(|r| refuse(r));
+    if settings.daemonize {
+        absolute_paths(&mut settings); // the daemon's working directory is `/`
     }
     let level = match settings.verbose {
         0 => tracing::Level::WARN,
@@ -23,11 +40,101 @@ fn main() {
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .init();
-    if let Some(path) = &settings.pidfile
-        && let Err(e) = std::fs::write(path, format!("{}\n", std::process::id()))
-    {
-        eprintln!("memkitd: could not write pid file {path}: {e}");
+    if settings.core_dumps {
+        process::raise_core_limit().unwrap_or_else(|r| refuse(r));
     }
+    let identity = process::identity(settings.user.as_deref()).unwrap_or_else(|r| refuse(r));
+    // `-s` disables the network listeners, as in memcached; so does `-p 0`.
+    let tcp = match settings.unix_socket.is_none() && settings.port != 0 {
+        true => bind::tcp(&settings).unwrap_or_else(|r| refuse(r)),
+        false => Vec::new(),
+    };
+    let security = Security::load(&settings).unwrap_or_else(|(code, msg)| {
+        eprintln!("{msg}");
+        std::process::exit(code)
+    });
+    if let Some(id) = &identity {
+        process::drop_to(id).unwrap_or_else(|r| refuse(r));
+    }
+    if settings.daemonize {
+        process::daemonize(settings.core_dumps, settings.verbose > 0).unwrap_or_else(|r| refuse(r));
+    }
+    if settings.lock_memory
+        && let Err(w) = process::lock_memory()
+    {
+        eprintln!("{w}");
+    }
+    let unix = settings.unix_socket.as_ref().map(|path| {
+        bind::unix(path, settings.unix_mask, settings.backlog).unwrap_or_else(|r| refuse(r))
+    });
+    if let Some(path) = &settings.pidfile {
+        process::write_pid(path);
+    }
+    let code = serve(settings, tcp, unix, security);
+    std::process::exit(code);
+}
+
+/// Prints memcached's message and exits with its status.
+fn refuse(r: Refusal) -> ! {
+    eprintln!("{}", r.message);
+    std::process::exit(r.code)
+}
+
+/// clap's parse, with getopt's failure where memcached has one: an unknown flag or a
+/// missing value is a message and exit status 1 (`Illegal argument "?"`), not clap's 2.
+fn parse_args() -> Args {
+    use clap::error::{ContextKind, ErrorKind};
+    let e = match Args::try_parse() {
+        Ok(a) => return a,
+        Err(e) => e,
+    };
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        e.exit();
+    }
+    let arg = e
+        .get(ContextKind::InvalidArg)
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let flag = arg.split([' ', '=', '<']).next().unwrap_or("");
+    match (e.kind(), flag.strip_prefix("--"), flag.strip_prefix('-')) {
+        (ErrorKind::UnknownArgument, Some(_), _) => {
+            eprintln!("memkitd: unrecognized option '{flag}'")
+        }
+        (ErrorKind::UnknownArgument, None, Some(c)) => {
+            eprintln!(
+                "memkitd: invalid option -- '{}'",
+                c.chars().next().unwrap_or('?')
+            )
+        }
+        (_, Some(_), _) => eprintln!("memkitd: option '{flag}' requires an argument"),
+        (_, None, Some(c)) => eprintln!(
+            "memkitd: option requires an argument -- '{}'",
+            c.chars().next().unwrap_or('?')
+        ),
+        _ => eprint!("{e}"),
+    }
+    eprintln!("Illegal argument \"?\"");
+    std::process::exit(1)
+}
+
+/// Relative paths made absolute before `-d` changes directory to `/`.
+fn absolute_paths(s: &mut Settings) {
+    let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    s.persist = s.persist.as_deref().map(abs);
+    s.unix_socket = s.unix_socket.as_deref().map(abs);
+    s.pidfile = s
+        .pidfile
+        .as_deref()
+        .map(|p| abs(p.as_ref()).to_string_lossy().into_owned());
+}
+
+/// Starts the runtime and the workers, opens the store, serves; returns the exit status.
+fn serve(
+    settings: Settings,
+    tcp: Vec<bind::Tcp>,
+    unix: Option<std::os::unix::net::UnixListener>,
+    security: Security,
+) -> i32 {
     // The main thread accepts and runs housekeeping; `-t` worker threads serve the
     // connections (memcached's dispatcher and workers).
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -41,29 +148,15 @@ fn main() {
         eprintln!("memkitd: cannot start worker threads: {e}");
         std::process::exit(71)
     });
+    let daemon_pidfile = settings.pidfile.clone().filter(|_| settings.daemonize);
     let code = runtime.block_on(async move {
-        let addr = settings
-            .listen
-            .first()
-            .cloned()
-            .unwrap_or_else(|| "127.0.0.1".into());
-        if settings.listen.len() > 1 {
-            tracing::warn!("several -l addresses given; listening on {addr} only");
-        }
-        let listener = match bind(&addr, settings.port, settings.backlog).await {
+        let listeners = match register(tcp, unix) {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("failed to listen on TCP port {}: {e}", settings.port);
+                eprintln!("memkitd: cannot register listeners: {e}");
                 return 71;
             }
         };
-        tracing::info!(
-            "listening on {}",
-            listener
-                .local_addr()
-                .map(|a| a.to_string())
-                .unwrap_or_default()
-        );
         let (engine, persist) = match backend_for(&settings) {
             Ok(b) => b,
             Err(e) => {
@@ -85,7 +178,8 @@ fn main() {
             );
         }
         let metrics_addr = settings.metrics_addr.clone();
-        let shared = match Shared::try_with_persist(engine, persist.map(|p| p.store), settings) {
+        let persist = persist.map(|p| p.store);
+        let shared = match Shared::try_with_security(engine, persist, settings, security) {
             Ok(s) => s,
             Err((code, msg)) => {
                 eprintln!("{msg}");
@@ -107,30 +201,38 @@ fn main() {
                 }
             }
         }
-        run_on(listener, shared, shutdown_signal(), Some(&workers)).await;
+        run_listeners(listeners, shared, shutdown_signal(), Some(&workers)).await;
         0
     });
-    std::process::exit(code);
+    // memcached removes its pid file on exit only when it daemonized.
+    if let Some(p) = daemon_pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    code
 }
 
-/// Listens on `addr:port` with memcached's `-b` backlog. `TcpListener::bind` would use the
-/// standard library's 128, and a burst of connections past the accept queue has its SYNs
-/// dropped and retried a second later.
-async fn bind(addr: &str, port: u16, backlog: u32) -> std::io::Result<tokio::net::TcpListener> {
-    let mut last = None;
-    for a in tokio::net::lookup_host((addr, port)).await? {
-        let socket = if a.is_ipv4() {
-            tokio::net::TcpSocket::new_v4()?
-        } else {
-            tokio::net::TcpSocket::new_v6()?
-        };
-        socket.set_reuseaddr(true)?;
-        match socket.bind(a) {
-            Ok(()) => return socket.listen(backlog),
-            Err(e) => last = Some(e),
+/// The listeners bound before the runtime started, registered with it.
+fn register(
+    tcp: Vec<bind::Tcp>,
+    unix: Option<std::os::unix::net::UnixListener>,
+) -> std::io::Result<Vec<Listener>> {
+    let mut out = Vec::new();
+    for t in tcp {
+        t.listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(t.listener)?;
+        if let Ok(a) = listener.local_addr() {
+            tracing::info!("listening on {a}");
         }
+        out.push(Listener::Tcp {
+            listener,
+            tls: t.tls,
+        });
     }
-    Err(last.unwrap_or_else(|| std::io::Error::other("no address to listen on")))
+    if let Some(u) = unix {
+        u.set_nonblocking(true)?;
+        out.push(Listener::Unix(tokio::net::UnixListener::from_std(u)?));
+    }
+    Ok(out)
 }
 
 async fn shutdown_signal() {

@@ -15,7 +15,7 @@ use memkit_persist::DiskStore;
 use memkit_protocol::Limits;
 use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::Notify;
 
 use crate::config::Settings;
@@ -113,18 +113,19 @@ impl Shared {
         persist: Option<Arc<DiskStore>>,
         settings: Settings,
     ) -> Result<Arc<Shared>, (i32, String)> {
-        // memcached exits with EXIT_FAILURE when the auth file cannot be read.
-        let auth = match &settings.auth_file {
-            Some(path) => Some(Arc::new(crate::auth::Auth::load(path).map_err(|e| (1, e))?)),
-            None => None,
-        };
-        // memcached exits with EX_USAGE when TLS cannot be set up.
-        let tls = match settings.ssl.enabled {
-            true => Some(Arc::new(
-                crate::tls::Tls::load(&settings.ssl).map_err(|e| (64, e))?,
-            )),
-            false => None,
-        };
+        let security = Security::load(&settings)?;
+        Self::try_with_security(engine, persist, settings, security)
+    }
+
+    /// State with the auth file and certificates already loaded (memkitd reads them before
+    /// it gives up root).
+    pub fn try_with_security(
+        engine: Arc<Engine>,
+        persist: Option<Arc<DiskStore>>,
+        settings: Settings,
+        security: Security,
+    ) -> Result<Arc<Shared>, (i32, String)> {
+        let Security { auth, tls } = security;
         let limits = Limits {
             max_item_size: settings.item_size_max,
             ..Limits::default()
@@ -160,6 +161,32 @@ impl Shared {
     }
 }
 
+/// What `-Y` and `-Z` load: the auth file and the TLS certificates.
+#[derive(Debug, Default)]
+pub struct Security {
+    pub auth: Option<Arc<crate::auth::Auth>>,
+    pub tls: Option<Arc<crate::tls::Tls>>,
+}
+
+impl Security {
+    /// Loads the files the settings name. The error is memcached's exit code and message.
+    pub fn load(settings: &Settings) -> Result<Security, (i32, String)> {
+        // memcached exits with EXIT_FAILURE when the auth file cannot be read.
+        let auth = match &settings.auth_file {
+            Some(path) => Some(Arc::new(crate::auth::Auth::load(path).map_err(|e| (1, e))?)),
+            None => None,
+        };
+        // memcached exits with EX_USAGE when TLS cannot be set up.
+        let tls = match settings.ssl.enabled {
+            true => Some(Arc::new(
+                crate::tls::Tls::load(&settings.ssl).map_err(|e| (64, e))?,
+            )),
+            false => None,
+        };
+        Ok(Security { auth, tls })
+    }
+}
+
 /// Serves connections accepted from `listener` until `shutdown` resolves or a client sends
 /// `shutdown` (with `-A`). Then it stops accepting, gives open connections up to two
 /// seconds to finish the requests they have read, and returns.
@@ -174,15 +201,79 @@ pub async fn run_on(
     shutdown: impl Future<Output = ()>,
     workers: Option<&Workers>,
 ) {
+    run_listeners(vec![listener.into()], shared, shutdown, workers).await
+}
+
+/// A bound listener: TCP (`-l`; `tls` is false for a `notls:` one) or a UNIX socket (`-s`).
+#[derive(Debug)]
+pub enum Listener {
+    Tcp { listener: TcpListener, tls: bool },
+    Unix(UnixListener),
+}
+
+impl From<TcpListener> for Listener {
+    fn from(listener: TcpListener) -> Listener {
+        Listener::Tcp {
+            listener,
+            tls: true,
+        }
+    }
+}
+
+/// An accepted connection, before it is handed to a worker.
+enum Accepted {
+    Tcp(TcpStream, SocketAddr, bool),
+    Unix(UnixStream),
+}
+
+impl Listener {
+    fn poll_accept(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<Accepted>> {
+        match self {
+            Listener::Tcp { listener, tls } => listener
+                .poll_accept(cx)
+                .map_ok(|(s, peer)| Accepted::Tcp(s, peer, *tls)),
+            Listener::Unix(l) => l.poll_accept(cx).map_ok(|(s, _)| Accepted::Unix(s)),
+        }
+    }
+}
+
+/// The next connection on any of `listeners`, taking them in turn from `start` so a busy
+/// one does not starve the others.
+async fn accept_any(listeners: &[Listener], start: &mut usize) -> std::io::Result<Accepted> {
+    std::future::poll_fn(|cx| {
+        let n = listeners.len();
+        for i in 0..n {
+            let k = (*start + i) % n;
+            if let std::task::Poll::Ready(r) = listeners[k].poll_accept(cx) {
+                *start = k + 1;
+                return std::task::Poll::Ready(r);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// [`run_on`] over several listeners: TCP ones and a UNIX socket, all served alike.
+pub async fn run_listeners(
+    listeners: Vec<Listener>,
+    shared: Arc<Shared>,
+    shutdown: impl Future<Output = ()>,
+    workers: Option<&Workers>,
+) {
     let reclaimer = tokio::spawn(reclaim_expired(shared.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
+    let mut next = 0;
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             _ = shared.shutdown.notified() => break,
-            accepted = listener.accept() => {
-                let (mut stream, peer) = match accepted {
+            accepted = accept_any(&listeners, &mut next) => {
+                let accepted = match accepted {
                     Ok(a) => a,
                     Err(e) => {
                         // Out of file descriptors and the like: memcached backs off and
@@ -197,15 +288,28 @@ pub async fn run_on(
                     shared.counters.rejected_connections.fetch_add(1, Ordering::Relaxed);
                     // memcached's maxconns_fast: tell the client, then close.
                     tokio::spawn(async move {
-                        let _ = stream.write_all(b"ERROR Too many open connections\r\n").await;
+                        let msg = b"ERROR Too many open connections\r\n";
+                        let _ = match accepted {
+                            Accepted::Tcp(mut s, ..) => s.write_all(msg).await,
+                            Accepted::Unix(mut s) => s.write_all(msg).await,
+                        };
                     });
                     continue;
                 }
-                let _ = stream.set_nodelay(true);
                 let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
                 shared.counters.curr_connections.fetch_add(1, Ordering::Relaxed);
                 shared.counters.total_connections.fetch_add(1, Ordering::Relaxed);
-                let local = stream.local_addr().unwrap_or(peer);
+                // A UNIX connection has no IP address; `stats conns` shows it as 0.0.0.0:0.
+                let (peer, local) = match &accepted {
+                    Accepted::Tcp(s, peer, _) => {
+                        let _ = s.set_nodelay(true);
+                        (*peer, s.local_addr().unwrap_or(*peer))
+                    }
+                    Accepted::Unix(_) => {
+                        let none = SocketAddr::from(([0, 0, 0, 0], 0));
+                        (none, none)
+                    }
+                };
                 shared.conns.lock().insert(
                     id,
                     ConnInfo { peer, local, state: "conn_parse_cmd", last_cmd: Arc::new(AtomicU64::new(shared.started.elapsed().as_secs())) },
@@ -214,7 +318,7 @@ pub async fn run_on(
                 let stop = stop_rx.clone();
                 let Some(workers) = workers else {
                     tokio::spawn(async move {
-                        crate::tls::serve(stream, sh.clone(), id, stop).await;
+                        serve_accepted(accepted, sh.clone(), id, stop).await;
                         sh.conns.lock().remove(&id);
                         sh.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
                     });
@@ -222,10 +326,13 @@ pub async fn run_on(
                 };
                 // The socket moves to the worker's own reactor: registered with the
                 // acceptor's, every readiness event would cross threads.
-                let std_stream = stream.into_std();
+                let moved = match accepted {
+                    Accepted::Tcp(s, peer, tls) => s.into_std().map(|s| Moved::Tcp(s, peer, tls)),
+                    Accepted::Unix(s) => s.into_std().map(Moved::Unix),
+                };
                 workers.pick().spawn(async move {
-                    if let Ok(stream) = std_stream.and_then(TcpStream::from_std) {
-                        crate::tls::serve(stream, sh.clone(), id, stop).await;
+                    if let Ok(accepted) = moved.and_then(Moved::register) {
+                        serve_accepted(accepted, sh.clone(), id, stop).await;
                     }
                     sh.conns.lock().remove(&id);
                     sh.counters.curr_connections.fetch_sub(1, Ordering::Relaxed);
@@ -233,13 +340,44 @@ pub async fn run_on(
             }
         }
     }
-    drop(listener);
+    drop(listeners);
     let _ = stop_tx.send(true);
     reclaimer.abort();
     let deadline = Instant::now() + Duration::from_secs(2);
     while shared.counters.curr_connections.load(Ordering::Relaxed) > 0 && Instant::now() < deadline
     {
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// An accepted socket between the acceptor's reactor and a worker's.
+enum Moved {
+    Tcp(std::net::TcpStream, SocketAddr, bool),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Moved {
+    /// Registers the socket with the current (worker's) reactor.
+    fn register(self) -> std::io::Result<Accepted> {
+        Ok(match self {
+            Moved::Tcp(s, peer, tls) => Accepted::Tcp(TcpStream::from_std(s)?, peer, tls),
+            Moved::Unix(s) => Accepted::Unix(UnixStream::from_std(s)?),
+        })
+    }
+}
+
+/// TLS (unless the listener is `notls:`), then authentication and the request loop. UNIX
+/// sockets are plain, as in memcached.
+async fn serve_accepted(
+    accepted: Accepted,
+    sh: Arc<Shared>,
+    id: u64,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    match accepted {
+        Accepted::Tcp(s, _, true) => crate::tls::serve(s, sh, id, stop).await,
+        Accepted::Tcp(s, _, false) => crate::auth::serve(s, sh, id, stop).await,
+        Accepted::Unix(s) => crate::auth::serve(s, sh, id, stop).await,
     }
 }
 

@@ -28,6 +28,8 @@ impl Memkitd {
                 .port();
             let child = Command::new(env!("CARGO_BIN_EXE_memkitd"))
                 .args(["-p", &port.to_string(), "-l", "127.0.0.1", "-U", "0"])
+                // Ignored unless run as root, where memkitd (as memcached) requires it.
+                .args(["-u", "root"])
                 .args(args)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())

@@ -294,6 +294,9 @@ fn start(dir: &std::path::Path) -> (Child, u16) {
                 "127.0.0.1",
                 "-t",
                 "2",
+                // Ignored unless run as root, where memkitd (as memcached) requires it.
+                "-u",
+                "root",
                 "--persist",
             ])
             .arg(dir)

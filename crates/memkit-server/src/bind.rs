@@ -1,0 +1,161 @@
+//! Binding memcached's listeners: every address of every `-l` item (a name may resolve to
+//! several, IPv6 ones bound IPv6-only as memcached does, so `-l 0.0.0.0,::` binds both), or
+//! the `-s` UNIX socket with `-a`'s permissions. Done before the runtime starts (and, for
+//! TCP, before root is given up, so ports below 1024 work), with memcached's messages.
+
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
+use std::path::Path;
+
+use crate::config::listen::{self, ListenSpec};
+use crate::config::{EX_OSERR, Refusal, Settings};
+use crate::process::strerror;
+
+/// A bound TCP listener, not yet registered with a runtime, and whether TLS applies to it.
+#[derive(Debug)]
+pub struct Tcp {
+    pub listener: std::net::TcpListener,
+    pub tls: bool,
+}
+
+/// Binds every `-l` address on the settings' port(s). `Err` is memcached's exit status and
+/// its lines (the cause, then "failed to listen on ...").
+pub fn tcp(s: &Settings) -> Result<Vec<Tcp>, Refusal> {
+    let inter = s.listen.join(",");
+    let fail = |cause: Option<String>, e: &io::Error| {
+        let last = if s.listen_default {
+            format!("failed to listen on TCP port {}: {}", s.port, strerror(e))
+        } else {
+            format!(
+                "failed to listen on one of interface(s) {inter}: {}",
+                strerror(e)
+            )
+        };
+        let msg = match cause {
+            Some(c) => format!("{c}\n{last}"),
+            None => last,
+        };
+        Refusal::new(EX_OSERR, msg)
+    };
+    let specs = listen::parse(&inter, s.port, s.ssl.enabled)
+        .map_err(|c| fail(Some(c), &io::Error::from_raw_os_error(0)))?;
+    let mut out = Vec::new();
+    for spec in &specs {
+        let addrs = resolve(spec).map_err(|e| {
+            let msg = e.to_string();
+            let msg = msg
+                .strip_prefix("failed to lookup address information: ")
+                .unwrap_or(&msg);
+            fail(
+                Some(format!("getaddrinfo(): {msg}")),
+                &io::Error::from_raw_os_error(0),
+            )
+        })?;
+        let mut bound = 0;
+        for addr in addrs {
+            match bind_one(addr, s.backlog) {
+                Ok(listener) => {
+                    bound += 1;
+                    out.push(Tcp {
+                        listener,
+                        tls: spec.tls,
+                    });
+                }
+                // memcached skips an address in use, as long as another one binds.
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {}
+                Err(e) => return Err(fail(Some(format!("bind(): {}", strerror(&e))), &e)),
+            }
+        }
+        if bound == 0 {
+            return Err(fail(None, &io::Error::from_raw_os_error(libc::EADDRINUSE)));
+        }
+    }
+    Ok(out)
+}
+
+/// The addresses of one `-l` item: `*` is every IPv4 and IPv6 interface.
+fn resolve(spec: &ListenSpec) -> io::Result<Vec<SocketAddr>> {
+    match &spec.host {
+        None => Ok(vec![
+            SocketAddr::from(([0, 0, 0, 0], spec.port)),
+            SocketAddr::from(([0u16; 8], spec.port)),
+        ]),
+        Some(h) => Ok((h.as_str(), spec.port).to_socket_addrs()?.collect()),
+    }
+}
+
+/// One listening socket with memcached's options: SO_REUSEADDR, IPV6_V6ONLY, `-b` backlog.
+fn bind_one(addr: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        let s = tokio::net::TcpSocket::new_v6()?;
+        let on: libc::c_int = 1;
+        // SAFETY: a valid socket and an int option of the right size.
+        let rc = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_IPV6,
+                libc::IPV6_V6ONLY,
+                (&on as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        s
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    listen_fd(socket.into_raw_fd(), backlog)
+}
+
+/// listen(2) on a bound socket, then hands it to the standard library.
+fn listen_fd(fd: i32, backlog: u32) -> io::Result<std::net::TcpListener> {
+    // SAFETY: `fd` is a bound socket this function now owns.
+    let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+    let backlog = i32::try_from(backlog).unwrap_or(i32::MAX);
+    // SAFETY: a plain system call on a socket we own.
+    if unsafe { libc::listen(fd, backlog) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(listener)
+}
+
+/// `-s PATH` with `-a MASK`: a stale socket file at PATH is removed first, and the socket is
+/// created with exactly MASK's permissions (through the umask, as memcached does).
+pub fn unix(
+    path: &Path,
+    mask: u32,
+    backlog: u32,
+) -> Result<std::os::unix::net::UnixListener, Refusal> {
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(path);
+    }
+    // SAFETY: umask only swaps the process's mask; no thread creates files meanwhile.
+    let old = unsafe { libc::umask(!(mask & 0o777) & 0o777) };
+    let bound = std::os::unix::net::UnixListener::bind(path);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    let fail = |cause: &str, e: &io::Error| {
+        Refusal::new(
+            EX_OSERR,
+            format!(
+                "{cause}: {}\nfailed to listen on UNIX socket: {}: {}",
+                strerror(e),
+                path.display(),
+                strerror(e)
+            ),
+        )
+    };
+    let listener = bound.map_err(|e| fail("bind()", &e))?;
+    let backlog = i32::try_from(backlog).unwrap_or(i32::MAX);
+    // SAFETY: a plain system call on the listener's socket; std listened with 128 already.
+    if unsafe { libc::listen(listener.as_raw_fd(), backlog) } != 0 {
+        return Err(fail("listen()", &io::Error::last_os_error()));
+    }
+    Ok(listener)
+}

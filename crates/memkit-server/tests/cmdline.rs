@@ -1,0 +1,319 @@
+//! memcached's command line end to end: `-F` in every encoding, the `-s` UNIX listener
+//! (text, meta and binary, in-process), and the memkitd binary's start-up: refusing root
+//! without `-u`, running as the `-u` user, `-s`/`-a` socket permissions, several `-l`.
+//! Side by side with real memcached: tests/interop/test_startup.py.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memkit_server::server::{Listener, run_listeners};
+use memkit_server::{Args, Settings, Shared};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+fn settings(args: &[&str]) -> Settings {
+    let argv = std::iter::once("memkitd").chain(args.iter().copied());
+    Settings::from_args(<Args as clap::Parser>::parse_from(argv)).0
+}
+
+/// A binary request header (memcached's protocol_binary_request_header).
+fn bin_request(opcode: u8, extras: &[u8], key: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x80, opcode];
+    f.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    f.push(extras.len() as u8);
+    f.extend_from_slice(&[0, 0, 0]);
+    f.extend_from_slice(&((extras.len() + key.len()) as u32).to_be_bytes());
+    f.extend_from_slice(&[0xAB, 0, 0, 0x01]); // opaque
+    f.extend_from_slice(&[0; 8]);
+    f.extend_from_slice(extras);
+    f.extend_from_slice(key);
+    f
+}
+
+/// Sends `req` and reads until `done` holds for what arrived (or 5 s pass).
+async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    req: &[u8],
+    done: impl Fn(&[u8]) -> bool,
+) -> Vec<u8> {
+    s.write_all(req).await.unwrap();
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !done(&got) {
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout_at(deadline, s.read(&mut buf))
+            .await
+            .expect("reply within 5 s")
+            .unwrap();
+        assert!(n > 0, "closed after {got:?}");
+        got.extend_from_slice(&buf[..n]);
+    }
+    got
+}
+
+fn lines(n: usize) -> impl Fn(&[u8]) -> bool {
+    move |b: &[u8]| b.windows(2).filter(|w| w == b"\r\n").count() >= n
+}
+
+/// Text, meta and binary on one stream; `flush_all` answered as `-F` (or not) says.
+async fn speak_all<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, flush_enabled: bool) {
+    let r = ask(s, b"set k 5 0 1\r\nv\r\nget k\r\n", lines(4)).await;
+    assert_eq!(r, b"STORED\r\nVALUE k 5 1\r\nv\r\nEND\r\n");
+    let r = ask(s, b"mg k v f\r\nmn\r\n", lines(3)).await;
+    assert_eq!(r, b"VA 1 f5\r\nv\r\nMN\r\n");
+    let r = ask(s, b"flush_all\r\n", lines(1)).await;
+    let want: &[u8] = match flush_enabled {
+        true => b"OK\r\n",
+        false => b"CLIENT_ERROR flush_all not allowed\r\n",
+    };
+    assert_eq!(r, want);
+    // `flush_all noreply` is silent either way; the get after it shows whether it ran.
+    let r = ask(
+        s,
+        b"set k 0 0 1\r\nv\r\nflush_all noreply\r\nget k\r\n",
+        |b| b.ends_with(b"END\r\n"),
+    )
+    .await;
+    let kept = r.starts_with(b"STORED\r\nVALUE");
+    assert_eq!(kept, !flush_enabled, "{r:?}");
+}
+
+/// A binary FLUSH: memcached's `process_bin_flush` answers AUTH_ERROR (0x20) under `-F`.
+async fn binary_flush_status<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, opcode: u8) -> u16 {
+    let r = ask(s, &bin_request(opcode, &[], b""), |b| {
+        b.len() >= 24 && b.len() >= 24 + u32::from_be_bytes([b[8], b[9], b[10], b[11]]) as usize
+    })
+    .await;
+    assert_eq!((r[0], r[1]), (0x81, opcode));
+    u16::from_be_bytes([r[6], r[7]])
+}
+
+async fn serve_tcp(args: &[&str]) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let s = settings(args);
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let shared = Shared::new(Arc::new(memkit_server::engine_for(&s)), s);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(memkit_server::run(l, shared, async move {
+        let _ = rx.await;
+    }));
+    (addr, tx)
+}
+
+#[tokio::test]
+async fn dash_f_refuses_flush_all_in_text_and_binary() {
+    for (args, enabled) in [(&[][..], true), (&["-F"][..], false)] {
+        let (addr, _stop) = serve_tcp(args).await;
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        speak_all(&mut c, enabled).await;
+        let mut b = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let want = if enabled { 0x00 } else { 0x20 };
+        assert_eq!(
+            binary_flush_status(&mut b, 0x08).await,
+            want,
+            "FLUSH {args:?}"
+        );
+        // FLUSHQ: quiet succeeds silently, so ask a NOOP after it to see the end.
+        let r = ask(
+            &mut b,
+            &[bin_request(0x18, &[], b""), bin_request(0x0a, &[], b"")].concat(),
+            |r| r.len() >= 24 && r[r.len() - 24..][1] == 0x0a,
+        )
+        .await;
+        if enabled {
+            assert_eq!(r.len(), 24, "FLUSHQ is silent: {r:?}");
+        } else {
+            assert_eq!((r[1], u16::from_be_bytes([r[6], r[7]])), (0x18, 0x20));
+        }
+    }
+}
+
+#[tokio::test]
+async fn unix_listener_serves_text_meta_and_binary() {
+    let dir = tempdir();
+    let path = dir.join("mk.sock");
+    let s = settings(&["-s", path.to_str().unwrap(), "-F"]);
+    let shared = Shared::new(Arc::new(memkit_server::engine_for(&s)), s);
+    let unix = tokio::net::UnixListener::bind(&path).unwrap();
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let tcp_addr = tcp.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let listeners = vec![Listener::Unix(unix), tcp.into()];
+    let task = tokio::spawn(async move {
+        run_listeners(listeners, shared, async move { drop(rx.await) }, None).await
+    });
+    let mut c = tokio::net::UnixStream::connect(&path).await.unwrap();
+    speak_all(&mut c, false).await;
+    let mut b = tokio::net::UnixStream::connect(&path).await.unwrap();
+    assert_eq!(binary_flush_status(&mut b, 0x08).await, 0x20);
+    let r = ask(&mut b, &bin_request(0x0b, &[], b""), |r| r.len() >= 24).await; // VERSION
+    assert_eq!((r[1], r[6], r[7]), (0x0b, 0, 0));
+    // Both listeners at once: the TCP one still answers.
+    let mut t = tokio::net::TcpStream::connect(tcp_addr).await.unwrap();
+    assert_eq!(ask(&mut t, b"mn\r\n", lines(1)).await, b"MN\r\n");
+    tx.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "memkit-cmdline-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// The memkitd binary with `args`; killed when dropped.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(args: &[&str]) -> Daemon {
+    let child = Command::new(env!("CARGO_BIN_EXE_memkitd"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn memkitd");
+    Daemon(child)
+}
+
+/// Waits until `connect` succeeds (5 s at most) and answers `version`.
+fn wait_ready<S: Read + Write>(mut connect: impl FnMut() -> std::io::Result<S>) -> S {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(mut s) = connect() {
+            s.write_all(b"version\r\n").unwrap();
+            let mut buf = [0u8; 64];
+            let n = s.read(&mut buf).unwrap();
+            assert!(buf[..n].starts_with(b"VERSION "));
+            return s;
+        }
+        assert!(Instant::now() < deadline, "memkitd did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn status_field(pid: u32, field: &str) -> String {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn root_needs_dash_u_and_becomes_that_user() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root (the -u switch only applies to root)");
+        return;
+    }
+    let port = free_port().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_memkitd"))
+        .args(["-p", &port, "-l", "127.0.0.1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "can't run as root without the -u switch\n"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_memkitd"))
+        .args(["-p", &port, "-u", "no-such-user-here"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(67));
+    // `nobody` exists on every Debian system; memcached would take it too.
+    let d = spawn(&["-p", &port, "-l", "127.0.0.1", "-u", "nobody"]);
+    wait_ready(|| std::net::TcpStream::connect(("127.0.0.1", port.parse().unwrap())));
+    let uid = status_field(d.0.id(), "Uid:");
+    assert_ne!(uid.split_whitespace().nth(1), Some("0"), "{uid}");
+    let fields: Vec<&str> = uid.split_whitespace().skip(1).collect();
+    assert!(
+        fields.iter().all(|u| *u == fields[0]),
+        "real, effective, saved, fs: {uid}"
+    );
+    assert_eq!(
+        status_field(d.0.id(), "Groups:").trim(),
+        "Groups:",
+        "no supplementary groups"
+    );
+}
+
+#[test]
+fn unix_socket_with_mask_replaces_tcp() {
+    let dir = tempdir();
+    let path = dir.join("m.sock");
+    let port = free_port();
+    let d = spawn(&[
+        "-s",
+        path.to_str().unwrap(),
+        "-a",
+        "770",
+        "-p",
+        &port.to_string(),
+        "-u",
+        "root",
+    ]);
+    let _s = wait_ready(|| std::os::unix::net::UnixStream::connect(&path));
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o770);
+    // memcached: -s disables the network listeners.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    drop(d);
+}
+
+#[test]
+fn every_listen_address_is_listened_on() {
+    let (p1, p2) = (free_port(), free_port());
+    let spec = format!("127.0.0.1:{p1},[::1]:{p2}");
+    let _d = spawn(&[
+        "-l",
+        &spec,
+        "-l",
+        "127.0.0.1",
+        "-p",
+        &p2.to_string(),
+        "-u",
+        "root",
+    ]);
+    wait_ready(|| std::net::TcpStream::connect(("127.0.0.1", p1)));
+    // `-l 127.0.0.1` is contained in the list already, so memcached (and memkitd) skip it.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", p2)).is_err());
+    if std::net::TcpListener::bind("[::1]:0").is_ok() {
+        wait_ready(|| std::net::TcpStream::connect(("::1", p2)));
+    }
+}
