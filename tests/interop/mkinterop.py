@@ -57,8 +57,8 @@ class ServerProcess:
 
     def argv(self, port):
         argv = [str(self.binary), "-p", str(port), "-l", HOST] + BASE_FLAGS + self.extra_flags
-        if self.binary.name == "memcached" and os.geteuid() == 0:
-            argv += ["-u", "root"]  # memcached refuses to run as root without -u
+        if os.geteuid() == 0:
+            argv += ["-u", "root"]  # memcached and memkitd refuse to run as root without -u
         return argv
 
     def start(self, timeout=10.0):

@@ -84,7 +84,7 @@ class Conn:
 def start(port):
     # -m 16 and the default reserve (64 MiB at this size) on a 96 MiB tmpfs.
     return subprocess.Popen(
-        [MEMKITD, "-p", str(port), "-l", "127.0.0.1", "-m", "16", "--persist", STORE])
+        [MEMKITD, "-p", str(port), "-l", "127.0.0.1", "-m", "16", "-u", "root", "--persist", STORE])
 
 
 def value(i):

@@ -27,8 +27,9 @@ echo "== backend example, embedded store"
 
 free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 p1=$(free_port); p2=$(free_port); m1=$(free_port); m2=$(free_port)
-"$memkitd" -p "$p1" --metrics-addr "127.0.0.1:$m1" & pid1=$!
-"$memkitd" -p "$p2" --metrics-addr "127.0.0.1:$m2" & pid2=$!
+# -u: as root, memkitd (as memcached) needs a user to run as; ignored otherwise.
+"$memkitd" -p "$p1" -u "$(id -un)" --metrics-addr "127.0.0.1:$m1" & pid1=$!
+"$memkitd" -p "$p2" -u "$(id -un)" --metrics-addr "127.0.0.1:$m2" & pid2=$!
 trap 'kill "$pid1" "$pid2" 2>/dev/null || true' EXIT
 for p in "$p1" "$p2" "$m1" "$m2"; do
   for _ in $(seq 100); do

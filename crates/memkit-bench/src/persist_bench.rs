@@ -69,6 +69,8 @@ fn start(bin: &Path, dir: &Path, a: &PersistArgs) -> std::io::Result<Server> {
             .arg("--persist")
             .arg(dir)
             .args(["--durability", "sync"])
+            // Ignored unless run as root, where memkitd (as memcached) requires it.
+            .args(["-u", "root"])
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()?;
