@@ -33,6 +33,8 @@ pub fn tcp(s: &Settings) -> Result<Vec<Tcp>, Refusal> {
             )
         };
         let msg = match cause {
+            // memcached prints this one cause without its line end.
+            Some(c) if c.starts_with("Invalid IPV6 address") => format!("{c}{last}"),
             Some(c) => format!("{c}\n{last}"),
             None => last,
         };

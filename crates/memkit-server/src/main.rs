@@ -24,10 +24,11 @@ fn main() {
         std::process::exit(0);
     }
     let (mut settings, warnings) = Settings::from_args(args);
+    // A refused command line prints memcached's message alone, as memcached does.
+    settings.check().unwrap_or_else(|r| refuse(r));
     for w in &warnings {
         eprintln!("memkitd: warning: {w}");
     }
-    settings.check().unwrap_or_else(|r| refuse(r));
     if settings.daemonize {
         absolute_paths(&mut settings); // the daemon's working directory is `/`
     }
