@@ -10,6 +10,11 @@ import mkinterop as mk
 KINDS = ["memkitd", "memcached"]
 
 
+def binary(kind):
+    """The executable of `kind` (memkitd or memcached); fails the test when missing."""
+    return _binary(kind)
+
+
 def _binary(kind):
     if kind == "memkitd":
         p = mk.memkitd_path()
@@ -110,12 +115,12 @@ def server_pair(pool):
 
 @pytest.fixture
 def spawn():
-    """spawn(kind, flags, env=None) -> ServerProcess with extra flags (and environment
-    variables); stopped at test end."""
+    """spawn(kind, flags, env=None, unix=None) -> ServerProcess with extra flags (and
+    environment variables; on a UNIX socket path instead of TCP); stopped at test end."""
     started = []
 
-    def _spawn(kind, flags=(), env=None):
-        sp = mk.ServerProcess(kind, _binary(kind), flags, env)
+    def _spawn(kind, flags=(), env=None, unix=None):
+        sp = mk.ServerProcess(kind, _binary(kind), flags, env, unix)
         started.append(sp)
         try:
             sp.start()

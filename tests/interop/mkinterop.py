@@ -38,14 +38,32 @@ def free_port():
         return s.getsockname()[1]
 
 
-class ServerProcess:
-    """One server process we started ourselves; stopped by its PID only."""
+def root_flags():
+    """memcached and memkitd refuse to run as root without -u; elsewhere -u is ignored."""
+    return ["-u", "root"] if os.geteuid() == 0 else []
 
-    def __init__(self, kind, binary, extra_flags=(), env=None):
+
+def connect_unix(path, timeout=5.0):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(str(path))
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
+class ServerProcess:
+    """One server process we started ourselves; stopped by its PID only. With `unix`, it
+    listens on that UNIX socket path (`-s`) instead of TCP, and `addr` is the path."""
+
+    def __init__(self, kind, binary, extra_flags=(), env=None, unix=None):
         self.kind = kind
         self.binary = Path(binary)
         self.extra_flags = list(extra_flags)
         self.env = dict(env or {})  # added to this process's environment (e.g. SASL files)
+        self.unix = str(unix) if unix else None
         self.proc = None
         self.port = None
         self.log = None
@@ -53,13 +71,18 @@ class ServerProcess:
 
     @property
     def addr(self):
-        return (HOST, self.port)
+        return self.unix if self.unix else (HOST, self.port)
 
     def argv(self, port):
-        argv = [str(self.binary), "-p", str(port), "-l", HOST] + BASE_FLAGS + self.extra_flags
-        if os.geteuid() == 0:
-            argv += ["-u", "root"]  # memcached and memkitd refuse to run as root without -u
-        return argv
+        listen = ["-s", self.unix] if self.unix else ["-p", str(port), "-l", HOST]
+        return [str(self.binary)] + listen + BASE_FLAGS + self.extra_flags + root_flags()
+
+    def _ready(self, port):
+        if self.unix:
+            with connect_unix(self.unix, timeout=0.5):
+                return True
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
 
     def start(self, timeout=10.0):
         if not self.binary.exists():
@@ -78,9 +101,9 @@ class ServerProcess:
                     last_err = f"{self.kind} exited with {self.proc.returncode}: {self.output()}"
                     break
                 try:
-                    with socket.create_connection((HOST, port), timeout=0.5):
-                        self.port = port
-                        return self
+                    self._ready(port)
+                    self.port = port
+                    return self
                 except OSError:
                     time.sleep(0.02)
             else:
@@ -120,6 +143,46 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=5)
+
+
+class Startup:
+    """A server started with exactly `argv` (plus -u root as root, unless `as_root_flags` is
+    false), watched until it exits or `ready()` succeeds, for the start-up differential test.
+    `code` is its exit status, None while it runs; `stderr` what it printed by then."""
+
+    def __init__(self, binary, argv, ready, timeout=5.0, as_root_flags=True, env=None):
+        self.err = tempfile.TemporaryFile()
+        flags = root_flags() if as_root_flags else []
+        self.proc = subprocess.Popen([str(binary)] + list(argv) + flags, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=self.err, env=env)
+        self.code = None
+        self.accepts = False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.code = self.proc.returncode
+                break
+            try:
+                ready()
+                self.accepts = True
+                break
+            except OSError:
+                time.sleep(0.02)
+
+    @property
+    def stderr(self):
+        self.err.flush()
+        self.err.seek(0)
+        return self.err.read().decode("utf-8", "replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
 
 
 # ---------------------------------------------------------------- raw sockets
