@@ -4,7 +4,9 @@ configured user.
 /etc/memcached.conf is read the way Debian's systemd unit reads it (its ExecStart is
 /usr/share/memcached/scripts/systemd-memcached-wrapper: comments and `-d`/`-h` lines dropped,
 directives without a dash such as `logfile` ignored, the rest joined into one command line),
-and memkitd and memcached are each started as root with those options, as the service does.
+and the service's command is run as root: Debian's wrapper for memcached, and for memkitd the
+same wrapper with memkitd's path in it (docs/operations.md's switch), which `exec`s memkitd
+with those options, unchanged.
 So that the stock `-p 11211 -l 127.0.0.1 -P /var/run/memcached/memcached.pid` touch nothing
 of this machine's, each runs in a private network namespace (its own loopback, port 11211
 free) and a private mount namespace with a fresh tmpfs on /run/memcached owned by the
@@ -57,14 +59,16 @@ def _lo_up():
         fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))
 
 
-def _inside(binary, args):
-    """Run inside the private namespaces: start `binary args`, report what it became."""
+def _inside(wrapper, conf):
+    """Run inside the private namespaces: start the service's command, `wrapper conf`,
+    report what it became (the wrapper `exec`s the server: same pid)."""
+    args = wrapper_args(open(conf).read())
     user = pwd.getpwnam(args[args.index("-u") + 1])
     _lo_up()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", "/run/memcached"],
                    check=True)
     os.chown("/run/memcached", user.pw_uid, user.pw_gid)
-    proc = subprocess.Popen([binary] + args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([wrapper, conf], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     out = {"accepts": False}
     try:
@@ -96,8 +100,21 @@ def _inside(binary, args):
     print(json.dumps(out))
 
 
+WRAPPER = "/usr/share/memcached/scripts/systemd-memcached-wrapper"
+
+
+def memkitd_wrapper(memkitd, dest):
+    """docs/operations.md's switch: Debian's wrapper with memkitd's path in place of memcached's."""
+    text = open(WRAPPER).read()
+    new, n = re.subn(r"(?m)^my \$memcached = .*$", f'my $memcached = "{memkitd}";', text)
+    assert n == 1, "the wrapper names its memcached on one line"
+    dest.write_text(new)
+    dest.chmod(0o755)
+    return str(dest)
+
+
 @pytest.mark.parametrize("kind", ["memkitd", "memcached"])
-def test_stock_debian_conf_starts_and_runs_as_its_user(kind):
+def test_stock_debian_conf_starts_and_runs_as_its_user(kind, tmp_path):
     import conftest
     if os.geteuid() != 0:
         pytest.fail("needs root: the service starts as root and drops to -u (run as root, as CI does)",
@@ -105,9 +122,9 @@ def test_stock_debian_conf_starts_and_runs_as_its_user(kind):
     assert os.path.exists(CONF), f"{CONF} missing: install Debian's memcached package"
     args = wrapper_args(open(CONF).read())
     assert "-u" in args, f"the stock conf names a user: {args}"
-    binary = str(conftest.binary(kind))
+    wrapper = WRAPPER if kind == "memcached" else memkitd_wrapper(conftest.binary(kind), tmp_path / "w")
     r = subprocess.run(["unshare", "--net", "--mount", "--propagation", "private", sys.executable,
-                        __file__, "--inside", binary] + args,
+                        __file__, "--inside", wrapper, CONF],
                        capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr.decode()
     got = json.loads(r.stdout.decode().strip().splitlines()[-1])
@@ -121,4 +138,4 @@ def test_stock_debian_conf_starts_and_runs_as_its_user(kind):
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--inside"]:
-    _inside(sys.argv[2], sys.argv[3:])
+    _inside(sys.argv[2], sys.argv[3])

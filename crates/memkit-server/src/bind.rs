@@ -44,6 +44,12 @@ pub fn tcp(s: &Settings) -> Result<Vec<Tcp>, Refusal> {
         .map_err(|c| fail(Some(c), &io::Error::from_raw_os_error(0)))?;
     let mut out = Vec::new();
     for spec in &specs {
+        if spec.protocol.is_some_and(|p| p != s.protocol) {
+            eprintln!(
+                "memkitd: warning: -l proto[...]: per-listener protocols are not supported; \
+                 -B applies to every listener"
+            );
+        }
         let addrs = resolve(spec).map_err(|e| {
             let msg = e.to_string();
             let msg = msg
