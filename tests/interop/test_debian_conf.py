@@ -117,8 +117,10 @@ def memkitd_wrapper(memkitd, dest):
 def test_stock_debian_conf_starts_and_runs_as_its_user(kind, tmp_path):
     import conftest
     if os.geteuid() != 0:
-        pytest.fail("needs root: the service starts as root and drops to -u (run as root, as CI does)",
-                    pytrace=False)
+        why = "needs root: the service starts as root and drops to -u (CI runs as root)"
+        if os.environ.get("MEMKIT_REQUIRE_INTEROP") == "1" or os.environ.get("CI") == "true":
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
     assert os.path.exists(CONF), f"{CONF} missing: install Debian's memcached package"
     args = wrapper_args(open(CONF).read())
     assert "-u" in args, f"the stock conf names a user: {args}"
