@@ -177,17 +177,21 @@ impl Header {
         })
     }
 
-    /// Appends the header's 24 bytes.
+    /// Appends the header's 24 bytes, and reserves room for the body that follows, so a
+    /// reply is one append into a buffer that grows at most once.
     pub fn write(&self, out: &mut Vec<u8>) {
-        out.push(self.magic);
-        out.push(self.opcode);
-        out.extend_from_slice(&self.key_len.to_be_bytes());
-        out.push(self.extras_len);
-        out.push(self.data_type);
-        out.extend_from_slice(&self.status.to_be_bytes());
-        out.extend_from_slice(&self.body_len.to_be_bytes());
-        out.extend_from_slice(&self.opaque.to_be_bytes());
-        out.extend_from_slice(&self.cas.to_be_bytes());
+        let mut h = [0u8; HEADER_LEN];
+        h[0] = self.magic;
+        h[1] = self.opcode;
+        h[2..4].copy_from_slice(&self.key_len.to_be_bytes());
+        h[4] = self.extras_len;
+        h[5] = self.data_type;
+        h[6..8].copy_from_slice(&self.status.to_be_bytes());
+        h[8..12].copy_from_slice(&self.body_len.to_be_bytes());
+        h[12..16].copy_from_slice(&self.opaque.to_be_bytes());
+        h[16..24].copy_from_slice(&self.cas.to_be_bytes());
+        out.reserve(HEADER_LEN + self.body_len as usize);
+        out.extend_from_slice(&h);
     }
 }
 
