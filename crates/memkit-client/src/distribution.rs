@@ -18,10 +18,18 @@
 //!   server, one per point string, valued by the pool's key hash (libmemcached's default,
 //!   one_at_a_time, unless `hash` is set), which also hashes the keys.
 //!
+//! - **PHP** (pecl memcache's `Memcache` class, `memcache.hash_strategy` consistent or
+//!   standard, `memcache.hash_function` crc32 or fnv): see [`php`].
+//!
 //! Ejected servers are left out of the build, exactly as libmemcached's auto-eject does, so
-//! their keys move to the rest of the ring and come back when they return.
+//! their keys move to the rest of the ring and come back when they return. The PHP
+//! distributions keep them in place and fail over as the extension does ([`php`]).
+
+pub mod php;
 
 use crate::hash::{HashFn, md5_digest};
+pub use php::PhpHash;
+use php::PhpRing;
 
 /// libmemcached's `MEMCACHED_DEFAULT_PORT`: omitted from ketama point strings.
 pub const DEFAULT_PORT: u16 = 11211;
@@ -137,6 +145,18 @@ pub enum Distribution {
         /// The key (and point) hash.
         hash: HashFn,
     },
+    /// pecl memcache (PHP's `Memcache` class) with `memcache.hash_strategy=consistent`:
+    /// 160 points per unit of weight, sampled into 1024 buckets.
+    PhpConsistent {
+        /// `memcache.hash_function`.
+        hash: PhpHash,
+    },
+    /// pecl memcache with `memcache.hash_strategy=standard`: weight-repeated buckets,
+    /// `((hash >> 16) & 0x7fff) % buckets`.
+    PhpStandard {
+        /// `memcache.hash_function`.
+        hash: PhpHash,
+    },
 }
 
 impl Distribution {
@@ -147,8 +167,19 @@ impl Distribution {
 impl std::str::FromStr for Distribution {
     type Err = String;
     /// `ketama`, `ketama-unweighted[:<hash>]`, `modula`, `modula:<hash>` (e.g.
-    /// `modula:fnv1a_32`).
+    /// `modula:fnv1a_32`), `php-consistent[:crc32|fnv]`, `php-standard[:crc32|fnv]`.
     fn from_str(s: &str) -> Result<Self, String> {
+        let php = |rest: &str| match rest.strip_prefix(':') {
+            None if rest.is_empty() => Ok(PhpHash::Crc32),
+            Some(h) => h.parse(),
+            None => Err(format!("unknown distribution {s:?}")),
+        };
+        if let Some(rest) = s.strip_prefix("php-consistent") {
+            return Ok(Distribution::PhpConsistent { hash: php(rest)? });
+        }
+        if let Some(rest) = s.strip_prefix("php-standard") {
+            return Ok(Distribution::PhpStandard { hash: php(rest)? });
+        }
         match s {
             "ketama" | "consistent" => Ok(Distribution::Ketama),
             "ketama-unweighted" => Ok(Distribution::KetamaUnweighted {
@@ -172,8 +203,11 @@ impl std::str::FromStr for Distribution {
 #[derive(Debug, Clone)]
 pub struct Placement {
     dist: Distribution,
-    /// Ketama: (point, server index), sorted. Modula: (0, server index) per bucket.
+    /// Ketama: (point, server index), sorted. Modula: (0, server index) per bucket. PHP
+    /// consistent: its continuum; PHP standard: empty.
     points: Vec<(u32, u32)>,
+    /// The PHP distributions' lookup (over every server, with the live marks).
+    php: Option<PhpRing>,
 }
 
 impl Placement {
@@ -183,6 +217,15 @@ impl Placement {
         let is_live = |i: usize| live.get(i).copied().unwrap_or(true);
         let mut points = Vec::new();
         match dist {
+            Distribution::PhpConsistent { hash } | Distribution::PhpStandard { hash } => {
+                let consistent = matches!(dist, Distribution::PhpConsistent { .. });
+                let (ring, continuum) = PhpRing::build(consistent, hash, servers, live);
+                return Placement {
+                    dist,
+                    points: continuum,
+                    php: Some(ring),
+                };
+            }
             Distribution::Modula { .. } => {
                 for (i, s) in servers.iter().enumerate().filter(|&(i, _)| is_live(i)) {
                     points.extend((0..s.weight.max(1)).map(|_| (0, i as u32)));
@@ -220,7 +263,11 @@ impl Placement {
                 points.sort_unstable();
             }
         }
-        Placement { dist, points }
+        Placement {
+            dist,
+            points,
+            php: None,
+        }
     }
 
     /// The distribution this was built for.
@@ -235,6 +282,9 @@ impl Placement {
                 hash.hash(key)
             }
             Distribution::Ketama => HashFn::Md5.hash(key),
+            Distribution::PhpConsistent { hash } | Distribution::PhpStandard { hash } => {
+                hash.hash(key)
+            }
         }
     }
 
@@ -255,12 +305,19 @@ impl Placement {
 
     /// The server index `key` maps to; `None` when no server is live.
     pub fn server_for(&self, key: &[u8]) -> Option<usize> {
+        if let Some(php) = &self.php {
+            return php.server_for(key);
+        }
         self.start(key).map(|i| self.points[i].1 as usize)
     }
 
     /// Up to `n` distinct servers for `key`: the primary, then the next distinct servers
-    /// walking the ring (or the bucket list) forward. Used for replicas.
+    /// walking the ring (or the bucket list) forward; with the PHP distributions, the
+    /// servers pecl memcache's `memcache.redundancy` picks. Used for replicas.
     pub fn servers_for(&self, key: &[u8], n: usize) -> Vec<usize> {
+        if let Some(php) = &self.php {
+            return php.servers_for(key, n);
+        }
         let mut out = Vec::with_capacity(n);
         let Some(start) = self.start(key) else {
             return out;
@@ -284,14 +341,15 @@ impl Placement {
         &self.points
     }
 
-    /// Number of points (ketama) or buckets (modula).
+    /// Number of points (ketama), buckets (modula, PHP standard) or lookup buckets (PHP
+    /// consistent: 1024).
     pub fn len(&self) -> usize {
-        self.points.len()
+        self.php.as_ref().map_or(self.points.len(), PhpRing::len)
     }
 
-    /// Whether no server is live.
+    /// Whether no server is configured (PHP) or live (the others).
     pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
+        self.len() == 0
     }
 }
 

@@ -13,7 +13,8 @@
 //!   options need it) and its replies as outcomes; the [`Dialect`] switch.
 //! - [`reply`]: owned replies and their mapping to [`memkit_types::Error`].
 //! - [`hash`]: libhashkit's key hashes (one_at_a_time, md5, crc, fnv1(a)_32/64), bit-exact.
-//! - [`distribution`]: [`ServerSpec`], modula and libmemcached's (weighted) ketama.
+//! - [`distribution`]: [`ServerSpec`], modula, libmemcached's (weighted) ketama and PHP's
+//!   pecl memcache (consistent and standard).
 //! - [`cluster`]: [`Cluster`], a pool of servers: placement, per-server batched multi-get,
 //!   failover and ejection, gutter pool, replicas, hot-key spreading.
 //! - [`blocking`]: [`BlockingClient`], a synchronous facade with a private runtime.

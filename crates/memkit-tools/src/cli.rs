@@ -35,15 +35,17 @@ pub struct Args {
         default_value = "127.0.0.1:11211"
     )]
     pub servers: String,
-    /// ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>.
+    /// ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>,
+    /// php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP's pecl memcache).
     #[arg(long, short = 'd', default_value = "ketama")]
     pub distribution: String,
     /// Connect and request timeout in milliseconds.
     #[arg(long, default_value_t = 2000)]
     pub timeout_ms: u64,
-    /// Print the server KEY maps to (and run the command, if one is given).
+    /// Print the server KEY maps to, one line per --which (then run the command, if one is
+    /// given).
     #[arg(long, value_name = "KEY")]
-    pub which: Option<String>,
+    pub which: Vec<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Option<Cmd>,
@@ -215,14 +217,14 @@ async fn run(args: Args) -> Result<ExitCode, String> {
     let c = pool(&args)?;
     let addrs: Vec<String> = c.servers().iter().map(|s| s.addr()).collect();
     let timeout = Duration::from_millis(args.timeout_ms);
-    if let Some(key) = &args.which {
+    for key in &args.which {
         match c.server_for(key.as_bytes()) {
             Some(i) => println!("{}", c.servers()[i]),
             None => return Err("no server".into()),
         }
     }
     let Some(cmd) = args.command else {
-        return if args.which.is_some() {
+        return if !args.which.is_empty() {
             Ok(ExitCode::SUCCESS)
         } else {
             Err("no command (try --help)".into())
