@@ -584,6 +584,7 @@ impl Engine {
             for c in shard.classes.iter_mut() {
                 c.evicted = 0;
                 c.reclaimed = 0;
+                c.counters = Default::default();
             }
         }
     }
@@ -615,6 +616,7 @@ impl Engine {
                 sum.bytes += c.bytes;
                 sum.evicted += c.evicted;
                 sum.reclaimed += c.reclaimed;
+                sum.counters.add(&c.counters);
             }
             out.mapped_bytes += shard.mapped as u64;
             out.index_bytes += (shard.index_bytes + shard.ghost.bytes()) as u64;

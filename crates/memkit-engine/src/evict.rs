@@ -330,10 +330,18 @@ impl Shard {
                 self.ghost.remember(h);
             }
             self.stats.evictions += 1;
-            let class = class_of(&self.cfg.class_sizes, at.header.logical_len());
-            self.classes[class].evicted += 1;
+            let class = &mut self.classes[class_of(&self.cfg.class_sizes, at.header.logical_len())];
+            class.evicted += 1;
             if at.header.bits & crate::segment::FETCHED == 0 {
                 self.stats.evicted_unfetched += 1;
+                class.counters.evicted_unfetched += 1;
+            }
+            if at.header.exptime != 0 {
+                class.counters.evicted_nonzero += 1;
+            }
+            // Kept for its use, but no segment could take it: memcached's evicted_active.
+            if keep {
+                class.counters.evicted_active += 1;
             }
         }
         Ok(())

@@ -44,4 +44,4 @@ pub use embedded::Embedded;
 pub use engine::{Engine, EngineConfig, EvictHook, Evicted, ItemMeta};
 pub use hook::{Change, Flush, Loaded, Record, StoreHook};
 pub use shard::ItemView;
-pub use stats::{ClassStats, Counters, EngineStats};
+pub use stats::{ClassCounters, ClassStats, Counters, EngineStats};

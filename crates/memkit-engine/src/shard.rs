@@ -28,7 +28,7 @@ use crate::segment::{
     FETCHED, HOT, Header, ItemAt, LargeBlock, STALE, Segment, VISITED, WIN_SENT, read_item,
     write_item,
 };
-use crate::stats::{ClassStats, Counters, class_of};
+use crate::stats::{ClassCounters, ClassStats, Counters, class_of};
 
 /// What a shard needs to know of the engine's configuration.
 #[derive(Debug, Clone)]
@@ -353,10 +353,18 @@ impl Shard {
     pub(crate) fn unlink_dead(&mut self, h: u64, e: Loc, at: &ItemAt, why: &Dead) {
         self.unlink(h, e, at, false);
         self.stats.reclaimed += 1;
-        self.classes[class_of(&self.cfg.class_sizes, at.header.logical_len())].reclaimed += 1;
+        let class = &mut self.classes[class_of(&self.cfg.class_sizes, at.header.logical_len())];
+        class.reclaimed += 1;
         if matches!(why, Dead::Expired) && at.header.bits & FETCHED == 0 {
             self.stats.expired_unfetched += 1;
+            class.counters.expired_unfetched += 1;
         }
+    }
+
+    /// The counters of the class an item of `len` stored bytes is in: one search of the
+    /// ~40 class bounds, under the shard lock the command already holds.
+    pub(crate) fn class_counters(&mut self, len: usize) -> &mut ClassCounters {
+        &mut self.classes[class_of(&self.cfg.class_sizes, len)].counters
     }
 
     fn link(&mut self, h: u64, e: Loc, header: &Header) {
@@ -538,6 +546,11 @@ impl Shard {
             }
         };
         self.stats.get_hits += 1;
+        let class = self.class_counters(at.header.logical_len());
+        class.get_hits += 1;
+        if opts.touch.is_some() {
+            class.touch_hits += 1;
+        }
         let ttl_before = ttl_of(at.header.exptime, now);
         let mut hdr = at.header;
         if let Some(t) = opts.touch {
@@ -627,6 +640,7 @@ impl Shard {
         match self.lookup(h, key, now) {
             Found::Live(e, at) => {
                 self.stats.touch_hits += 1;
+                self.class_counters(at.header.logical_len()).touch_hits += 1;
                 // memcached's touch bumps the item, which marks it fetched.
                 self.set_bits(e, at.header.bits | VISITED | FETCHED);
                 self.set_exptime(h, key, e, &at, new_exp, now)?;
@@ -667,6 +681,13 @@ impl Shard {
             ext_cas: opts.new_cas,
             ..Header::default()
         };
+        // memcached counts a set in the class of the item the new data is read into.
+        let incoming = Header {
+            klen: key.len() as u8,
+            vlen: value.len() as u32,
+            ..hdr
+        };
+        self.class_counters(incoming.logical_len()).cmd_set += 1;
         let Found::Live(e, at) = self.lookup(h, key, now) else {
             match opts.mode {
                 _ if cas_mode => {
@@ -697,16 +718,21 @@ impl Shard {
                 return not(StoreOutcome::NotStored);
             }
             _ if cas_mode => {
+                // Per class: the class of the item replaced or kept, as memcached's old_it.
+                let old_len = at.header.logical_len();
                 if cas_match == Some(true) {
                     self.stats.cas_hits += 1;
+                    self.class_counters(old_len).cas_hits += 1;
                 } else if opts.invalidate && opts.cas.is_some_and(|c| c != 0 && c < have) {
                     // A late writer with an older version: accepted, but readers are told
                     // the value is stale; the TTL and any handed-out win token carry over.
                     self.stats.cas_hits += 1;
+                    self.class_counters(old_len).cas_hits += 1;
                     hdr.bits |= STALE | (at.header.bits & WIN_SENT);
                     hdr.exptime = at.header.exptime;
                 } else {
                     self.stats.cas_badval += 1;
+                    self.class_counters(old_len).cas_badval += 1;
                     return not(StoreOutcome::Exists);
                 }
             }
@@ -802,6 +828,7 @@ impl Shard {
             return Ok(DeleteOutcome::Deleted);
         }
         self.stats.delete_hits += 1;
+        self.class_counters(at.header.logical_len()).delete_hits += 1;
         if !opts.remove_value {
             self.unlink(h, e, &at, false);
         }
@@ -872,11 +899,14 @@ impl Shard {
         let Some(old) = numeric::parse_u64(value) else {
             return Ok(ArithOutcome::NonNumeric);
         };
+        let class = &mut self.classes[class_of(&self.cfg.class_sizes, at.header.logical_len())];
         let new = if incr {
             self.stats.incr_hits += 1;
+            class.counters.incr_hits += 1;
             old.wrapping_add(opts.delta)
         } else {
             self.stats.decr_hits += 1;
+            class.counters.decr_hits += 1;
             old.saturating_sub(opts.delta)
         };
         let mut digits = std::mem::take(&mut self.scratch);

@@ -86,6 +86,11 @@ impl Counters {
 }
 
 /// One size class: items whose stored size (header + key + value) falls in it.
+///
+/// The command counters are memcached's per-class `slab_stats`, counted where memcached
+/// counts them (the class of the item found, or of the new item for `cmd_set`); they sum to
+/// the engine's counters of the same names, except `cmd_set`, which leaves out stores the
+/// engine refused before looking (too large).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClassStats {
     /// Upper bound of the class in bytes (memcached's `chunk_size`).
@@ -98,6 +103,50 @@ pub struct ClassStats {
     pub evicted: u64,
     /// Dead items of this class reclaimed.
     pub reclaimed: u64,
+    /// Counters of the class, zeroed by `stats reset`.
+    pub counters: ClassCounters,
+}
+
+/// The per-class counters `stats slabs` and `stats items` report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct ClassCounters {
+    pub get_hits: u64,
+    pub cmd_set: u64,
+    pub delete_hits: u64,
+    pub incr_hits: u64,
+    pub decr_hits: u64,
+    pub cas_hits: u64,
+    pub cas_badval: u64,
+    pub touch_hits: u64,
+    /// Expired items reclaimed that were never fetched.
+    pub expired_unfetched: u64,
+    /// Items evicted that were never fetched.
+    pub evicted_unfetched: u64,
+    /// Items evicted that had an expiry time.
+    pub evicted_nonzero: u64,
+    /// Items evicted although the policy had seen them used (relocation found no room).
+    pub evicted_active: u64,
+}
+
+impl ClassCounters {
+    pub(crate) fn add(&mut self, o: &ClassCounters) {
+        macro_rules! sum { ($($f:ident),*) => { $( self.$f += o.$f; )* } }
+        sum!(
+            get_hits,
+            cmd_set,
+            delete_hits,
+            incr_hits,
+            decr_hits,
+            cas_hits,
+            cas_badval,
+            touch_hits,
+            expired_unfetched,
+            evicted_unfetched,
+            evicted_nonzero,
+            evicted_active
+        );
+    }
 }
 
 /// A snapshot of the engine's statistics.
