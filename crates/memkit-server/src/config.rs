@@ -666,9 +666,6 @@ fn no_effect_warnings(s: &Settings, a: &Args, warn: &mut Vec<String>) {
                 .into(),
         );
     }
-    if pr.delimiter.is_some() {
-        warn.push("-D accepted; per-prefix stats are not kept".into());
-    }
     if pr.large_pages {
         warn.push("-L accepted, no effect in memkitd".into());
     }

@@ -30,7 +30,7 @@ use memkit_protocol::binary::REQUEST_MAGIC;
 use memkit_protocol::{DecodeError, ErrorReply, Request, decode_request, meta_key};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::auth::Prefixed;
@@ -230,8 +230,13 @@ pub async fn serve<S: Transport>(
                 _ = &mut stopped => return,
                 r = ready => r,
             };
-            if !matches!(ready, Ok(Ok(()))) {
-                return;
+            match ready {
+                Ok(Ok(())) => {}
+                Err(_elapsed) => {
+                    sh.counters.idle_kicks.fetch_add(1, Relaxed);
+                    return;
+                }
+                Ok(Err(_)) => return,
             }
             if rbuf.is_empty() {
                 rbuf = pool::take_read();
@@ -430,24 +435,19 @@ async fn watch_stream<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, sh: &Sha
     let mut scratch = [0u8; 512];
     loop {
         tokio::select! {
-            ev = sub.rx.recv() => match ev {
-                Ok((kind, line)) => {
-                    if sub.wants(kind)
-                        && (stream.write_all(line.as_bytes()).await.is_err()
-                            || stream.flush().await.is_err())
-                    {
-                        return;
+            ev = sub.next() => {
+                let note;
+                let line = match ev {
+                    crate::watch::Next::Line(ref line) => line.as_bytes(),
+                    crate::watch::Next::Skipped(n) => {
+                        note = format!("ts=0 gid=0 type=skipped count={n}\n");
+                        note.as_bytes()
                     }
+                    crate::watch::Next::Closed => return,
+                };
+                if stream.write_all(line).await.is_err() || stream.flush().await.is_err() {
+                    return;
                 }
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    let note = format!("ts=0 gid=0 type=skipped count={n}\n");
-                    if stream.write_all(note.as_bytes()).await.is_err()
-                        || stream.flush().await.is_err()
-                    {
-                        return;
-                    }
-                }
-                Err(broadcast::error::RecvError::Closed) => return,
             },
             r = stream.read(&mut scratch) => {
                 if matches!(r, Ok(0) | Err(_)) {

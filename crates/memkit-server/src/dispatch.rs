@@ -484,11 +484,16 @@ fn admin(sh: &Shared, cmd: AdminCmd, args: &[&[u8]], out: &mut Vec<u8>) -> Actio
                     crate::stats::write_metadump(sh, out);
                 }
             }
+            Some(b"mgdump") => {
+                if !sh.settings.dumping {
+                    line(out, "ERROR key dump not allowed");
+                } else {
+                    crate::stats::write_mgdump(sh, out);
+                }
+            }
             // memkitd reclaims expired items on its own schedule; the crawler's knobs are
             // accepted so that scripts written for memcached keep working.
-            Some(b"crawl" | b"enable" | b"disable" | b"sleep" | b"tocrawl" | b"mgdump") => {
-                line(out, "OK")
-            }
+            Some(b"crawl" | b"enable" | b"disable" | b"sleep" | b"tocrawl") => line(out, "OK"),
             _ => line(out, "CLIENT_ERROR bad command line format"),
         },
         AdminCmd::Watch => {

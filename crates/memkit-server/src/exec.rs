@@ -12,6 +12,7 @@ use memkit_engine::ItemView;
 use memkit_protocol::Command;
 use memkit_types::{ArithOutcome, DeleteOutcome, Error, Result, Stored};
 
+use crate::detail::Op;
 use crate::server::Shared;
 use crate::watch::{self, Event};
 
@@ -46,6 +47,7 @@ pub fn execute(cmd: &Command<'_>, sh: &Shared, conn_id: u64, reply: &mut impl Re
                 reply.hit(&v);
                 v.value.len()
             });
+            sh.detail.record(key, Op::Get(matches!(r, Ok(Some(_)))));
             watch::emit(sh, || {
                 Event::fetch(key, r.as_ref().ok().copied().flatten(), conn_id)
             });
@@ -56,12 +58,15 @@ pub fn execute(cmd: &Command<'_>, sh: &Shared, conn_id: u64, reply: &mut impl Re
             }
         }
         Command::Store { key, data, opts } => {
+            // Counted whatever the outcome, as memcached counts the command before it runs.
+            sh.detail.record(key, Op::Set);
             let r = engine.store(key, data, opts);
             let ttl = memkit_protocol::command::exp32(opts.exptime);
             watch::emit(sh, || Event::store(key, &r, ttl, data.len(), conn_id));
             answer(r, reply, |reply, s| reply.stored(&s));
         }
         Command::Delete { key, opts } => {
+            sh.detail.record(key, Op::Delete);
             answer(engine.delete(key, opts), reply, |reply, d| reply.deleted(d))
         }
         Command::Arith { key, opts } => answer(engine.arithmetic(key, opts), reply, |reply, a| {

@@ -21,7 +21,8 @@
 //!   operator commands.
 //! - [`binary`]: the same for binary frames, with memcached's binary replies.
 //! - [`sasl`]: SASL PLAIN against a `MEMCACHED_SASL_PWDB` file (`-S`).
-//! - [`stats`]: `stats` and its subcommands with memcached's names; `lru_crawler metadump`.
+//! - [`stats`]: `stats` and its subcommands with memcached's names; `lru_crawler metadump`
+//!   and `mgdump`. [`detail`]: per-prefix statistics (`stats detail`).
 //! - [`watch`]: the `watch` event stream.
 //! - [`metrics`]: Prometheus metrics (memcached_exporter's names) and `--metrics-addr`.
 //!
@@ -33,6 +34,7 @@ pub mod binary;
 pub mod bind;
 pub mod config;
 pub mod connection;
+pub mod detail;
 pub mod dispatch;
 pub mod exec;
 pub mod metrics;

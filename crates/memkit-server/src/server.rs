@@ -33,6 +33,14 @@ pub struct Counters {
     /// SASL attempts and failures (`auth_cmds` / `auth_errors` add the `-Y` ones).
     pub sasl_cmds: AtomicU64,
     pub sasl_errors: AtomicU64,
+    /// Connections closed by `-o idle_timeout`.
+    pub idle_kicks: AtomicU64,
+    /// Accept failures (out of descriptors...) after which accepting paused, and the time
+    /// paused (memcached's `listen_disabled_num`, `time_in_listen_disabled_us`).
+    pub listen_disabled_num: AtomicU64,
+    pub time_in_listen_disabled_us: AtomicU64,
+    /// In such a pause now (`accepting_conns` 0).
+    pub listen_paused: std::sync::atomic::AtomicBool,
 }
 
 impl Counters {
@@ -46,6 +54,9 @@ impl Counters {
             &self.cmd_meta,
             &self.sasl_cmds,
             &self.sasl_errors,
+            &self.idle_kicks,
+            &self.listen_disabled_num,
+            &self.time_in_listen_disabled_us,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -76,6 +87,8 @@ pub struct Shared {
     pub verbosity: AtomicU8,
     pub conns: Mutex<HashMap<u64, ConnInfo>>,
     pub watchers: Watchers,
+    /// Per-prefix statistics (`stats detail`).
+    pub detail: crate::detail::Detail,
     pub class_sizes: Vec<u32>,
     next_conn: AtomicU64,
     /// Notified by the `shutdown` command.
@@ -133,6 +146,7 @@ impl Shared {
         let class_sizes = engine.stats().classes.iter().map(|c| c.size).collect();
         let shared = Arc::new(Shared {
             verbosity: AtomicU8::new(settings.verbose),
+            detail: crate::detail::Detail::new(settings.prefix_delimiter, settings.detail_enabled),
             engine,
             persist,
             settings,
@@ -279,7 +293,12 @@ pub async fn run_listeners(
                         // Out of file descriptors and the like: memcached backs off and
                         // keeps going rather than dying.
                         tracing::warn!("accept failed: {e}");
+                        let c = &shared.counters;
+                        c.listen_disabled_num.fetch_add(1, Ordering::Relaxed);
+                        c.listen_paused.store(true, Ordering::Relaxed);
                         tokio::time::sleep(Duration::from_millis(10)).await;
+                        c.listen_paused.store(false, Ordering::Relaxed);
+                        c.time_in_listen_disabled_us.fetch_add(10_000, Ordering::Relaxed);
                         continue;
                     }
                 };

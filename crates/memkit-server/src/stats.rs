@@ -1,4 +1,4 @@
-//! `stats` and its subcommands, with memcached's names; `lru_crawler metadump`.
+//! `stats` and its subcommands, with memcached's names; `lru_crawler metadump` and `mgdump`.
 //!
 //! memkitd has no slab classes; its size classes only count. `stats items` and `stats slabs`
 //! report them under memcached's field names (class ids, `chunk_size`, `mem_requested`,
@@ -25,6 +25,8 @@ pub fn write_stats(sh: &Shared, args: &[&[u8]], out: &mut Vec<u8>) {
         Some(b"reset") => {
             sh.engine.reset_stats();
             sh.counters.reset();
+            sh.watchers.reset();
+            sh.detail.clear();
             // memcached keeps these with the per-thread counters that `stats reset` zeroes.
             if let Some(a) = &sh.auth {
                 a.cmds.store(0, Relaxed);
@@ -34,11 +36,15 @@ pub fn write_stats(sh: &Shared, args: &[&[u8]], out: &mut Vec<u8>) {
             return;
         }
         Some(b"detail") => {
-            out.extend_from_slice(match args.get(1).copied() {
-                Some(b"dump") => b"END\r\n".as_slice(),
-                Some(b"on" | b"off") => b"OK\r\n",
-                _ => b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
-            });
+            match args.get(1).copied() {
+                Some(b"dump") => sh.detail.dump(out),
+                Some(b"on") => sh.detail.set_enabled(true),
+                Some(b"off") => sh.detail.set_enabled(false),
+                _ => out.extend_from_slice(b"CLIENT_ERROR usage: stats detail on|off|dump\r\n"),
+            }
+            if matches!(args.get(1).copied(), Some(b"on" | b"off")) {
+                out.extend_from_slice(b"OK\r\n");
+            }
             return;
         }
         Some(_) => {
@@ -65,8 +71,10 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
     let (user, sys) = rusage();
     let conns = sh.counters.curr_connections.load(Relaxed);
     let n = |v: u64| v.to_string();
-    // memcached 1.6.18's names, in its order. Fields about machinery memkitd does not have
-    // (slab rebalancing, LRU maintainer, extstore, NAPI) are reported as 0.
+    // memcached 1.6.18's names, in its order. Figures about machinery memkitd does not have
+    // (response objects, slab rebalancing, the LRU crawler and maintainer, extstore, NAPI,
+    // segmented LRUs) are left out, as memcached leaves out those of a feature turned off;
+    // the list is in docs/protocol-notes.md.
     let mut rows: Vec<(&str, String)> = vec![
         ("pid", n(u64::from(std::process::id()))),
         ("uptime", n(sh.started.elapsed().as_secs())),
@@ -87,14 +95,84 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
             n(sh.counters.rejected_connections.load(Relaxed)),
         ),
         ("connection_structures", n(conns)),
-        ("response_obj_oom", "0".into()),
-        ("response_obj_count", n(conns)),
-        ("response_obj_bytes", "0".into()),
-        ("read_buf_count", n(conns)),
-        ("read_buf_bytes", "0".into()),
-        ("read_buf_bytes_free", "0".into()),
-        ("read_buf_oom", "0".into()),
-        ("reserved_fds", "20".into()),
+    ];
+    rows.extend(command_rows(sh, c));
+    if sh.settings.idle_timeout > 0 {
+        rows.push(("idle_kicks", n(sh.counters.idle_kicks.load(Relaxed))));
+    }
+    let w = sh.watchers.stats();
+    rows.extend([
+        ("bytes_read", n(sh.counters.bytes_read.load(Relaxed))),
+        ("bytes_written", n(sh.counters.bytes_written.load(Relaxed))),
+        ("limit_maxbytes", n(e.limit_maxbytes)),
+        // Past -c memkitd accepts and refuses (maxconns_fast); it pauses only when accept
+        // fails (out of descriptors), as memcached disables its listener.
+        (
+            "accepting_conns",
+            n(u64::from(!sh.counters.listen_paused.load(Relaxed))),
+        ),
+        (
+            "listen_disabled_num",
+            n(sh.counters.listen_disabled_num.load(Relaxed)),
+        ),
+        (
+            "time_in_listen_disabled_us",
+            n(sh.counters.time_in_listen_disabled_us.load(Relaxed)),
+        ),
+        ("threads", n(sh.settings.threads as u64)),
+        (
+            "hash_power_level",
+            n(u64::from((e.index_bytes / 9).max(1).ilog2())),
+        ),
+        ("hash_bytes", n(e.index_bytes)),
+        ("log_worker_dropped", n(w.log_worker_dropped)),
+        ("log_worker_written", n(w.log_worker_written)),
+        ("log_watcher_skipped", n(w.log_watcher_skipped)),
+        ("log_watcher_sent", n(w.log_watcher_sent)),
+        ("log_watchers", n(w.log_watchers)),
+    ]);
+    // Only with -Z, where memcached puts them.
+    if let Some(tls) = &sh.tls {
+        rows.push((
+            "ssl_handshake_errors",
+            n(tls.handshake_errors.load(Relaxed)),
+        ));
+        rows.push((
+            "time_since_server_cert_refresh",
+            n(tls.loaded.elapsed().as_secs()),
+        ));
+    }
+    rows.extend([
+        ("bytes", n(c.bytes)),
+        ("curr_items", n(c.curr_items)),
+        ("total_items", n(c.total_items)),
+        ("expired_unfetched", n(c.expired_unfetched)),
+        ("evicted_unfetched", n(c.evicted_unfetched)),
+        (
+            "evicted_active",
+            n(e.classes.iter().map(|k| k.counters.evicted_active).sum()),
+        ),
+        ("evictions", n(c.evictions)),
+        ("reclaimed", n(c.reclaimed)),
+        // memkit's own: how its memory is held.
+        ("memkit_mapped_bytes", n(e.mapped_bytes)),
+        ("memkit_index_bytes", n(e.index_bytes)),
+        ("memkit_segments", n(e.segments)),
+        ("memkit_segment_size", n(e.segment_size)),
+        ("memkit_shards", n(e.shards)),
+        ("memkit_evict_retained", n(c.evict_retained)),
+        ("memkit_detail_untracked", n(sh.detail.untracked())),
+    ]);
+    for (k, v) in rows {
+        write_stat(out, k, v.as_bytes());
+    }
+    persist_stats(sh, out);
+}
+
+/// The command counters, from `cmd_get` to `auth_errors`.
+fn command_rows(sh: &Shared, c: &memkit_engine::Counters) -> Vec<(&'static str, String)> {
+    let n = |v: u64| v.to_string();
+    vec![
         ("cmd_get", n(c.cmd_get)),
         ("cmd_set", n(c.cmd_set)),
         ("cmd_flush", n(c.cmd_flush)),
@@ -127,81 +205,7 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
             n(sh.auth.as_ref().map_or(0, |a| a.errors.load(Relaxed))
                 + sh.counters.sasl_errors.load(Relaxed)),
         ),
-        ("bytes_read", n(sh.counters.bytes_read.load(Relaxed))),
-        ("bytes_written", n(sh.counters.bytes_written.load(Relaxed))),
-        ("limit_maxbytes", n(e.limit_maxbytes)),
-        ("accepting_conns", "1".into()),
-        ("listen_disabled_num", "0".into()),
-        ("time_in_listen_disabled_us", "0".into()),
-        ("threads", n(sh.settings.threads as u64)),
-        ("conn_yields", "0".into()),
-        (
-            "hash_power_level",
-            n(u64::from((e.index_bytes / 9).max(1).ilog2())),
-        ),
-        ("hash_bytes", n(e.index_bytes)),
-        ("hash_is_expanding", "0".into()),
-        ("slab_reassign_rescues", "0".into()),
-        ("slab_reassign_chunk_rescues", "0".into()),
-        ("slab_reassign_evictions_nomem", "0".into()),
-        ("slab_reassign_inline_reclaim", "0".into()),
-        ("slab_reassign_busy_items", "0".into()),
-        ("slab_reassign_busy_deletes", "0".into()),
-        ("slab_reassign_running", "0".into()),
-        ("slabs_moved", "0".into()),
-        ("lru_crawler_running", "0".into()),
-        ("lru_crawler_starts", "0".into()),
-        ("lru_maintainer_juggles", "0".into()),
-        ("malloc_fails", "0".into()),
-        ("log_worker_dropped", "0".into()),
-        ("log_worker_written", "0".into()),
-        ("log_watcher_skipped", "0".into()),
-        ("log_watcher_sent", "0".into()),
-        ("log_watchers", "0".into()),
-    ];
-    // Only with -Z, where memcached puts them.
-    if let Some(tls) = &sh.tls {
-        rows.push((
-            "ssl_handshake_errors",
-            n(tls.handshake_errors.load(Relaxed)),
-        ));
-        rows.push((
-            "time_since_server_cert_refresh",
-            n(tls.loaded.elapsed().as_secs()),
-        ));
-    }
-    rows.extend([
-        ("unexpected_napi_ids", "0".into()),
-        ("round_robin_fallback", "0".into()),
-        ("bytes", n(c.bytes)),
-        ("curr_items", n(c.curr_items)),
-        ("total_items", n(c.total_items)),
-        ("slab_global_page_pool", "0".into()),
-        ("expired_unfetched", n(c.expired_unfetched)),
-        ("evicted_unfetched", n(c.evicted_unfetched)),
-        ("evicted_active", "0".into()),
-        ("evictions", n(c.evictions)),
-        ("reclaimed", n(c.reclaimed)),
-        ("crawler_reclaimed", "0".into()),
-        ("crawler_items_checked", "0".into()),
-        ("lrutail_reflocked", "0".into()),
-        ("moves_to_cold", "0".into()),
-        ("moves_to_warm", "0".into()),
-        ("moves_within_lru", "0".into()),
-        ("direct_reclaims", "0".into()),
-        ("lru_bumps_dropped", "0".into()),
-        // memkit's own: how its memory is held.
-        ("memkit_mapped_bytes", n(e.mapped_bytes)),
-        ("memkit_index_bytes", n(e.index_bytes)),
-        ("memkit_segments", n(e.segments)),
-        ("memkit_segment_size", n(e.segment_size)),
-        ("memkit_shards", n(e.shards)),
-        ("memkit_evict_retained", n(c.evict_retained)),
-    ]);
-    for (k, v) in rows {
-        write_stat(out, k, v.as_bytes());
-    }
-    persist_stats(sh, out);
+    ]
 }
 
 /// Persistent mode's counters (absent in memcached mode, as in memcached).
@@ -232,35 +236,43 @@ fn persist_stats(sh: &Shared, out: &mut Vec<u8>) {
 
 fn settings(sh: &Shared, out: &mut Vec<u8>) {
     let st = &sh.settings;
-    let ssl = &st.ssl;
     let yes = |b: bool| if b { "yes" } else { "no" };
     let n = |v: u64| v.to_string();
-    let rows: Vec<(&str, String)> = vec![
+    // memcached 1.6.18's names and order. Settings of machinery memkitd does not have (slab
+    // automove, the LRU crawler, segmented LRUs, extstore, the logger's buffers) are left
+    // out, as are flags accepted without effect; docs/protocol-notes.md lists them.
+    let mut rows: Vec<(&str, String)> = vec![
         ("maxbytes", n(sh.engine.stats().limit_maxbytes)),
         ("maxconns", n(st.conn_limit as u64)),
         ("tcpport", n(u64::from(st.port))),
+        // memkitd has no UDP: memcached's value for a UDP port turned off.
         ("udpport", "0".into()),
         ("inter", st.listen.join(",")),
         ("verbosity", sh.verbosity.load(Relaxed).to_string()),
-        ("oldest", "0".into()),
         ("evictions", if st.evict { "on" } else { "off" }.into()),
-        ("domain_socket", "NULL".into()),
-        ("umask", "700".into()),
+        (
+            "domain_socket",
+            st.unix_socket
+                .as_ref()
+                .map_or("NULL".into(), |p| p.display().to_string()),
+        ),
+        ("umask", format!("{:o}", st.unix_mask)),
         ("shutdown_command", yes(st.enable_shutdown).into()),
-        ("growth_factor", format!("{:.2}", st.factor)),
-        ("chunk_size", n(st.min_size as u64)),
+        // The size classes are memcached's defaults whatever -f and -n say
+        // (memkit_engine::stats): 96 bytes (48 of data) growing by 1.25.
+        ("growth_factor", "1.25".into()),
+        ("chunk_size", "48".into()),
         ("num_threads", n(st.threads as u64)),
-        ("num_threads_per_udp", n(st.threads as u64)),
-        ("stat_key_prefix", ":".into()),
-        ("detail_enabled", "no".into()),
-        ("reqs_per_event", n(st.reqs_per_event as u64)),
+        (
+            "stat_key_prefix",
+            char::from(sh.detail.delimiter()).to_string(),
+        ),
+        ("detail_enabled", yes(sh.detail.enabled()).into()),
+        // -C is accepted but CAS stays on.
         ("cas_enabled", "yes".into()),
         ("tcp_backlog", n(u64::from(st.backlog))),
         ("binding_protocol", st.protocol.name().into()),
-        (
-            "auth_enabled_sasl",
-            if st.sasl { "yes" } else { "no" }.into(),
-        ),
+        ("auth_enabled_sasl", yes(st.sasl).into()),
         (
             "auth_enabled_ascii",
             sh.auth
@@ -269,44 +281,39 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
         ),
         ("item_size_max", n(st.item_size_max as u64)),
         ("maxconns_fast", "yes".into()),
-        ("hashpower_init", "0".into()),
         ("slab_reassign", "no".into()),
         ("slab_automove", "0".into()),
-        ("slab_automove_ratio", "0.80".into()),
-        ("slab_automove_window", "30".into()),
-        ("slab_chunk_max", n((st.item_size_max / 2) as u64)),
-        ("lru_crawler", "yes".into()),
-        ("lru_crawler_sleep", "100".into()),
-        ("lru_crawler_tocrawl", "0".into()),
-        ("tail_repair_time", "0".into()),
-        ("flush_enabled", "yes".into()),
+        (
+            "slab_chunk_max",
+            n(*sh.class_sizes.last().unwrap_or(&0) as u64),
+        ),
+        ("lru_crawler", "no".into()),
+        ("flush_enabled", yes(st.flush_enabled).into()),
         ("dump_enabled", yes(st.dumping).into()),
         ("hash_algorithm", "foldhash".into()),
         ("lru_maintainer_thread", "no".into()),
         ("lru_segmented", "no".into()),
-        ("hot_lru_pct", "0".into()),
-        ("warm_lru_pct", "0".into()),
-        ("hot_max_factor", "0.00".into()),
-        ("warm_max_factor", "0.00".into()),
         ("temp_lru", "no".into()),
-        ("temporary_ttl", "0".into()),
         ("idle_timeout", n(st.idle_timeout)),
-        ("watcher_logbuf_size", "262144".into()),
-        ("worker_logbuf_size", "65536".into()),
-        ("read_buf_mem_limit", "0".into()),
         ("track_sizes", "yes".into()),
         ("inline_ascii_response", "no".into()),
-        ("ext_item_size", "512".into()),
-        ("ext_item_age", "4294967295".into()),
-        ("ext_low_ttl", "0".into()),
-        ("ext_recache_rate", "2000".into()),
-        ("ext_wbuf_size", "4194304".into()),
-        ("ext_compact_under", "0".into()),
-        ("ext_drop_under", "0".into()),
-        ("ext_max_sleep", "1000000".into()),
-        ("ext_max_frag", "0.80".into()),
-        ("slab_automove_freeratio", "0.010".into()),
-        ("ext_drop_unread", "no".into()),
+    ];
+    rows.extend(ssl_settings(st));
+    rows.extend([
+        ("num_napi_ids", "(null)".into()),
+        ("memory_file", "(null)".into()),
+        ("watch_enabled", yes(st.watch).into()),
+        ("memkit_eviction_policy", "s3fifo-segments".into()),
+    ]);
+    for (k, v) in rows {
+        write_stat(out, k, v.as_bytes());
+    }
+}
+
+fn ssl_settings(st: &crate::config::Settings) -> Vec<(&'static str, String)> {
+    let ssl = &st.ssl;
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    vec![
         ("ssl_enabled", yes(ssl.enabled).into()),
         (
             "ssl_chain_cert",
@@ -314,11 +321,13 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
         ),
         ("ssl_key", ssl.key.clone().unwrap_or("(null)".into())),
         ("ssl_verify_mode", ssl.verify_mode.to_string()),
+        // PEM (SSL_FILETYPE_PEM), the only format memkitd reads.
         ("ssl_keyformat", "1".into()),
+        // rustls' own cipher suites: none configured.
         ("ssl_ciphers", "NULL".into()),
         ("ssl_ca_cert", ssl.ca_cert.clone().unwrap_or("NULL".into())),
-        ("ssl_wbuf_size", "16384".into()),
-        ("ssl_session_cache", "no".into()),
+        // rustls keeps a server-side session cache (256 sessions) unless told otherwise.
+        ("ssl_session_cache", "yes".into()),
         ("ssl_kernel_tls", "no".into()),
         (
             "ssl_min_version",
@@ -329,52 +338,29 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
             }
             .into(),
         ),
-        ("num_napi_ids", "(null)".into()),
-        ("memory_file", "(null)".into()),
-        ("watch_enabled", yes(st.watch).into()),
-        ("memkit_eviction_policy", "s3fifo-segments".into()),
-    ];
-    for (k, v) in rows {
-        write_stat(out, k, v.as_bytes());
-    }
+    ]
 }
 
 fn items(sh: &Shared, out: &mut Vec<u8>) {
     let e = sh.engine.stats();
+    // One queue per shard, not per class: the age of the oldest segment stands for every
+    // class. Fields about hot/warm/cold LRUs, the crawler and tail repairs are left out.
+    let age = u64::from(e.oldest_age);
     for (i, c) in e.classes.iter().enumerate().filter(|(_, c)| c.items > 0) {
         let id = i + 1;
-        let age = u64::from(e.oldest_age);
-        for (k, v) in [
+        let k = &c.counters;
+        for (name, v) in [
             ("number", c.items),
-            ("number_hot", 0),
-            ("number_warm", 0),
-            ("number_cold", c.items),
-            ("age_hot", 0),
-            ("age_warm", 0),
             ("age", age),
             ("mem_requested", c.bytes),
             ("evicted", c.evicted),
-            ("evicted_nonzero", 0),
-            ("evicted_time", 0),
-            ("outofmemory", 0),
-            ("tailrepairs", 0),
+            ("evicted_nonzero", k.evicted_nonzero),
             ("reclaimed", c.reclaimed),
-            ("expired_unfetched", 0),
-            ("evicted_unfetched", 0),
-            ("evicted_active", 0),
-            ("crawler_reclaimed", 0),
-            ("crawler_items_checked", 0),
-            ("lrutail_reflocked", 0),
-            ("moves_to_cold", 0),
-            ("moves_to_warm", 0),
-            ("moves_within_lru", 0),
-            ("direct_reclaims", 0),
-            ("hits_to_hot", 0),
-            ("hits_to_warm", 0),
-            ("hits_to_cold", 0),
-            ("hits_to_temp", 0),
+            ("expired_unfetched", k.expired_unfetched),
+            ("evicted_unfetched", k.evicted_unfetched),
+            ("evicted_active", k.evicted_active),
         ] {
-            write_stat_u64(out, &format!("items:{id}:{k}"), v);
+            write_stat_u64(out, &format!("items:{id}:{name}"), v);
         }
     }
 }
@@ -382,33 +368,36 @@ fn items(sh: &Shared, out: &mut Vec<u8>) {
 fn slabs(sh: &Shared, out: &mut Vec<u8>) {
     let e = sh.engine.stats();
     let mut active = 0;
-    for (i, c) in e.classes.iter().enumerate().filter(|(_, c)| c.items > 0) {
+    // memcached lists a class once it has had a page; here, once it holds an item or has
+    // counted a command (a class emptied by deletes keeps its counters, as there).
+    let used = |c: &&memkit_engine::ClassStats| {
+        c.items > 0 || c.counters != memkit_engine::ClassCounters::default()
+    };
+    for (i, c) in e.classes.iter().enumerate().filter(|(_, c)| used(c)) {
         active += 1;
         let id = i + 1;
         let size = u64::from(c.size.max(1));
         // No pages are reserved per class here; a "page" is reported as the 1 MiB memcached
-        // would use, filled as tightly as memkit packs the items. Per-class command counters
-        // are not kept (the engine counts per shard): they read 0.
+        // would use, filled as tightly as memkit packs the items (no chunk is ever free).
         let per_page = (1 << 20) / size;
         let pages = c.bytes.div_ceil(1 << 20);
-        for (k, v) in [
+        let k = &c.counters;
+        for (name, v) in [
             ("chunk_size", size),
             ("chunks_per_page", per_page),
             ("total_pages", pages),
             ("total_chunks", c.items),
             ("used_chunks", c.items),
-            ("free_chunks", 0),
-            ("free_chunks_end", 0),
-            ("get_hits", 0),
-            ("cmd_set", 0),
-            ("delete_hits", 0),
-            ("incr_hits", 0),
-            ("decr_hits", 0),
-            ("cas_hits", 0),
-            ("cas_badval", 0),
-            ("touch_hits", 0),
+            ("get_hits", k.get_hits),
+            ("cmd_set", k.cmd_set),
+            ("delete_hits", k.delete_hits),
+            ("incr_hits", k.incr_hits),
+            ("decr_hits", k.decr_hits),
+            ("cas_hits", k.cas_hits),
+            ("cas_badval", k.cas_badval),
+            ("touch_hits", k.touch_hits),
         ] {
-            write_stat_u64(out, &format!("{id}:{k}"), v);
+            write_stat_u64(out, &format!("{id}:{name}"), v);
         }
     }
     write_stat_u64(out, "active_slabs", active);
@@ -493,6 +482,24 @@ pub fn write_metadump(sh: &Shared, out: &mut Vec<u8>) {
         out.extend_from_slice(line.as_bytes());
     });
     out.extend_from_slice(b"END\r\n");
+}
+
+/// `lru_crawler mgdump` (memcached 1.6.19; 1.6.18 answers `ERROR`): `mg <key>` per live
+/// item, then `EN`, so that the lines can be sent back as meta gets. A key that cannot be
+/// written as a text token (control bytes, spaces: a meta `b` key) goes in base64 with
+/// ` b`, as memcached writes keys it was given in base64.
+pub fn write_mgdump(sh: &Shared, out: &mut Vec<u8>) {
+    sh.engine.for_each_item(|m| {
+        out.extend_from_slice(b"mg ");
+        if m.key.iter().all(|&b| b > b' ' && b != 0x7f) {
+            out.extend_from_slice(m.key);
+            out.extend_from_slice(b"\r\n");
+        } else {
+            memkit_protocol::base64::encode_into(m.key, out);
+            out.extend_from_slice(b" b\r\n");
+        }
+    });
+    out.extend_from_slice(b"EN\r\n");
 }
 
 /// The memcached-style class id (from 1) of an item of `size` bytes.

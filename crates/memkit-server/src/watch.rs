@@ -4,6 +4,11 @@
 //! first, so the hot path pays a relaxed load when nobody is watching. Lines are broadcast
 //! to watchers; a watcher that falls behind loses lines (memcached drops them too) and is
 //! told how many.
+//!
+//! `stats` reports the stream as memcached's logger does: `log_worker_written` lines built,
+//! `log_worker_dropped` lines built when the last watcher had just left, `log_watcher_sent`
+//! lines handed to a watcher, `log_watcher_skipped` lines a lagging watcher lost (of any
+//! kind: the channel does not say which), `log_watchers` connections watching.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -93,6 +98,7 @@ pub struct Watchers {
     mask: AtomicU8,
     counts: Mutex<[usize; 3]>,
     gid: AtomicU64,
+    counts_of: Counts,
     started: std::time::Instant,
     started_unix: f64,
 }
@@ -105,6 +111,7 @@ impl Default for Watchers {
             mask: AtomicU8::new(0),
             counts: Mutex::new([0; 3]),
             gid: AtomicU64::new(0),
+            counts_of: Counts::default(),
             started: std::time::Instant::now(),
             started_unix: {
                 use memkit_types::Clock;
@@ -112,6 +119,37 @@ impl Default for Watchers {
             },
         }
     }
+}
+
+/// The stream's counters (`stats reset` zeroes them).
+#[derive(Debug, Default)]
+struct Counts {
+    written: AtomicU64,
+    dropped: AtomicU64,
+    sent: AtomicU64,
+    skipped: AtomicU64,
+}
+
+/// The stream's figures for `stats`, memcached's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct WatchStats {
+    pub log_worker_dropped: u64,
+    pub log_worker_written: u64,
+    pub log_watcher_skipped: u64,
+    pub log_watcher_sent: u64,
+    pub log_watchers: u64,
+}
+
+/// What a watcher reads next.
+#[derive(Debug)]
+pub enum Next {
+    /// A line of a kind it watches.
+    Line(Arc<str>),
+    /// It fell behind and this many lines went past it.
+    Skipped(u64),
+    /// The server is going away.
+    Closed,
 }
 
 /// A connection's subscription; dropping it unsubscribes.
@@ -127,6 +165,27 @@ impl Watchers {
     /// Whether anyone watches events of `kind`.
     pub fn watching(&self, kind: u8) -> bool {
         self.mask.load(Ordering::Relaxed) & kind != 0
+    }
+
+    /// The figures `stats` reports.
+    pub fn stats(&self) -> WatchStats {
+        let c = &self.counts_of;
+        WatchStats {
+            log_worker_dropped: c.dropped.load(Ordering::Relaxed),
+            log_worker_written: c.written.load(Ordering::Relaxed),
+            log_watcher_skipped: c.skipped.load(Ordering::Relaxed),
+            log_watcher_sent: c.sent.load(Ordering::Relaxed),
+            // Every receiver is a subscription: the channel's first one was dropped.
+            log_watchers: self.tx.receiver_count() as u64,
+        }
+    }
+
+    /// `stats reset`: the counters to zero (the number of watchers stays).
+    pub fn reset(&self) {
+        let c = &self.counts_of;
+        for n in [&c.written, &c.dropped, &c.sent, &c.skipped] {
+            n.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Subscribes to the kinds in `mask`.
@@ -151,6 +210,26 @@ impl Subscription<'_> {
     /// Whether an event of `kind` is for this subscriber.
     pub fn wants(&self, kind: u8) -> bool {
         self.mask & kind != 0
+    }
+
+    /// Waits for the next line of a kind this subscriber watches, counting it as sent (or
+    /// the lines it lagged behind as skipped).
+    pub async fn next(&mut self) -> Next {
+        let c = &self.owner.counts_of;
+        loop {
+            match self.rx.recv().await {
+                Ok((kind, line)) if self.wants(kind) => {
+                    c.sent.fetch_add(1, Ordering::Relaxed);
+                    return Next::Line(line);
+                }
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    c.skipped.fetch_add(n, Ordering::Relaxed);
+                    return Next::Skipped(n);
+                }
+                Err(broadcast::error::RecvError::Closed) => return Next::Closed,
+            }
+        }
     }
 }
 
@@ -186,7 +265,10 @@ pub fn emit(sh: &Shared, event: impl FnOnce() -> Event) {
     let ts = w.started_unix + w.started.elapsed().as_secs_f64();
     let gid = w.gid.fetch_add(1, Ordering::Relaxed) + 1;
     let line = format!("ts={:.6} gid={gid} {}\n", ts, e.line);
-    let _ = w.tx.send((e.kind, line.into()));
+    w.counts_of.written.fetch_add(1, Ordering::Relaxed);
+    if w.tx.send((e.kind, line.into())).is_err() {
+        w.counts_of.dropped.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// memcached's `uriencode`: unreserved bytes as they are, everything else as `%XX`.
