@@ -15,8 +15,11 @@ As root both need `-u` (added as `-u root`), except in the cases about `-u` itse
 the test with MEMKITD=/usr/bin/memcached (memcached against itself must agree)."""
 
 import os
+import signal
 import socket
 import stat
+import subprocess
+import time
 
 import pytest
 
@@ -192,3 +195,30 @@ def test_startup_matches_memcached(case, tmp_path):
         assert a["accepts"] and a["code"] is None, detail
         keys = set(a) - {"code", "first", "stderr"}
         assert {k: a[k] for k in keys} == {k: b.get(k) for k in keys}, detail
+
+
+@pytest.mark.parametrize("kind", ["memkitd", "memcached"])
+def test_daemon_mode(kind, tmp_path):
+    """`-d -P FILE`: the command returns 0 at once, the daemon answers, the pid file names it,
+    SIGTERM stops it and it removes its pid file, for memkitd as for memcached."""
+    port = mk.free_port()
+    pidfile = tmp_path / "d.pid"
+    argv = [str(conftest.binary(kind)), "-d", "-P", str(pidfile), "-p", str(port), "-l", mk.HOST,
+            "-U", "0"] + mk.root_flags()
+    r = subprocess.run(argv, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 5
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pid = int(pidfile.read_text())  # the daemon we started: stopped below by this pid
+    try:
+        reply = mk.request((mk.HOST, port), b"version\r\n", done=mk.until_lines(1))
+        assert reply.lines()[0].startswith(b"VERSION"), reply.raw
+        status = open(f"/proc/{pid}/status").read()
+        ppid = next(ln for ln in status.splitlines() if ln.startswith("PPid:")).split()[1]
+        assert ppid != str(os.getpid()), "detached from the command that started it"
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline + 5:
+        time.sleep(0.02)
+    assert not pidfile.exists(), "a daemon removes its pid file at exit"
