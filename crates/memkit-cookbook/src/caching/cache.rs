@@ -44,7 +44,6 @@ mod load;
 mod record;
 mod soft;
 
-use copies::item_keys;
 use record::State;
 
 /// Client flags of a cache record.
@@ -159,6 +158,10 @@ impl CacheStats {
     }
 }
 
+/// Where the backend keeps a key: the index of the server that holds it, `None` when
+/// unknown ([`CacheBuilder::placement`]).
+pub type ServerOf = Arc<dyn Fn(&[u8]) -> Option<usize> + Send + Sync>;
+
 pub(crate) type RefreshFn<M> = Arc<
     dyn Fn(Cache<M>, Duration) -> Pin<Box<dyn Future<Output = Result<bool>> + Send>> + Send + Sync,
 >;
@@ -170,6 +173,7 @@ struct Inner<M> {
     trace: Option<Arc<dyn TraceSink>>,
     stats: CacheStats,
     rng: Mutex<SmallRng>,
+    placement: Option<ServerOf>,
     pub(crate) refreshers: Mutex<HashMap<String, RefreshFn<M>>>,
 }
 
@@ -219,6 +223,7 @@ pub struct CacheBuilder<M> {
     trace: Option<Arc<dyn TraceSink>>,
     seed: Option<u64>,
     tag_local_ttl: Duration,
+    placement: Option<ServerOf>,
 }
 
 impl<M> std::fmt::Debug for CacheBuilder<M> {
@@ -228,6 +233,7 @@ impl<M> std::fmt::Debug for CacheBuilder<M> {
             .field("trace", &self.trace)
             .field("seed", &self.seed)
             .field("tag_local_ttl", &self.tag_local_ttl)
+            .field("placement", &self.placement.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -257,6 +263,28 @@ impl<M: Memcache + Clone + 'static> CacheBuilder<M> {
         self
     }
 
+    /// How the backend places keys: `server_of(key)` is the index of the server that holds
+    /// `key`, `None` when unknown (default: unknown, for every key). With it, the copies of a
+    /// value ([`Policy::hot_copies`], [`Policy::replicas`]) get names that land on distinct
+    /// servers: copy 0 is `<key>#0`, and each next copy is the first `<key>#<j>` placed on a
+    /// server holding no copy yet (on the least loaded one once every server holds one).
+    /// [`Cache::item_keys`] lists them. Without it, or when it answers `None`, copy `i` is
+    /// `<key>#<i>` ([`Policy::item_keys`]), whose servers only the hash decides.
+    ///
+    /// For a `memkit_client::Cluster`, pass the ring of all its servers, which does not move
+    /// when a server is marked down (so a value's copy names never change):
+    /// `let ring = Placement::build(distribution, cluster.servers(), &[]);` then
+    /// `.placement(move |k| ring.server_for(k))`. (`cluster.server_for` works too, but follows
+    /// ejections: while a server is out, new writes pick other names and the copies under the
+    /// old ones are left to their TTL.) See `docs/cookbook/caching-hot-keys.md`.
+    pub fn placement<F>(mut self, server_of: F) -> Self
+    where
+        F: Fn(&[u8]) -> Option<usize> + Send + Sync + 'static,
+    {
+        self.placement = Some(Arc::new(server_of));
+        self
+    }
+
     /// The cache.
     pub fn build(self) -> Cache<M> {
         let rng = match self.seed {
@@ -272,6 +300,7 @@ impl<M: Memcache + Clone + 'static> CacheBuilder<M> {
                 trace: self.trace,
                 stats: CacheStats::default(),
                 rng: Mutex::new(rng),
+                placement: self.placement,
                 refreshers: Mutex::new(HashMap::new()),
             }),
         }
@@ -292,6 +321,7 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
             trace: None,
             seed: None,
             tag_local_ttl: Duration::ZERO,
+            placement: None,
         }
     }
 
@@ -327,7 +357,7 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
     pub async fn remove_with(&self, key: &str, policy: &Policy) -> Result<bool> {
         let mut found = false;
         let mut first_err = None;
-        for k in item_keys(key, policy)? {
+        for k in self.item_keys(key, policy)? {
             match self.inner.mc.delete(k.as_bytes()).await {
                 Ok(b) => found |= b,
                 Err(e) => {
@@ -371,7 +401,7 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
     /// Stores `value` under `key` as `policy` says, recording the current tag versions.
     pub async fn put<T: Serialize>(&self, key: &str, policy: &Policy, value: &T) -> Result<()> {
         let policy = &*policy.effective();
-        let keys = item_keys(key, policy)?;
+        let keys = self.item_keys(key, policy)?;
         let versions = self.tag_versions(policy).await?;
         let (bytes, opts) = self.record(policy, value, &versions, 0)?;
         self.write_copies(&keys, &bytes, &opts).await

@@ -9,7 +9,9 @@
 //!   `W/X/Z`), [`OnBusy`] (wait or serve stale), [`WaitOptions`], [`Copies`] (hot-key
 //!   duplication and replicated keys: copies `<key>#<i>`, see [`copy_key`]).
 //! - [`cache`]: [`Cache`] — [`Cache::get_or_compute`] / [`Cache::fetch`], the stored record
-//!   format, [`LoadContext`] (why the loader runs, whether to read the DB master), counters.
+//!   format, [`LoadContext`] (why the loader runs, whether to read the DB master), counters,
+//!   [`CacheBuilder::placement`] (the backend's key placement, so copies land on distinct
+//!   servers).
 //! - [`tags`]: [`Tags`] — millisecond tag versions, one multi-get per read, invalidation,
 //!   [`Tags::must_read_master`].
 //! - [`refresh`]: background refresh of registered keys, warm-up from a key list.
@@ -46,7 +48,7 @@ pub mod tags;
 pub mod trace;
 
 pub use cache::{
-    Cache, CacheBuilder, CacheStats, FLAG_RECORD, Fetched, LoadContext, Reason, Source,
+    Cache, CacheBuilder, CacheStats, FLAG_RECORD, Fetched, LoadContext, Reason, ServerOf, Source,
     StatsSnapshot,
 };
 pub use key::{Unordered, cache_key, canonical, unordered};

@@ -1,12 +1,15 @@
-//! Where a value lives: its item keys (the key itself, or its copies `<key>#<i>`), reading
-//! one copy and falling back to the others, writing every copy.
+//! Where a value lives: its item keys (the key itself, or its copies `<key>#<j>`, spread
+//! over distinct servers when the cache knows the backend's placement), reading one copy and
+//! falling back to the others, writing every copy.
+
+use std::collections::HashMap;
 
 use memkit_types::{GetOptions, Item, Memcache, StoreOptions, validate_key};
 use rand::Rng;
 
 use super::Cache;
 use crate::Result;
-use crate::caching::policy::{Copies, Policy};
+use crate::caching::policy::{Copies, Policy, copy_key};
 
 impl<M: Memcache + Clone + 'static> Cache<M> {
     /// The item holding `key`'s value. With copies: one copy (copy 0 for replicas, a random
@@ -14,7 +17,7 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
     /// in one multi-get, the first present in copy order winning. Unavailable only when
     /// every copy was.
     pub(super) async fn read_item(&self, key: &str, policy: &Policy) -> Result<Option<Item>> {
-        let keys = item_keys(key, policy)?;
+        let keys = self.item_keys(key, policy)?;
         let n = keys.len();
         if n == 1 {
             return Ok(self.inner.mc.get(keys[0].as_bytes()).await?);
@@ -71,13 +74,70 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
     }
 }
 
-/// The memcached keys of `key`'s value under `policy`, each checked to be a valid key.
-pub(super) fn item_keys(key: &str, policy: &Policy) -> Result<Vec<String>> {
-    let keys = policy.item_keys(key);
-    if keys.len() > 1 {
+/// Candidate copy names tried per copy when spreading copies over servers: with 3 equally
+/// weighted servers the third distinct one is missed by 48 candidates with probability
+/// (2/3)^46, about 1e-8. Suffixes stay below `#512` (`MAX_COPIES` x 16).
+const CANDIDATES_PER_COPY: usize = 16;
+
+/// `n` copy names of `key` spread over the servers `server_of` places them on: copy 0 is
+/// `<key>#0`; level by level, the first candidates `<key>#<j>` whose server holds the fewest
+/// copies so far, so that copies sit on distinct servers while there are servers left, and
+/// then evenly. `None` when `server_of` does not know a candidate's server.
+fn spread_copies(
+    key: &str,
+    n: usize,
+    server_of: &(dyn Fn(&[u8]) -> Option<usize> + Send + Sync),
+) -> Option<Vec<String>> {
+    let budget = n.max(1) * CANDIDATES_PER_COPY;
+    let mut servers: Vec<usize> = Vec::new(); // of candidates 0..servers.len()
+    let mut taken = vec![false; budget];
+    let mut held: HashMap<usize, usize> = HashMap::new();
+    let mut names = Vec::with_capacity(n);
+    for level in 0..n {
+        for (j, taken) in taken.iter_mut().enumerate() {
+            if names.len() == n {
+                return Some(names);
+            }
+            if *taken {
+                continue;
+            }
+            if j == servers.len() {
+                servers.push(server_of(copy_key(key, j).as_bytes())?);
+            }
+            let count = held.entry(servers[j]).or_insert(0);
+            if *count == level {
+                *count += 1;
+                *taken = true;
+                names.push(copy_key(key, j));
+            }
+        }
+    }
+    // Unreachable in practice (each level takes a candidate of a least-loaded server); kept
+    // so that the answer always has `n` names.
+    let rest = (0..budget).filter(|&j| !taken[j]).map(|j| copy_key(key, j));
+    names.extend(rest.take(n - names.len()));
+    Some(names)
+}
+
+impl<M: Memcache + Clone + 'static> Cache<M> {
+    /// The memcached keys holding `key`'s value under `policy`: `key` itself, or its copies,
+    /// named as [`CacheBuilder::placement`](super::CacheBuilder::placement) says (without a
+    /// placement, [`Policy::item_keys`]). Fails when a copy name is not a valid key (longer
+    /// than 250 bytes).
+    pub fn item_keys(&self, key: &str, policy: &Policy) -> Result<Vec<String>> {
+        let n = policy.copies.count();
+        if n == 1 {
+            return Ok(vec![key.to_owned()]);
+        }
+        let keys = self
+            .inner
+            .placement
+            .as_ref()
+            .and_then(|server_of| spread_copies(key, n, server_of.as_ref()))
+            .unwrap_or_else(|| policy.item_keys(key));
         for k in &keys {
             validate_key(k.as_bytes())?;
         }
+        Ok(keys)
     }
-    Ok(keys)
 }

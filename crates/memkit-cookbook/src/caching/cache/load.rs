@@ -7,7 +7,6 @@ use std::future::Future;
 use memkit_types::Memcache;
 use serde::Serialize;
 
-use super::copies::item_keys;
 use super::{Cache, CacheStats, Fetched, LoadContext, Reason, Source};
 use crate::caching::policy::Policy;
 use crate::caching::tags::must_read_master_at;
@@ -103,7 +102,7 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
         let (value, delta) = self.run_loader(key, loader, ctx).await?;
         let stored = match (
             self.record(policy, &value, &versions, delta),
-            item_keys(key, policy),
+            self.item_keys(key, policy),
         ) {
             (Ok((bytes, opts)), Ok(keys)) => self.write_copies(&keys, &bytes, &opts).await,
             (Err(e), _) | (_, Err(e)) => Err(e),

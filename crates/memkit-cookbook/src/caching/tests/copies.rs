@@ -230,3 +230,94 @@ async fn a_copy_key_longer_than_250_bytes_is_refused() {
     c.put(&ok, &p, &1u8).await.unwrap();
     assert_eq!(c.get::<u8>(&ok, &p).await.unwrap(), Some(1));
 }
+
+/// A stand-in for a cluster's ring of `servers` servers: a key's server is a hash of it.
+fn fake_ring(servers: usize) -> impl Fn(&[u8]) -> Option<usize> + Send + Sync + 'static {
+    move |k: &[u8]| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        k.hash(&mut h);
+        Some((h.finish() % servers as u64) as usize)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_placement_copy_names_are_the_policys() {
+    let p = Policy::ttl(Duration::from_secs(60));
+    let unknown = Cache::builder(Embedded::with_defaults())
+        .placement(|_| None)
+        .build();
+    for c in [cache(1), unknown] {
+        for p in [p.clone(), p.clone().hot_copies(4), p.clone().replicas(3)] {
+            assert_eq!(c.item_keys(KEY, &p).unwrap(), p.item_keys(KEY));
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_placement_spreads_copies_over_distinct_servers() {
+    let ring = fake_ring(3);
+    let c = Cache::builder(Embedded::with_defaults())
+        .placement(fake_ring(3))
+        .build();
+    let servers = |names: &[String]| {
+        let mut per = BTreeMap::new();
+        for k in names {
+            *per.entry(ring(k.as_bytes()).unwrap()).or_insert(0) += 1;
+        }
+        per.into_values().collect::<Vec<usize>>()
+    };
+    let mut crowded = 0;
+    for i in 0..200 {
+        let key = format!("hot:{i}");
+        let three = Policy::ttl(Duration::from_secs(60)).hot_copies(3);
+        if servers(&three.item_keys(&key)) != [1, 1, 1] {
+            crowded += 1;
+        }
+        let names = c.item_keys(&key, &three).unwrap();
+        assert_eq!(names[0], copy_key(&key, 0));
+        assert_eq!(servers(&names), [1, 1, 1], "{names:?}");
+        // More copies than servers: every server, evenly.
+        let seven = c.item_keys(&key, &three.clone().hot_copies(7)).unwrap();
+        let mut per = servers(&seven);
+        per.sort();
+        assert_eq!(per, [2, 2, 3], "{seven:?}");
+        let distinct: std::collections::HashSet<_> = seven.iter().collect();
+        assert_eq!(distinct.len(), 7);
+    }
+    assert!(
+        crowded > 50,
+        "the hash alone crowds copies: {crowded} of 200"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn copies_named_by_the_placement_are_written_read_and_removed() {
+    let clock = TokioClock::new();
+    let c = Cache::builder(embedded(clock.clone()))
+        .clock(clock)
+        .placement(fake_ring(3))
+        .build();
+    let hot = Policy::ttl(Duration::from_secs(60)).hot_copies(3);
+    // A key the placement renames (a copy name other than `<key>#<i>`).
+    let key = (0..1000)
+        .map(|i| format!("hot:{i}"))
+        .find(|k| c.item_keys(k, &hot).unwrap() != hot.item_keys(k))
+        .expect("the placement renames some copies");
+    let names = c.item_keys(&key, &hot).unwrap();
+    c.put(&key, &hot, &7u32).await.unwrap();
+    for k in &names {
+        assert!(c.store().get(k.as_bytes()).await.unwrap().is_some(), "{k}");
+    }
+    for _ in 0..20 {
+        let f = c
+            .fetch(&key, &hot, |_| async { Ok::<_, std::io::Error>(8u32) })
+            .await
+            .unwrap();
+        assert_eq!((f.value, f.source), (7, Source::Hit));
+    }
+    assert!(c.remove_with(&key, &hot).await.unwrap());
+    for k in &names {
+        assert!(c.store().get(k.as_bytes()).await.unwrap().is_none(), "{k}");
+    }
+}
