@@ -2,6 +2,7 @@
 //! embedded store under tokio's paused clock, tags (property test), trace, refresh and
 //! warm-up, and the same techniques against memkitd and real memcached through the client.
 
+mod cluster;
 mod copies;
 mod keys;
 mod net;

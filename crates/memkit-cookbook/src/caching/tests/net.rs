@@ -18,7 +18,7 @@ const MEMCACHED: &str = "/usr/bin/memcached";
 const CALLERS: usize = 1000;
 const LOADER: Duration = Duration::from_millis(200);
 
-struct Memcached(Child);
+pub(super) struct Memcached(Child);
 
 impl Drop for Memcached {
     fn drop(&mut self) {
@@ -27,7 +27,7 @@ impl Drop for Memcached {
     }
 }
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -46,12 +46,18 @@ fn wait_for(port: u16) -> bool {
     false
 }
 
-fn start_memcached() -> Option<(Memcached, u16)> {
+pub(super) fn start_memcached() -> Option<(Memcached, u16)> {
     if !std::path::Path::new(MEMCACHED).exists() {
         memkit_testkit::interop::skip(MEMCACHED);
         return None;
     }
     let port = free_port();
+    Some((start_memcached_on(port), port))
+}
+
+/// memcached on `port` (also the port of one just killed: memcached binds with
+/// SO_REUSEADDR). Call only when it is installed.
+pub(super) fn start_memcached_on(port: u16) -> Memcached {
     let child = Command::new(MEMCACHED)
         .args([
             "-l",
@@ -71,12 +77,28 @@ fn start_memcached() -> Option<(Memcached, u16)> {
         .expect("memcached is installed but did not start");
     let m = Memcached(child);
     assert!(wait_for(port), "memcached did not start");
-    Some((m, port))
+    m
 }
 
 /// memkitd on its own runtime, dropped (all sockets closed) with the returned guard.
-fn start_memkitd() -> (tokio::runtime::Runtime, u16) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+pub(super) fn start_memkitd() -> (tokio::runtime::Runtime, u16) {
+    start_memkitd_on(0)
+}
+
+/// memkitd on `port` (0: a free one), with an empty store; a fresh server can take the port
+/// of one just stopped ([`stop_memkitd`]): the bind is retried for up to 5 s.
+pub(super) fn start_memkitd_on(port: u16) -> (tokio::runtime::Runtime, u16) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let listener = loop {
+        match TcpListener::bind(("127.0.0.1", port)) {
+            Ok(l) => break l,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("binding 127.0.0.1:{port}: {e}; retrying");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("binding 127.0.0.1:{port}: {e}"),
+        }
+    };
     let port = listener.local_addr().unwrap().port();
     listener.set_nonblocking(true).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -94,7 +116,15 @@ fn start_memkitd() -> (tokio::runtime::Runtime, u16) {
     (rt, port)
 }
 
-fn client(port: u16) -> Client {
+/// Stops an in-process memkitd and returns once its listener and connections are closed
+/// (its runtime shut down on another thread: a runtime cannot be dropped inside another).
+pub(super) fn stop_memkitd(rt: tokio::runtime::Runtime) {
+    std::thread::spawn(move || rt.shutdown_timeout(Duration::from_secs(2)))
+        .join()
+        .unwrap();
+}
+
+pub(super) fn client(port: u16) -> Client {
     Client::new(
         ServerSpec::new("127.0.0.1", port),
         ClientConfig {
