@@ -151,6 +151,8 @@ class Startup:
     `code` is its exit status, None while it runs; `stderr` what it printed by then."""
 
     def __init__(self, binary, argv, ready, timeout=5.0, as_root_flags=True, env=None):
+        """`ready` None: only wait for the exit (a refusal), so that another process taking
+        the same free port meanwhile cannot pass for this one accepting."""
         self.err = tempfile.TemporaryFile()
         flags = root_flags() if as_root_flags else []
         self.proc = subprocess.Popen([str(binary)] + list(argv) + flags, stdin=subprocess.DEVNULL,
@@ -162,6 +164,9 @@ class Startup:
             if self.proc.poll() is not None:
                 self.code = self.proc.returncode
                 break
+            if ready is None:
+                time.sleep(0.02)
+                continue
             try:
                 ready()
                 self.accepts = True

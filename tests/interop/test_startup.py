@@ -126,7 +126,7 @@ def _first_line(text, binary):
     return line
 
 
-def _run(kind, template, tmp_path, root_flags):
+def _run(kind, template, tmp_path, root_flags, refusal):
     d = tmp_path / kind
     d.mkdir()
     port, port2 = mk.free_port(), mk.free_port()
@@ -139,7 +139,7 @@ def _run(kind, template, tmp_path, root_flags):
         else:
             ready = lambda: socket.create_connection((mk.HOST, port), timeout=0.5).close()  # noqa: E731
         exe = conftest.binary(kind)
-        st = mk.Startup(exe, argv, ready, as_root_flags=root_flags)
+        st = mk.Startup(exe, argv, None if refusal else ready, as_root_flags=root_flags)
         facts = {"code": st.code, "accepts": st.accepts, "first": _first_line(st.stderr, exe)}
         if st.accepts:
             facts.update(_behaviour(st, argv, port2, d))
@@ -181,8 +181,9 @@ def _behaviour(st, argv, port2, d):
 def test_startup_matches_memcached(case, tmp_path):
     name, template, what = case
     root_flags = not what.endswith("-as-root")
-    a = _run("memkitd", template, tmp_path, root_flags)
-    b = _run("memcached", template, tmp_path, root_flags)
+    refusal = what.startswith("refused") or what == "status"
+    a = _run("memkitd", template, tmp_path, root_flags, refusal)
+    b = _run("memcached", template, tmp_path, root_flags, refusal)
     detail = f"\nmemkitd:   {a}\nmemcached: {b}"
     if what.startswith("refused"):
         assert b["code"] not in (None, 0), f"memcached itself did not refuse {template}{detail}"
