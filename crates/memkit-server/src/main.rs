@@ -44,6 +44,7 @@ fn main() {
     if settings.core_dumps {
         process::raise_core_limit().unwrap_or_else(|r| refuse(r));
     }
+    process::files_for(settings.conn_limit).unwrap_or_else(|r| refuse(r));
     let identity = process::identity(settings.user.as_deref()).unwrap_or_else(|r| refuse(r));
     // `-s` disables the network listeners, as in memcached; so does `-p 0`.
     let tcp = match settings.unix_socket.is_none() && settings.port != 0 {

@@ -1,6 +1,6 @@
 //! The process-level flags, done with the system calls memcached makes: `-u` (refuse to run
 //! as root without it; otherwise give up root for that user and its group), `-r` (core
-//! file limit), `-k` (mlockall), `-d` (daemon), `-P` (pid file).
+//! file limit), `-c` (open files limit), `-k` (mlockall), `-d` (daemon), `-P` (pid file).
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -117,6 +117,42 @@ pub fn raise_core_limit() -> Result<(), Refusal> {
         }
         if libc::getrlimit(libc::RLIMIT_CORE, &mut rl) != 0 || rl.rlim_cur == 0 {
             return Err(Refusal::new(EX_OSERR, "failed to ensure corefile creation"));
+        }
+    }
+    Ok(())
+}
+
+/// `-c`: room for that many connections. memcached sets `RLIMIT_NOFILE` to exactly `-c`;
+/// memkitd needs descriptors of its own besides (reactors, listeners, the store's files), so
+/// it raises the limit to `-c` plus a margin and never lowers it. When even root cannot
+/// raise it that far, memcached's refusal.
+pub fn files_for(conns: usize) -> Result<(), Refusal> {
+    let want = conns.saturating_add(128) as libc::rlim_t;
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `rl` is a valid rlimit for each call.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) != 0 {
+            return Err(Refusal::new(
+                EX_OSERR,
+                "failed to getrlimit number of files",
+            ));
+        }
+        if rl.rlim_cur >= want {
+            return Ok(());
+        }
+        let new = libc::rlimit {
+            rlim_cur: want,
+            rlim_max: rl.rlim_max.max(want),
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &new) != 0 {
+            return Err(Refusal::new(
+                EX_OSERR,
+                "failed to set rlimit for open files. Try starting as root or requesting \
+                 smaller maxconns value.",
+            ));
         }
     }
     Ok(())

@@ -318,3 +318,48 @@ fn every_listen_address_is_listened_on() {
         wait_ready(|| std::net::TcpStream::connect(("::1", p2)));
     }
 }
+
+#[test]
+fn open_files_limit_makes_room_for_dash_c() {
+    use std::os::unix::process::CommandExt;
+    let port = free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memkitd"));
+    cmd.args([
+        "-c",
+        "1000",
+        "-p",
+        &port.to_string(),
+        "-l",
+        "127.0.0.1",
+        "-u",
+        "root",
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null());
+    // SAFETY: only setrlimit between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut rl = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl);
+            rl.rlim_cur = 256;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
+            Ok(())
+        });
+    }
+    let d = Daemon(cmd.spawn().unwrap());
+    wait_ready(|| std::net::TcpStream::connect(("127.0.0.1", port)));
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", d.0.id())).unwrap();
+    let soft: u64 = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(
+        soft >= 1000,
+        "soft RLIMIT_NOFILE {soft} leaves no room for -c 1000"
+    );
+}
