@@ -363,3 +363,20 @@ fn open_files_limit_makes_room_for_dash_c() {
         "soft RLIMIT_NOFILE {soft} leaves no room for -c 1000"
     );
 }
+
+#[test]
+fn notls_listener_is_plain_next_to_a_tls_one() {
+    let pki = memkit_testkit::certs::TestPki::generate();
+    let (plain, tls) = (free_port(), free_port());
+    let listen = format!("notls:127.0.0.1:{plain},127.0.0.1:{tls}");
+    let opts = pki.server_opts(0);
+    let _d = spawn(&["-Z", "-o", &opts, "-l", &listen, "-u", "root"]);
+    wait_ready(|| std::net::TcpStream::connect(("127.0.0.1", plain)));
+    // The TLS listener takes no plain text: the handshake fails and the connection closes.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", tls)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"version\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(!got.starts_with(b"VERSION"), "{got:?}");
+}
