@@ -11,8 +11,10 @@
 //! record; a value that does not decode is a miss and is overwritten.
 //!
 //! With [`Policy::hot_copies`] / [`Policy::replicas`] the same record is stored under every
-//! copy key `<key>#<i>` ([`copy_key`](super::copy_key)); the rebuild lock, the trace and
-//! [`LoadContext::key`] stay on the logical `key`.
+//! copy key `<key>#<i>` ([`copy_key`](super::copy_key)), or, with a
+//! [placement](CacheBuilder::placement), under names `<key>#<j>` chosen to land on distinct
+//! servers ([`Cache::item_keys`]); the rebuild lock, the trace and [`LoadContext::key`] stay
+//! on the logical `key`.
 //!
 //! The implementation is split by concern: `record` (the envelope, writing a record,
 //! classifying a read), `copies` (item keys, reading one copy and falling back, writing

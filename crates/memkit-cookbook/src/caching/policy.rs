@@ -5,13 +5,17 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-/// The most copies [`Copies`] keeps of one value (a copy's suffix is at most `#31`).
+/// The most copies [`Copies`] keeps of one value (a copy's suffix is at most `#31`, or `#511`
+/// when the cache's placement chooses the names).
 pub const MAX_COPIES: usize = 32;
 
 /// How many copies of a value the cache keeps, and how it reads them (see
 /// `docs/cookbook/caching-hot-keys.md`). Copy `i` of cache key `key` is the memcached key
-/// [`copy_key`]`(key, i)` = `<key>#<i>`; the cache writes every copy, deletes every copy, and
-/// protects the rebuild with one lock on the logical `key`.
+/// [`copy_key`]`(key, i)` = `<key>#<i>`, unless the cache has a placement
+/// ([`CacheBuilder::placement`](super::CacheBuilder::placement)), which picks names
+/// `<key>#<j>` on distinct servers ([`Cache::item_keys`](super::Cache::item_keys)); the cache
+/// writes every copy, deletes every copy, and protects the rebuild with one lock on the
+/// logical `key`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Copies {
     /// One item under `key` itself.
@@ -37,8 +41,9 @@ impl Copies {
     }
 }
 
-/// The memcached key of copy `i` of cache key `key`: `<key>#<i>`. Keep `key` at most 247
-/// bytes when it has copies (memcached keys are at most 250 bytes; the cache checks).
+/// The memcached key `<key>#<i>`: copy `i` of cache key `key` by default, a candidate name
+/// for a placement. Keep `key` at most 247 bytes when it has copies, 246 with a placement
+/// (memcached keys are at most 250 bytes; the cache checks).
 pub fn copy_key(key: &str, i: usize) -> String {
     format!("{key}#{i}")
 }
@@ -301,8 +306,9 @@ impl Policy {
         self
     }
 
-    /// The memcached keys holding `key`'s value: `key` itself, or its copies
-    /// `<key>#0` .. `<key>#{n-1}`.
+    /// The memcached keys holding `key`'s value in a cache without a placement: `key` itself,
+    /// or its copies `<key>#0` .. `<key>#{n-1}` (a cache's own names:
+    /// [`Cache::item_keys`](super::Cache::item_keys)).
     pub fn item_keys(&self, key: &str) -> Vec<String> {
         match self.copies.count() {
             1 => vec![key.to_owned()],
