@@ -120,7 +120,7 @@ impl<M: Memcache + Clone + 'static, V: Serialize + DeserializeOwned> Hash<M, V> 
     }
 
     /// Sets `k` to `v`, listing `k` if it is new. Under the lock: acquire, `set` the element,
-    /// reconcile the list with it ([`Self::reconcile`]), release — six round trips.
+    /// reconcile the list with it (`reconcile`), release — six round trips.
     pub async fn insert(&self, k: &str, v: &V) -> Result<()> {
         let body = encode(&(k, v))?;
         let ekey = self.element_key(k);
