@@ -383,69 +383,11 @@ impl Settings {
     pub fn from_args(a: Args) -> (Settings, Vec<String>) {
         let mut warn = Vec::new();
         let mut refused = Vec::new();
-        let mut refuse = |code: i32, msg: &str| refused.push(Refusal::new(code, msg));
         let pr = &a.process;
-        let tcp_given = a.port.is_some();
-        let mut port = a.port.as_deref().map_or(11211, |p| i64::from(atoi(p)));
-        let udp_port = a.udp_port.as_deref().map_or(0, |p| i64::from(atoi(p)));
-        if a.udp_port.is_some() && udp_port != 0 && !tcp_given {
-            port = udp_port; // memcached's fallback: -U alone sets the TCP port too
-        }
-        let mut memory = megabytes(&a.memory_limit);
-        if memory < 0 {
-            warn.push(format!(
-                "-m {}: a negative size; using 64 MB",
-                a.memory_limit
-            ));
-            memory = 64 << 20;
-        }
-        let conns = atoi(&a.conn_limit);
-        if conns <= 0 {
-            refuse(1, "Maximum connections must be greater than 0");
-        }
-        let reqs = atoi(&a.reqs_per_event);
-        if reqs == 0 {
-            refuse(1, "Number of requests per event must be greater than 0");
-        }
-        let factor = a.factor.as_deref().map_or(1.25, atof);
-        if factor <= 1.0 {
-            refuse(1, "Factor must be greater than 1");
-        }
-        let min_size = a.min_size.as_deref().map_or(48, atoi);
-        if min_size == 0 {
-            refuse(1, "Chunk size must be greater than 0");
-        }
-        let threads = atoi(&a.threads);
-        if threads <= 0 {
-            refuse(1, "Number of threads must be greater than 0");
-        } else if threads > 64 {
-            warn.push(format!(
-                "-t {threads}: a high number of worker threads is not recommended; set it to \
-                 the number of cores or less"
-            ));
-        }
-        if pr.delimiter.as_deref() == Some("") {
-            refuse(1, "No delimiter specified");
-        }
-        let napi_ids = pr.napi_ids.as_deref().map_or(0, atoi);
-        if pr.napi_ids.is_some() && napi_ids <= 0 {
-            refuse(1, "Maximum number of NAPI IDs must be greater than 0");
-        }
-        let mut listen: Vec<String> = Vec::new();
-        for l in &a.listen {
-            // memcached appends an -l to its list unless the list already contains it.
-            if !listen.join(",").contains(l.as_str()) {
-                listen.push(l.clone());
-            }
-        }
-        let listen_default = listen.is_empty();
-        if listen_default {
-            listen.push("127.0.0.1".into());
-        }
-        let item_size = a.max_item_size.as_deref().map_or(1 << 20, item_size);
-        let backlog = atoi(&a.backlog);
+        let n = Numbers::read(&a, &mut warn, &mut refused);
+        let (listen, listen_default) = listen_list(&a.listen);
         let mut s = Settings {
-            port: u16::try_from(port).unwrap_or(0),
+            port: u16::try_from(n.port).unwrap_or(0),
             listen,
             listen_default,
             unix_socket: pr.unix_socket.clone().map(Into::into),
@@ -454,22 +396,22 @@ impl Settings {
                 .as_deref()
                 .map_or(0o700, |m| strtol(m, 8) as u32)
                 & 0o777,
-            memory_limit: memory as usize,
+            memory_limit: n.memory as usize,
             evict: !a.disable_evictions,
-            conn_limit: conns.max(1) as usize,
-            threads: threads.max(1) as usize,
-            reqs_per_event: reqs.max(1) as usize,
+            conn_limit: n.conns.max(1) as usize,
+            threads: n.threads.max(1) as usize,
+            reqs_per_event: n.reqs.max(1) as usize,
             enable_shutdown: a.enable_shutdown,
             flush_enabled: !pr.disable_flush,
-            item_size_max: item_size.max(1024) as usize,
+            item_size_max: n.item_size.max(1024) as usize,
             verbose: a.verbose,
             idle_timeout: 0,
             // A negative backlog is a huge one to listen(2), which caps it at somaxconn.
-            backlog: u32::try_from(backlog).unwrap_or(4096),
+            backlog: u32::try_from(n.backlog).unwrap_or(4096),
             dumping: !a.disable_dumping,
             watch: !a.disable_watch,
-            factor,
-            min_size: min_size.max(1) as usize,
+            factor: n.factor,
+            min_size: n.min_size.max(1) as usize,
             prefix_delimiter: pr
                 .delimiter
                 .as_deref()
@@ -498,10 +440,10 @@ impl Settings {
                 ..SslSettings::default()
             },
             tuning: Tuning {
-                port,
-                udp_port,
-                item_size,
-                napi_ids,
+                port: n.port,
+                udp_port: n.udp_port,
+                item_size: n.item_size,
+                napi_ids: n.napi_ids,
                 slab_chunk_max: Tuning::SLAB_PAGE / 2,
                 slab_chunk_changed: false,
                 lru_maintainer: true,
@@ -643,6 +585,107 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// memcached's numeric flags, read as it reads them, with the refusals of its option loop
+/// (exit status 1) in its order.
+struct Numbers {
+    port: i64,
+    udp_port: i64,
+    memory: i64,
+    conns: i32,
+    reqs: i32,
+    factor: f64,
+    min_size: i32,
+    threads: i32,
+    napi_ids: i32,
+    item_size: i64,
+    backlog: i32,
+}
+
+impl Numbers {
+    fn read(a: &Args, warn: &mut Vec<String>, refused: &mut Vec<Refusal>) -> Numbers {
+        let mut refuse = |code: i32, msg: &str| refused.push(Refusal::new(code, msg));
+        let pr = &a.process;
+        let tcp_given = a.port.is_some();
+        let mut port = a.port.as_deref().map_or(11211, |p| i64::from(atoi(p)));
+        let udp_port = a.udp_port.as_deref().map_or(0, |p| i64::from(atoi(p)));
+        if a.udp_port.is_some() && udp_port != 0 && !tcp_given {
+            port = udp_port; // memcached's fallback: -U alone sets the TCP port too
+        }
+        let mut memory = megabytes(&a.memory_limit);
+        if memory < 0 {
+            warn.push(format!(
+                "-m {}: a negative size; using 64 MB",
+                a.memory_limit
+            ));
+            memory = 64 << 20;
+        }
+        let conns = atoi(&a.conn_limit);
+        if conns <= 0 {
+            refuse(1, "Maximum connections must be greater than 0");
+        }
+        let reqs = atoi(&a.reqs_per_event);
+        if reqs == 0 {
+            refuse(1, "Number of requests per event must be greater than 0");
+        }
+        let factor = a.factor.as_deref().map_or(1.25, atof);
+        if factor <= 1.0 {
+            refuse(1, "Factor must be greater than 1");
+        }
+        let min_size = a.min_size.as_deref().map_or(48, atoi);
+        if min_size == 0 {
+            refuse(1, "Chunk size must be greater than 0");
+        }
+        let threads = atoi(&a.threads);
+        if threads <= 0 {
+            refuse(1, "Number of threads must be greater than 0");
+        } else if threads > 64 {
+            warn.push(format!(
+                "-t {threads}: a high number of worker threads is not recommended; set it to \
+                 the number of cores or less"
+            ));
+        }
+        if pr.delimiter.as_deref() == Some("") {
+            refuse(1, "No delimiter specified");
+        }
+        let napi_ids = pr.napi_ids.as_deref().map_or(0, atoi);
+        if pr.napi_ids.is_some() && napi_ids <= 0 {
+            refuse(1, "Maximum number of NAPI IDs must be greater than 0");
+        }
+        let item_size = a.max_item_size.as_deref().map_or(1 << 20, item_size);
+        let backlog = atoi(&a.backlog);
+        Numbers {
+            port,
+            udp_port,
+            memory,
+            conns,
+            reqs,
+            factor,
+            min_size,
+            threads,
+            napi_ids,
+            item_size,
+            backlog,
+        }
+    }
+}
+
+/// The `-l` items as memcached keeps them (it skips one its list already contains), and
+/// whether there were none (then memkitd listens on 127.0.0.1).
+fn listen_list(given: &[String]) -> (Vec<String>, bool) {
+    let mut listen: Vec<String> = Vec::new();
+    for l in given {
+        // memcached appends an -l to its list unless the list already contains it.
+        if !listen.join(",").contains(l.as_str()) {
+            listen.push(l.clone());
+        }
+    }
+    let listen_default = listen.is_empty();
+    if listen_default {
+        listen.push("127.0.0.1".into());
+    }
+    (listen, listen_default)
 }
 
 /// Warnings for the flags memkitd accepts without memcached's effect.

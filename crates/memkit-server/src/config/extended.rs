@@ -24,6 +24,9 @@ pub(super) fn option(
     let need = |what: &str| v.ok_or_else(|| format!("Missing {what}"));
     let no_effect =
         |warn: &mut Vec<String>| warn.push(format!("-o {k}: accepted, no effect in memkitd"));
+    if slab_lru(t, k, v, warn)? {
+        return Ok(());
+    }
     match k {
         "idle_timeout" => {
             let v = need("numeric argument for idle_timeout")?;
@@ -42,6 +45,57 @@ pub(super) fn option(
             }
             no_effect(warn);
         }
+        "hash_algorithm" => match need("hash_algorithm argument")? {
+            "jenkins" | "murmur3" | "xxh3" => no_effect(warn),
+            _ => return Err("Unknown hash_algorithm option (jenkins, murmur3, xxh3)".into()),
+        },
+        "watcher_logbuf_size" | "worker_logbuf_size" | "read_buf_mem_limit" | "ssl_wbuf_size" => {
+            let v = need(&format!("{k} argument"))?;
+            strtoul32(v).ok_or_else(|| format!("could not parse argument to {k}"))?;
+            no_effect(warn);
+        }
+        "resp_obj_mem_limit" => warn
+            .push("DEPRECATED: resp_obj_mem_limit no longer used. See read_buf_mem_limit,".into()),
+        k if k.starts_with("ssl_") => ssl_option(s, k, v, warn)?,
+        // Extstore's options: memkitd keeps everything in memory (see --persist).
+        k if k.starts_with("ext_") && EXTSTORE.contains(&k) => no_effect(warn),
+        // Tuning of memcached machinery memkitd does not have, or defaults it already has.
+        "maxconns_fast"
+        | "no_maxconns_fast"
+        | "no_hashexpand"
+        | "slab_reassign"
+        | "no_slab_reassign"
+        | "no_slab_automove"
+        | "lru_crawler"
+        | "no_lru_crawler"
+        | "slab_sizes"
+        | "track_sizes"
+        | "no_inline_ascii_resp"
+        | "inline_ascii_resp"
+        | "modern"
+        | "no_drop_privileges"
+        | "drop_privileges"
+        | "sock_cookie_id"
+        | "slab_automove_freeratio" => no_effect(warn),
+        "" => {}
+        _ => return Err(format!("Illegal suboption \"{opt}\"")),
+    }
+    Ok(())
+}
+
+/// The slab and LRU options: memcached's checks, no effect here (memkitd has no slab
+/// classes or LRU threads), but for what memcached checks `-I` against. `Ok(false)` when `k`
+/// is not one of them.
+fn slab_lru(
+    t: &mut Tuning,
+    k: &str,
+    v: Option<&str>,
+    warn: &mut Vec<String>,
+) -> Result<bool, String> {
+    let need = |what: &str| v.ok_or_else(|| format!("Missing {what}"));
+    let no_effect =
+        |warn: &mut Vec<String>| warn.push(format!("-o {k}: accepted, no effect in memkitd"));
+    match k {
         "slab_automove" => {
             if v.is_some_and(|v| !(0..=2).contains(&atoi(v))) {
                 return Err("slab_automove must be between 0 and 2".into());
@@ -67,10 +121,6 @@ pub(super) fn option(
             }
             no_effect(warn);
         }
-        "hash_algorithm" => match need("hash_algorithm argument")? {
-            "jenkins" | "murmur3" | "xxh3" => no_effect(warn),
-            _ => return Err("Unknown hash_algorithm option (jenkins, murmur3, xxh3)".into()),
-        },
         "lru_crawler_sleep" => {
             let n = atoi(need("lru_crawler_sleep value")?);
             if !(0..=1_000_000).contains(&n) {
@@ -114,11 +164,6 @@ pub(super) fn option(
             t.temp_lru = true;
             no_effect(warn);
         }
-        "watcher_logbuf_size" | "worker_logbuf_size" | "read_buf_mem_limit" | "ssl_wbuf_size" => {
-            let v = need(&format!("{k} argument"))?;
-            strtoul32(v).ok_or_else(|| format!("could not parse argument to {k}"))?;
-            no_effect(warn);
-        }
         "slab_chunk_max" => {
             // memcached reads it in bytes, whatever its help says, and checks -I against it.
             t.slab_chunk_max = atoi(v.unwrap_or("0")).into();
@@ -136,33 +181,9 @@ pub(super) fn option(
             t.lru_maintainer = false;
             no_effect(warn);
         }
-        "resp_obj_mem_limit" => warn
-            .push("DEPRECATED: resp_obj_mem_limit no longer used. See read_buf_mem_limit,".into()),
-        k if k.starts_with("ssl_") => ssl_option(s, k, v, warn)?,
-        // Extstore's options: memkitd keeps everything in memory (see --persist).
-        k if k.starts_with("ext_") && EXTSTORE.contains(&k) => no_effect(warn),
-        // Tuning of memcached machinery memkitd does not have, or defaults it already has.
-        "maxconns_fast"
-        | "no_maxconns_fast"
-        | "no_hashexpand"
-        | "slab_reassign"
-        | "no_slab_reassign"
-        | "no_slab_automove"
-        | "lru_crawler"
-        | "no_lru_crawler"
-        | "slab_sizes"
-        | "track_sizes"
-        | "no_inline_ascii_resp"
-        | "inline_ascii_resp"
-        | "modern"
-        | "no_drop_privileges"
-        | "drop_privileges"
-        | "sock_cookie_id"
-        | "slab_automove_freeratio" => no_effect(warn),
-        "" => {}
-        _ => return Err(format!("Illegal suboption \"{opt}\"")),
+        _ => return Ok(false),
     }
-    Ok(())
+    Ok(true)
 }
 
 /// memcached 1.6.18's extstore options (`storage_read_config`).
