@@ -68,6 +68,8 @@ impl Counters {
 pub struct ConnInfo {
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    /// The `-s` socket's path for a UNIX connection (`peer` and `local` are then unused).
+    pub unix: Option<Arc<str>>,
     pub state: &'static str,
     /// Seconds since server start of the connection's last read: an atomic the
     /// connection updates without taking the registry lock.
@@ -318,20 +320,20 @@ pub async fn run_listeners(
                 let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
                 shared.counters.curr_connections.fetch_add(1, Ordering::Relaxed);
                 shared.counters.total_connections.fetch_add(1, Ordering::Relaxed);
-                // A UNIX connection has no IP address; `stats conns` shows it as 0.0.0.0:0.
-                let (peer, local) = match &accepted {
+                let none = SocketAddr::from(([0, 0, 0, 0], 0));
+                let (peer, local, unix) = match &accepted {
                     Accepted::Tcp(s, peer, _) => {
                         let _ = s.set_nodelay(true);
-                        (*peer, s.local_addr().unwrap_or(*peer))
+                        (*peer, s.local_addr().unwrap_or(*peer), None)
                     }
-                    Accepted::Unix(_) => {
-                        let none = SocketAddr::from(([0, 0, 0, 0], 0));
-                        (none, none)
+                    Accepted::Unix(s) => {
+                        let path = s.local_addr().ok().and_then(|a| a.as_pathname().map(|p| p.to_string_lossy().into()));
+                        (none, none, path)
                     }
                 };
                 shared.conns.lock().insert(
                     id,
-                    ConnInfo { peer, local, state: "conn_parse_cmd", last_cmd: Arc::new(AtomicU64::new(shared.started.elapsed().as_secs())) },
+                    ConnInfo { peer, local, unix, state: "conn_parse_cmd", last_cmd: Arc::new(AtomicU64::new(shared.started.elapsed().as_secs())) },
                 );
                 let sh = shared.clone();
                 let stop = stop_rx.clone();

@@ -416,17 +416,20 @@ fn sizes(sh: &Shared, out: &mut Vec<u8>) {
 }
 
 fn conns(sh: &Shared, out: &mut Vec<u8>) {
+    // memcached's get_conn_text: `tcp:` or `tcp6:` and the address; a UNIX client has no
+    // address of its own (memcached prints its zeroed one as `?:<AF 0>`), its listen
+    // address is the socket's path.
+    let tcp = |a: &std::net::SocketAddr| match a {
+        std::net::SocketAddr::V4(_) => format!("tcp:{a}"),
+        std::net::SocketAddr::V6(_) => format!("tcp6:{a}"),
+    };
     for (id, c) in sh.conns.lock().iter() {
-        write_stat(
-            out,
-            &format!("{id}:addr"),
-            format!("tcp:{}", c.peer).as_bytes(),
-        );
-        write_stat(
-            out,
-            &format!("{id}:listen_addr"),
-            format!("tcp:{}", c.local).as_bytes(),
-        );
+        let (addr, listen) = match &c.unix {
+            Some(path) => ("?:<AF 0>".to_string(), format!("unix:{path}")),
+            None => (tcp(&c.peer), tcp(&c.local)),
+        };
+        write_stat(out, &format!("{id}:addr"), addr.as_bytes());
+        write_stat(out, &format!("{id}:listen_addr"), listen.as_bytes());
         write_stat(out, &format!("{id}:state"), c.state.as_bytes());
         write_stat_u64(
             out,

@@ -150,6 +150,14 @@ async fn unix_listener_serves_text_meta_and_binary() {
     assert_eq!(binary_flush_status(&mut b, 0x08).await, 0x20);
     let r = ask(&mut b, &bin_request(0x0b, &[], b""), |r| r.len() >= 24).await; // VERSION
     assert_eq!((r[1], r[6], r[7]), (0x0b, 0, 0));
+    // `stats conns` names the socket as memcached does (a UNIX client has no address).
+    let r = ask(&mut c, b"stats conns\r\n", |b| b.ends_with(b"END\r\n")).await;
+    let text = String::from_utf8_lossy(&r);
+    assert!(text.contains(":addr ?:<AF 0>\r\n"), "{text}");
+    assert!(
+        text.contains(&format!(":listen_addr unix:{}\r\n", path.display())),
+        "{text}"
+    );
     // Both listeners at once: the TCP one still answers.
     let mut t = tokio::net::TcpStream::connect(tcp_addr).await.unwrap();
     assert_eq!(ask(&mut t, b"mn\r\n", lines(1)).await, b"MN\r\n");
