@@ -21,7 +21,7 @@ use tokio::sync::Mutex;
 
 use crate::auth::Credentials;
 use crate::command::{self, Dialect};
-use crate::conn::{Connection, Connector, Job, TcpConnector};
+use crate::conn::{Connection, Connector, Job, Stream, TcpConnector};
 use crate::distribution::ServerSpec;
 use crate::reply::Reply;
 
@@ -74,6 +74,27 @@ impl ClientConfig {
     pub fn with_auth(mut self, creds: Credentials) -> Self {
         self.auth = Some(creds);
         self
+    }
+
+    /// Opens one stream to `server` as the pool does: the connector (TCP or TLS), then the
+    /// login when [`ClientConfig::auth`] is set, all within `connect_timeout`. For tools
+    /// that speak commands the client does not model (`memkit dump`, `watch`).
+    pub async fn open(&self, server: &ServerSpec) -> Result<Box<dyn Stream>> {
+        let open = async {
+            let mut stream = self
+                .connector
+                .connect(server)
+                .await
+                .map_err(|e| Error::Io(format!("connect to {server}: {e}")))?;
+            if let Some(creds) = &self.auth {
+                crate::auth::login(&mut stream, creds).await?;
+            }
+            Ok::<_, Error>(stream)
+        };
+        match tokio::time::timeout(self.connect_timeout, open).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout),
+        }
     }
 }
 
@@ -160,23 +181,7 @@ impl Client {
             return Ok(c.clone());
         }
         *slot = None;
-        // One deadline for the TCP (and TLS) handshake and the login.
-        let open = async {
-            let mut stream = inner
-                .config
-                .connector
-                .connect(&inner.spec)
-                .await
-                .map_err(|e| Error::Io(format!("connect to {}: {e}", inner.spec)))?;
-            if let Some(creds) = &inner.config.auth {
-                crate::auth::login(&mut stream, creds).await?;
-            }
-            Ok::<_, Error>(stream)
-        };
-        let stream = match tokio::time::timeout(inner.config.connect_timeout, open).await {
-            Ok(r) => r?,
-            Err(_) => return Err(Error::Timeout),
-        };
+        let stream = inner.config.open(&inner.spec).await?;
         let c = Arc::new(Connection::start(stream, inner.limits));
         *slot = Some(c.clone());
         Ok(c)

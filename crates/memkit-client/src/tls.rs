@@ -89,6 +89,7 @@ pub struct TlsOptions {
     roots: Vec<Source>,
     client: Option<(Source, Source)>,
     server_name: Option<String>,
+    insecure: bool,
 }
 
 enum Source {
@@ -103,6 +104,7 @@ impl fmt::Debug for TlsOptions {
             .field("roots", &self.roots.len())
             .field("client_cert", &self.client.is_some())
             .field("server_name", &self.server_name)
+            .field("insecure", &self.insecure)
             .finish()
     }
 }
@@ -148,6 +150,14 @@ impl TlsOptions {
         self
     }
 
+    /// **For tests only**: accepts any server certificate (the handshake signature is still
+    /// checked, the chain and the name are not), so anyone in the path can read and change
+    /// the traffic. `memkit --tls-insecure`.
+    pub fn danger_accept_any_server_certificate(mut self) -> Self {
+        self.insecure = true;
+        self
+    }
+
     /// The rustls configuration (TLS 1.2 and 1.3, ring).
     pub fn client_config(&self) -> Result<Arc<rustls::ClientConfig>> {
         let bad = |what: &str, e: &dyn fmt::Display| Error::Protocol(format!("TLS {what}: {e}"));
@@ -157,15 +167,19 @@ impl TlsOptions {
                 roots.add(c).map_err(|e| bad("CA certificate", &e))?;
             }
         }
-        if roots.is_empty() {
+        if roots.is_empty() && !self.insecure {
             return Err(Error::Protocol("TLS: no CA certificate to trust".into()));
         }
-        let b = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| bad("versions", &e))?
-        .with_root_certificates(roots);
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let b = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad("versions", &e))?;
+        let b = if self.insecure {
+            b.dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+        } else {
+            b.with_root_certificates(roots)
+        };
         let config = match &self.client {
             None => b.with_no_client_auth(),
             Some((cert, key)) => {
@@ -196,6 +210,55 @@ impl TlsOptions {
             Some(n) => c.server_name(n),
             None => Ok(c),
         }
+    }
+}
+
+/// The verifier of [`TlsOptions::danger_accept_any_server_certificate`].
+#[derive(Debug)]
+struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> std::result::Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> std::result::Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> std::result::Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 

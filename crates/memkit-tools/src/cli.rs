@@ -1,23 +1,31 @@
-//! `memkit`: libmemcached-tools' everyday verbs over a pool.
+//! `memkit`: libmemcached-tools' everyday verbs over a pool, and the operator views.
 //!
 //! ```text
 //! memkit --servers 10.0.0.1:11211,10.0.0.2:11211:2 --distribution ketama get KEY...
-//! memkit set KEY [VALUE]          (VALUE from stdin when absent)
+//! memkit set|add|replace KEY [VALUE]   (VALUE from stdin when absent)
+//! memkit append|prepend KEY [VALUE]    memkit cas KEY CAS [VALUE]
+//! memkit get|gat ... --format value|line|json   memkit touch KEY EXPTIME
 //! memkit delete KEY...   memkit incr KEY [DELTA]   memkit decr KEY [DELTA]
-//! memkit stats [ARGS]    memkit flush [DELAY]      memkit ping
+//! memkit stats [ARGS]    memkit flush [DELAY]      memkit ping   memkit version
+//! memkit verbosity LEVEL memkit top   memkit dump   memkit watch   memkit trace FILE...
 //! memkit --which KEY              (the server KEY maps to)
 //! ```
-//! The server list defaults to `$MEMCACHED_SERVERS` (as libmemcached-tools read it), then
-//! `127.0.0.1:11211`. Exit status: 0 on success, 1 when a key was not found or a server
-//! failed, 2 on bad usage.
+//! Every subcommand reaches TLS (`--tls ...`) and `-Y` servers (`--username/--password`),
+//! see [`crate::connect`]. The server list defaults to `$MEMCACHED_SERVERS` (as
+//! libmemcached-tools read it), then `127.0.0.1:11211`.
+//!
+//! Exit status: 0 on success (every key found, every store applied); 1 when a key was
+//! missing or a conditional store did not apply (add on a present key, replace/append/
+//! prepend/touch on a missing one, a CAS mismatch); 2 on bad usage or when a server could
+//! not be reached or answered with an error (network, TLS, authentication). 2 wins over 1.
 
-use std::io::{Read, Write};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use memkit_client::{ClientConfig, Cluster, ClusterConfig, Distribution, ServerSpec};
-use memkit_types::{Exptime, GetOptions, Memcache};
+
+use crate::connect::ConnArgs;
+use crate::verbs::{ConcatArgs, GetFormat, Status, StoreArgs};
 
 /// Command-line arguments.
 #[derive(Debug, Parser)]
@@ -27,21 +35,9 @@ use memkit_types::{Exptime, GetOptions, Memcache};
     about = "memcached pool tool (libmemcached placement)"
 )]
 pub struct Args {
-    /// Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211).
-    #[arg(
-        long,
-        short = 's',
-        env = "MEMCACHED_SERVERS",
-        default_value = "127.0.0.1:11211"
-    )]
-    pub servers: String,
-    /// ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>,
-    /// php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP's pecl memcache).
-    #[arg(long, short = 'd', default_value = "ketama")]
-    pub distribution: String,
-    /// Connect and request timeout in milliseconds.
-    #[arg(long, default_value_t = 2000)]
-    pub timeout_ms: u64,
+    /// Servers, placement, timeouts, TLS and authentication.
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Print the server KEY maps to, one line per --which (then run the command, if one is
     /// given).
     #[arg(long, value_name = "KEY")]
@@ -54,16 +50,52 @@ pub struct Args {
 /// The verbs.
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
-    /// Print each value found (like memccat); exit 1 if any key is missing.
+    /// Print each item found (like memccat); exit 1 if any key is missing.
     Get {
         /// Keys.
         #[arg(required = true)]
         keys: Vec<String>,
+        /// value (the bytes, then a newline), line (`KEY FLAGS CAS TTL VALUE`, TTL -1 for
+        /// none), json (one object per key: key, found, flags, cas, ttl, value or
+        /// value_base64).
+        #[arg(long, short = 'f', value_enum, default_value = "value")]
+        format: GetFormat,
     },
-    /// Store VALUE (or stdin) under KEY.
-    Set {
+    /// Get and touch: read each key and set its expiry (`gat`); exit 1 if any is missing.
+    Gat {
+        /// New expiry (memcached's exptime: seconds, or an absolute Unix time; 0 none).
+        exptime: i64,
+        /// Keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+        /// As for `get`.
+        #[arg(long, short = 'f', value_enum, default_value = "value")]
+        format: GetFormat,
+    },
+    /// Set a key's expiry; exit 1 if it is missing.
+    Touch {
         /// Key.
         key: String,
+        /// New expiry (seconds, or an absolute Unix time; 0 none).
+        exptime: i64,
+    },
+    /// Store VALUE (or stdin) under KEY.
+    Set(StoreArgs),
+    /// Store only if KEY is absent; exit 1 if it exists.
+    Add(StoreArgs),
+    /// Store only if KEY is present; exit 1 if it is missing.
+    Replace(StoreArgs),
+    /// Add VALUE (or stdin) after KEY's value; exit 1 if it is missing.
+    Append(ConcatArgs),
+    /// Add VALUE (or stdin) before KEY's value; exit 1 if it is missing.
+    Prepend(ConcatArgs),
+    /// Store only if KEY's CAS is still CAS (from `get --format line|json`); exit 1 on a
+    /// mismatch or a missing key.
+    Cas {
+        /// Key.
+        key: String,
+        /// The CAS unique the item must still have.
+        cas: u64,
         /// Value; read from stdin when absent.
         value: Option<String>,
         /// Client flags.
@@ -112,6 +144,13 @@ pub enum Cmd {
     },
     /// `version` of every server, with the round-trip time.
     Ping,
+    /// `version` of every server: `host:port VERSION` per line.
+    Version,
+    /// `verbosity LEVEL` on every server.
+    Verbosity {
+        /// Level (memcached: 0 quiet, 1 errors and warnings, 2 and 3 more).
+        level: u32,
+    },
     /// Live dashboard: ops/s, hit ratio, evictions, items, memory, connections, and the
     /// memory per item-size class; q quits, tab moves between the total and each server.
     Top {
@@ -172,7 +211,7 @@ pub fn main(args: Args) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("memkit: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(2);
         }
     };
     match rt.block_on(run(args)) {
@@ -184,27 +223,6 @@ pub fn main(args: Args) -> ExitCode {
     }
 }
 
-fn pool(args: &Args) -> Result<Cluster, String> {
-    let servers = ServerSpec::parse_list(&args.servers)?;
-    if servers.is_empty() {
-        return Err("no servers".into());
-    }
-    let dist: Distribution = args.distribution.parse()?;
-    let t = Duration::from_millis(args.timeout_ms);
-    let cfg = ClusterConfig {
-        client: ClientConfig {
-            connect_timeout: t,
-            request_timeout: t,
-            pool_size: 1,
-            ..ClientConfig::default()
-        },
-        // A one-shot tool reports failures instead of routing around them.
-        remap_on_failure: false,
-        ..ClusterConfig::new(dist)
-    };
-    Ok(Cluster::new(servers, cfg))
-}
-
 async fn run(args: Args) -> Result<ExitCode, String> {
     if let Some(Cmd::Trace {
         files,
@@ -214,9 +232,7 @@ async fn run(args: Args) -> Result<ExitCode, String> {
     {
         return crate::trace::run(files, *follow, *width).await;
     }
-    let c = pool(&args)?;
-    let addrs: Vec<String> = c.servers().iter().map(|s| s.addr()).collect();
-    let timeout = Duration::from_millis(args.timeout_ms);
+    let c = args.conn.cluster()?;
     for key in &args.which {
         match c.server_for(key.as_bytes()) {
             Some(i) => println!("{}", c.servers()[i]),
@@ -230,139 +246,21 @@ async fn run(args: Args) -> Result<ExitCode, String> {
             Err("no command (try --help)".into())
         };
     };
-    let mut ok = true;
+    let status = match cmd {
+        Cmd::Top { .. } | Cmd::Dump { .. } | Cmd::Watch { .. } => {
+            views(&args.conn, &c, cmd).await?
+        }
+        cmd => crate::verbs::run(&c, cmd).await?,
+    };
+    Ok(status.code())
+}
+
+/// The operator views: `top`, `dump`, `watch`.
+async fn views(conn: &ConnArgs, c: &memkit_client::Cluster, cmd: Cmd) -> Result<Status, String> {
+    let mut status = Status::default();
+    let config = conn.client_config()?;
     let mut out = std::io::stdout().lock();
-    let fail = |what: &str, e: &dyn std::fmt::Display| eprintln!("memkit: {what}: {e}");
     match cmd {
-        Cmd::Get { keys } => {
-            let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
-            let items = c
-                .get_multi(&refs, &GetOptions::default())
-                .await
-                .map_err(|e| e.to_string())?;
-            for (k, item) in keys.iter().zip(items) {
-                match item {
-                    Some(i) => {
-                        let _ = out.write_all(&i.value);
-                        let _ = out.write_all(b"\n");
-                    }
-                    None => {
-                        eprintln!("memkit: {k}: not found");
-                        ok = false;
-                    }
-                }
-            }
-        }
-        Cmd::Set {
-            key,
-            value,
-            flags,
-            exptime,
-        } => {
-            let value = match value {
-                Some(v) => v.into_bytes(),
-                None => {
-                    let mut v = Vec::new();
-                    std::io::stdin()
-                        .read_to_end(&mut v)
-                        .map_err(|e| e.to_string())?;
-                    v
-                }
-            };
-            if let Err(e) = c.set(key.as_bytes(), &value, flags, Exptime(exptime)).await {
-                fail(&key, &e);
-                ok = false;
-            }
-        }
-        Cmd::Delete { keys } => {
-            for k in keys {
-                match c.delete(k.as_bytes()).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        eprintln!("memkit: {k}: not found");
-                        ok = false;
-                    }
-                    Err(e) => {
-                        fail(&k, &e);
-                        ok = false;
-                    }
-                }
-            }
-        }
-        Cmd::Incr { key, delta } => ok &= arith(&c, &key, c.incr(key.as_bytes(), delta).await),
-        Cmd::Decr { key, delta } => ok &= arith(&c, &key, c.decr(key.as_bytes(), delta).await),
-        Cmd::Stats {
-            args: sargs,
-            format,
-        } => {
-            use crate::stats::{Format, fetch_all, render_pairs, render_prometheus};
-            if format == Format::Prometheus {
-                if !sargs.is_empty() {
-                    return Err("--format prometheus takes no stats arguments".into());
-                }
-                let res = fetch_all(&c, true).await;
-                for (server, r) in &res {
-                    if let Err(e) = r {
-                        fail(server, e);
-                        ok = false;
-                    }
-                }
-                let _ = out.write_all(render_prometheus(&res).as_bytes());
-            } else {
-                let res: Vec<(String, Result<crate::stats::Pairs, String>)> = c
-                    .stats(&sargs.join(" "))
-                    .await
-                    .into_iter()
-                    .map(|(s, r)| (s.addr(), r.map_err(|e| e.to_string())))
-                    .collect();
-                for (server, r) in &res {
-                    if let Err(e) = r {
-                        fail(server, e);
-                        ok = false;
-                    }
-                }
-                let _ = out.write_all(render_pairs(format, &res).as_bytes());
-            }
-        }
-        Cmd::Flush { delay } => {
-            if let Err(e) = c.flush_all(delay).await {
-                fail("flush_all", &e);
-                ok = false;
-            }
-        }
-        Cmd::Dump {
-            prefix,
-            limit,
-            format,
-        } => {
-            let opts = crate::dump::DumpOptions {
-                prefix,
-                limit,
-                format,
-            };
-            let (_, errors) = crate::dump::dump(&addrs, timeout, &opts, &mut out).await;
-            for e in errors {
-                eprintln!("memkit: {e}");
-                ok = false;
-            }
-        }
-        Cmd::Watch {
-            kinds,
-            count,
-            duration,
-        } => {
-            let opts = crate::watch::WatchOptions {
-                kinds,
-                count,
-                duration: duration.map(Duration::from_secs_f64),
-            };
-            let (_, errors) = crate::watch::watch(&addrs, timeout, &opts, &mut out).await;
-            for e in errors {
-                eprintln!("memkit: {e}");
-                ok = false;
-            }
-        }
-        Cmd::Trace { .. } => unreachable!("handled above"),
         Cmd::Top {
             interval,
             iterations,
@@ -374,49 +272,35 @@ async fn run(args: Args) -> Result<ExitCode, String> {
                 batch,
             };
             drop(out);
-            crate::top::run(&c, &opts).await?;
-            return Ok(ExitCode::SUCCESS);
+            status.errors(crate::top::run(c, &opts).await?);
         }
-        Cmd::Ping => {
-            for i in 0..c.servers().len() {
-                let t = Instant::now();
-                match c.client(i).version().await {
-                    Ok(v) => {
-                        let _ = writeln!(
-                            out,
-                            "{}: {v} ({:.2} ms)",
-                            c.servers()[i],
-                            t.elapsed().as_secs_f64() * 1e3
-                        );
-                    }
-                    Err(e) => {
-                        fail(&c.servers()[i].to_string(), &e);
-                        ok = false;
-                    }
-                }
-            }
+        Cmd::Dump {
+            prefix,
+            limit,
+            format,
+        } => {
+            let opts = crate::dump::DumpOptions {
+                prefix,
+                limit,
+                format,
+            };
+            let (_, errors) = crate::dump::dump(c.servers(), &config, &opts, &mut out).await;
+            status.errors(errors);
         }
+        Cmd::Watch {
+            kinds,
+            count,
+            duration,
+        } => {
+            let opts = crate::watch::WatchOptions {
+                kinds,
+                count,
+                duration: duration.map(Duration::from_secs_f64),
+            };
+            let (_, errors) = crate::watch::watch(c.servers(), &config, &opts, &mut out).await;
+            status.errors(errors);
+        }
+        _ => unreachable!("not a view"),
     }
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
-}
-
-fn arith(_: &Cluster, key: &str, res: memkit_types::Result<Option<u64>>) -> bool {
-    match res {
-        Ok(Some(v)) => {
-            println!("{v}");
-            true
-        }
-        Ok(None) => {
-            eprintln!("memkit: {key}: not found");
-            false
-        }
-        Err(e) => {
-            eprintln!("memkit: {key}: {e}");
-            false
-        }
-    }
+    Ok(status)
 }

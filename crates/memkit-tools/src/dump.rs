@@ -2,12 +2,13 @@
 //! `lru_crawler metadump all` (memcached ≥ 1.4.31 and memkitd; refused when the server runs
 //! with `-o no_lru_crawler` / memkitd's `-X`).
 
-use std::fmt::Write as _;
 use std::io::Write;
 use std::time::Duration;
 
+use memkit_client::{ClientConfig, ServerSpec};
+
+use crate::json::Object;
 use crate::raw::{Raw, fields, unescape};
-use crate::stats::{json_str, json_value};
 
 /// Output of `memkit dump`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -33,8 +34,8 @@ pub struct DumpOptions {
 
 /// Dumps every server's keys to `out`; returns the number of keys written and the errors.
 pub async fn dump(
-    servers: &[String],
-    timeout: Duration,
+    servers: &[ServerSpec],
+    config: &ClientConfig,
     opts: &DumpOptions,
     out: &mut dyn Write,
 ) -> (usize, Vec<String>) {
@@ -51,7 +52,7 @@ pub async fn dump(
         if opts.limit.is_some_and(|l| written >= l) {
             break;
         }
-        match dump_one(server, timeout, opts, out, &mut written).await {
+        match dump_one(server, config, opts, out, &mut written).await {
             Ok(()) => {}
             Err(e) => errors.push(e),
         }
@@ -60,13 +61,15 @@ pub async fn dump(
 }
 
 async fn dump_one(
-    server: &str,
-    timeout: Duration,
+    spec: &ServerSpec,
+    config: &ClientConfig,
     opts: &DumpOptions,
     out: &mut dyn Write,
     written: &mut usize,
 ) -> Result<(), String> {
-    let mut c = Raw::connect(server, timeout).await?;
+    let mut c = Raw::connect(spec, config).await?;
+    let server = spec.addr();
+    let server = server.as_str();
     // The server's clock, so TTLs and idle times are right even if ours differs.
     c.send("stats").await?;
     let mut now: Option<i64> = None;
@@ -134,17 +137,16 @@ fn emit(server: &str, now: i64, line: &str, opts: &DumpOptions, out: &mut dyn Wr
     let res = match opts.format {
         DumpFormat::Raw => writeln!(out, "{line}"),
         DumpFormat::Json => {
-            let mut o = format!("{{\"server\": {}", json_str(server));
+            let mut o: Object = Object::default();
+            o.push("server", server);
             for (k, v) in &f {
-                let v = if *k == "key" {
-                    json_str(&key)
+                if *k == "key" {
+                    o.push(*k, key.as_str());
                 } else {
-                    json_value(v)
-                };
-                let _ = write!(o, ", {}: {v}", json_str(k));
+                    o.push(*k, crate::json::value(v));
+                }
             }
-            o.push('}');
-            writeln!(out, "{o}")
+            writeln!(out, "{}", crate::json::line(&o))
         }
         DumpFormat::Text => {
             let exp: i64 = get("exp").and_then(|v| v.parse().ok()).unwrap_or(-1);
@@ -211,7 +213,7 @@ mod tests {
         assert!(emit("h:1", 1000, line, &o, &mut out));
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "{\"server\": \"h:1\", \"key\": \"user:1\", \"exp\": 1100, \"la\": 990, \"cas\": 8, \"fetch\": \"yes\", \"cls\": 1, \"size\": 10}\n"
+            "{\"server\":\"h:1\",\"key\":\"user:1\",\"exp\":1100,\"la\":990,\"cas\":8,\"fetch\":\"yes\",\"cls\":1,\"size\":10}\n"
         );
         let o = DumpOptions {
             prefix: Some("post:".into()),

@@ -1,11 +1,15 @@
 //! memkit-tools: operator commands over a pool of memcached-compatible servers.
 //!
 //! Map:
-//! - [`cli`]: the `memkit` command — `get`/`set`/`delete`/`incr`/`decr`/`stats`/`flush`/
-//!   `ping` over a pool (`--servers h:p[:w],...`, `--distribution ketama|modula`), and
-//!   `--which KEY` to name the server a key maps to. The everyday verbs of
-//!   libmemcached-tools (`memccat`, `memccp`, `memcrm`, `memcstat`, `memcflush`, `memcping`)
-//!   with placement identical to libmemcached's.
+//! - [`cli`]: the `memkit` command line and its dispatch; `--which KEY` names the server a
+//!   key maps to (placement identical to libmemcached's, python-memcached's or PHP's).
+//! - [`connect`]: servers, placement, timeouts, TLS and `-Y` authentication, for every
+//!   subcommand.
+//! - [`verbs`], the verbs: `get`/`gat`/`touch`/`set`/`add`/`replace`/`append`/`prepend`/`cas`/
+//!   `delete`/`incr`/`decr`, and `stats`/`flush`/`ping`/`version`/`verbosity` on every
+//!   server — libmemcached-tools' everyday verbs (`memccat`, `memccp`, `memcrm`,
+//!   `memcstat`, `memcflush`, `memcping`) — with the exit statuses.
+//! - [`json`]: JSON output through serde.
 //! - [`stats`]: fetching `stats`/`stats items`/`stats slabs` and the `text`, `table`, `json`
 //!   and `prometheus` formats of `memkit stats`; the Prometheus text format (the community
 //!   memcached_exporter's metric names) is rendered by `memkit_server::metrics`, the code
@@ -19,10 +23,13 @@
 //! tool works against real memcached as well as memkitd.
 
 pub mod cli;
+pub mod connect;
 pub mod dump;
+pub mod json;
 pub mod raw;
 pub mod stats;
 pub mod term;
 pub mod top;
 pub mod trace;
+pub mod verbs;
 pub mod watch;

@@ -1,32 +1,45 @@
-//! A plain text-protocol connection for the commands the client library does not model
-//! (`lru_crawler metadump`, `watch`): send one line, read reply lines.
+//! A text-protocol connection for the commands the client library does not model
+//! (`lru_crawler metadump`, `watch`, `verbosity`): send one line, read reply lines. Opened
+//! as the client opens its own (TCP or TLS, then the `-Y` login), see
+//! [`ClientConfig::open`].
 
 use std::time::Duration;
 
+use memkit_client::{ClientConfig, ServerSpec, Stream};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 
 /// One connection to one server.
-#[derive(Debug)]
 pub struct Raw {
-    stream: BufReader<TcpStream>,
+    stream: BufReader<Box<dyn Stream>>,
     addr: String,
     timeout: Duration,
 }
 
+impl std::fmt::Debug for Raw {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Raw").field("addr", &self.addr).finish()
+    }
+}
+
 impl Raw {
-    /// Connects to `addr` (`host:port`) within `timeout`.
-    pub async fn connect(addr: &str, timeout: Duration) -> Result<Raw, String> {
-        let s = tokio::time::timeout(timeout, TcpStream::connect(addr))
+    /// Connects to `server` with `config` (its connect timeout, TLS and login); lines must
+    /// then arrive within its request timeout.
+    pub async fn connect(server: &ServerSpec, config: &ClientConfig) -> Result<Raw, String> {
+        let addr = server.addr();
+        let s = config
+            .open(server)
             .await
-            .map_err(|_| format!("{addr}: connect timed out"))?
             .map_err(|e| format!("{addr}: {e}"))?;
-        let _ = s.set_nodelay(true);
         Ok(Raw {
             stream: BufReader::new(s),
-            addr: addr.to_owned(),
-            timeout,
+            addr,
+            timeout: config.request_timeout,
         })
+    }
+
+    /// The server's `host:port`.
+    pub fn addr(&self) -> &str {
+        &self.addr
     }
 
     /// Sends `line` followed by `\r\n`.
@@ -34,11 +47,12 @@ impl Raw {
         let mut buf = Vec::with_capacity(line.len() + 2);
         buf.extend_from_slice(line.as_bytes());
         buf.extend_from_slice(b"\r\n");
-        self.stream
-            .get_mut()
-            .write_all(&buf)
+        let w = self.stream.get_mut();
+        w.write_all(&buf)
             .await
-            .map_err(|e| format!("{}: {e}", self.addr))
+            .map_err(|e| format!("{}: {e}", self.addr))?;
+        // TLS streams hold written records until flushed.
+        w.flush().await.map_err(|e| format!("{}: {e}", self.addr))
     }
 
     /// The next line without its line ending; `None` when the server closed. With

@@ -152,6 +152,40 @@ pub enum Format {
     Prometheus,
 }
 
+/// `memkit stats [ARGS] --format F`: the rendered text; failed servers are reported on
+/// stderr and marked in `st` (the others are still shown).
+pub async fn run(
+    c: &Cluster,
+    args: &[String],
+    format: Format,
+    st: &mut crate::verbs::Status,
+) -> Result<String, String> {
+    if format == Format::Prometheus {
+        if !args.is_empty() {
+            return Err("--format prometheus takes no stats arguments".into());
+        }
+        let res = fetch_all(c, true).await;
+        for (server, r) in &res {
+            if let Err(e) = r {
+                st.fail(server, e);
+            }
+        }
+        return Ok(render_prometheus(&res));
+    }
+    let res: Vec<(String, Result<Pairs, String>)> = c
+        .stats(&args.join(" "))
+        .await
+        .into_iter()
+        .map(|(s, r)| (s.addr(), r.map_err(|e| e.to_string())))
+        .collect();
+    for (server, r) in &res {
+        if let Err(e) = r {
+            st.fail(server, e);
+        }
+    }
+    Ok(render_pairs(format, &res))
+}
+
 /// Renders `results` (server, pairs or error) as `format` (not `Prometheus`).
 pub fn render_pairs(format: Format, results: &[(String, Result<Pairs, String>)]) -> String {
     let mut out = String::new();
@@ -211,29 +245,21 @@ pub fn render_pairs(format: Format, results: &[(String, Result<Pairs, String>)])
             }
         }
         Format::Json => {
-            out.push('{');
-            for (i, (server, r)) in results.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let _ = write!(out, "\n  {}: ", json_str(server));
+            let mut all = crate::json::Object::<crate::json::Object>::default();
+            for (server, r) in results {
+                let mut o: crate::json::Object = crate::json::Object::default();
                 match r {
                     Ok(pairs) => {
-                        out.push('{');
-                        for (j, (k, v)) in pairs.iter().enumerate() {
-                            if j > 0 {
-                                out.push_str(", ");
-                            }
-                            let _ = write!(out, "{}: {}", json_str(k), json_value(v));
+                        for (k, v) in pairs {
+                            o.push(k.as_str(), crate::json::value(v));
                         }
-                        out.push('}');
                     }
-                    Err(e) => {
-                        let _ = write!(out, "{{\"error\": {}}}", json_str(e));
-                    }
+                    Err(e) => o.push("error", e.as_str()),
                 }
+                all.push(server.as_str(), o);
             }
-            out.push_str("\n}\n");
+            out = serde_json::to_string_pretty(&all).unwrap_or_default();
+            out.push('\n');
         }
     }
     out
@@ -266,56 +292,9 @@ pub fn render_prometheus(results: &[(String, Result<Snapshot, String>)]) -> Stri
     memkit_server::metrics::render(&servers)
 }
 
-/// A JSON string literal.
-pub fn json_str(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\r' => o.push_str("\\r"),
-            '\t' => o.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
-/// A stat value as JSON: a number when it is one in JSON's grammar, else a string.
-pub fn json_value(v: &str) -> String {
-    let t = v.trim();
-    let is_num = !t.is_empty()
-        && t.parse::<f64>().is_ok_and(f64::is_finite)
-        && t.bytes()
-            .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
-        && !t.starts_with('.')
-        && !t.ends_with('.')
-        && !(t.len() > 1 && t.starts_with('0') && !t.starts_with("0."))
-        && !t.starts_with("-0")
-        && t != "-";
-    if is_num { t.to_owned() } else { json_str(v) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn json_values() {
-        assert_eq!(json_value("12"), "12");
-        assert_eq!(json_value("0.500000"), "0.500000");
-        assert_eq!(json_value("0"), "0");
-        assert_eq!(json_value("007"), "\"007\"");
-        assert_eq!(json_value("1.6.18"), "\"1.6.18\"");
-        assert_eq!(json_value("tokio"), "\"tokio\"");
-        assert_eq!(json_str("a\"b\n"), "\"a\\\"b\\n\"");
-    }
 
     #[test]
     fn size_classes_from_items_and_slabs() {

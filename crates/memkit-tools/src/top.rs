@@ -454,8 +454,9 @@ fn apply(keys: &[Key], selected: &mut usize, n: usize) -> bool {
     false
 }
 
-/// Runs the dashboard until `q` (or the iteration count).
-pub async fn run(c: &Cluster, opts: &TopOptions) -> Result<(), String> {
+/// Runs the dashboard until `q` (or the iteration count). Returns the servers that could
+/// not be read in the last frame when the count ended it (none when `q` did).
+pub async fn run(c: &Cluster, opts: &TopOptions) -> Result<Vec<String>, String> {
     let mut views: Vec<ServerView> = c
         .servers()
         .iter()
@@ -512,7 +513,7 @@ pub async fn run(c: &Cluster, opts: &TopOptions) -> Result<(), String> {
                     None => keys_open = false,
                     Some(ks) => {
                         if apply(&ks, &mut selected, views_n) {
-                            return Ok(());
+                            return Ok(Vec::new());
                         }
                         draw(&views, selected);
                     }
@@ -537,7 +538,10 @@ pub async fn run(c: &Cluster, opts: &TopOptions) -> Result<(), String> {
         draw(&views, selected);
         done += 1;
         if opts.iterations.is_some_and(|n| done >= n) {
-            return Ok(());
+            return Ok(views
+                .iter()
+                .filter_map(|v| v.error.as_ref().map(|e| format!("{}: {e}", v.addr)))
+                .collect());
         }
         loop {
             tokio::select! {
@@ -546,7 +550,7 @@ pub async fn run(c: &Cluster, opts: &TopOptions) -> Result<(), String> {
                     None => keys_open = false,
                     Some(ks) => {
                         if apply(&ks, &mut selected, views_n) {
-                            return Ok(());
+                            return Ok(Vec::new());
                         }
                         draw(&views, selected);
                     }

@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::time::Duration;
 
+use memkit_client::{ClientConfig, ServerSpec};
 use tokio::sync::mpsc;
 
 use crate::raw::Raw;
@@ -25,8 +26,8 @@ pub struct WatchOptions {
 /// Streams events to `out` until the count or duration is reached, or every server has
 /// closed; returns the events written and the servers' errors.
 pub async fn watch(
-    servers: &[String],
-    timeout: Duration,
+    servers: &[ServerSpec],
+    config: &ClientConfig,
     opts: &WatchOptions,
     out: &mut dyn Write,
 ) -> (u64, Vec<String>) {
@@ -39,11 +40,13 @@ pub async fn watch(
     let (tx, mut rx) = mpsc::channel::<Result<(String, String), String>>(1024);
     for server in servers {
         let tx = tx.clone();
-        let server = server.clone();
+        let spec = server.clone();
+        let server = server.addr();
+        let config = config.clone();
         let kinds = kinds.clone();
         tokio::spawn(async move {
             let r = async {
-                let mut c = Raw::connect(&server, timeout).await?;
+                let mut c = Raw::connect(&spec, &config).await?;
                 c.send(&format!("watch {kinds}")).await?;
                 match c.line(false).await? {
                     Some(l) if l == "OK" => {}
