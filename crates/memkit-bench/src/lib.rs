@@ -14,6 +14,8 @@
 //!   [`server_report`] renders the ratio table, binary against text, and the SVG chart.
 //! - [`persist_bench`]: `memkit-bench persist`: memkitd's persistent mode: durable sets/s
 //!   (group commit) and gets/s over a data set 4x the memory budget.
+//! - [`fill`]: `memkit-bench fill`: warm-up fills (10 B to 1 MB values) and a Zipf trace
+//!   with log-normal value sizes, memkitd against memcached.
 //! - [`soak`]: `memkit-bench soak`: a bounded mixed run against memkitd (random requests,
 //!   malformed ones, random sizes, clients leaving mid-request), checking every reply, the
 //!   server's memory bound, that no connection is stuck, and that `stats` adds up.
@@ -25,6 +27,7 @@
 //! sane values, never how fast.
 
 pub mod engine_bench;
+pub mod fill;
 pub mod loadgen;
 pub mod lru;
 pub mod persist_bench;

@@ -5,6 +5,8 @@
 //!   [`memkit_bench::engine_bench`]); prints markdown to stdout, progress to stderr.
 //! - `server`: memkitd against memcached over loopback (see [`memkit_bench::server_bench`]).
 //! - `persist`: memkitd's persistent mode (see [`memkit_bench::persist_bench`]).
+//! - `fill`: warm-up fills and mixed value sizes, memkitd vs memcached (see
+//!   [`memkit_bench::fill`]).
 //! - `soak`: a bounded mixed run against memkitd with checks (see [`memkit_bench::soak`]).
 
 use clap::{Args, Parser, Subcommand};
@@ -31,6 +33,9 @@ enum Cmd {
     /// A bounded mixed run with bad requests and clients leaving mid-request; checks replies,
     /// memory, stuck connections and stats. Prints a report; exits non-zero on a failure.
     Soak(memkit_bench::soak::SoakArgs),
+    /// memkitd vs memcached: write-only fills from 10 B to 1 MB values, and a Zipf trace with
+    /// log-normal value sizes.
+    Fill(memkit_bench::fill::FillArgs),
 }
 
 #[derive(Debug, Args)]
@@ -81,5 +86,6 @@ fn main() {
         Cmd::Server(a) => std::process::exit(memkit_bench::server_bench::main(a)),
         Cmd::Persist(a) => std::process::exit(memkit_bench::persist_bench::main(a)),
         Cmd::Soak(a) => std::process::exit(memkit_bench::soak::main(a)),
+        Cmd::Fill(a) => std::process::exit(memkit_bench::fill::main(a)),
     }
 }
