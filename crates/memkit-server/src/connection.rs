@@ -256,56 +256,41 @@ pub trait Transport: AsyncRead + AsyncWrite + Unpin {
     fn readable(&mut self) -> impl Future<Output = io::Result<()>>;
 }
 
-impl Transport for TcpStream {
-    /// A short read means the socket is drained: its readiness is cleared then, as tokio's
-    /// own `poll_read` does, so that the next read waits for the poller instead of trying a
-    /// `recv` that would only say EAGAIN (one system call per request saved in
-    /// request/response traffic).
-    fn read_now(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        let spare = buf.capacity() - buf.len();
-        let mut got = 0;
-        let r = self.try_io(tokio::io::Interest::READABLE, || {
-            got = self.try_read_buf(buf)?;
-            if got > 0 && got < spare {
-                Err(io::ErrorKind::WouldBlock.into())
-            } else {
-                Ok(got)
+/// [`Transport`] for a tokio socket type (TCP, UNIX: their readiness works alike).
+///
+/// A short read means the socket is drained: its readiness is cleared then, as tokio's own
+/// `poll_read` does, so that the next read waits for the poller instead of trying a `recv`
+/// that would only say EAGAIN (one system call per request saved in request/response
+/// traffic).
+macro_rules! socket_transport {
+    ($t:ty) => {
+        impl Transport for $t {
+            fn read_now(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+                let spare = buf.capacity() - buf.len();
+                let mut got = 0;
+                let r = self.try_io(tokio::io::Interest::READABLE, || {
+                    got = self.try_read_buf(buf)?;
+                    if got > 0 && got < spare {
+                        Err(io::ErrorKind::WouldBlock.into())
+                    } else {
+                        Ok(got)
+                    }
+                });
+                match r {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
+                    r => r,
+                }
             }
-        });
-        match r {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
-            r => r,
-        }
-    }
 
-    fn readable(&mut self) -> impl Future<Output = io::Result<()>> {
-        TcpStream::readable(self)
-    }
+            fn readable(&mut self) -> impl Future<Output = io::Result<()>> {
+                <$t>::readable(self)
+            }
+        }
+    };
 }
 
-/// The same for a UNIX socket (`-s`): its readiness works as TCP's.
-impl Transport for UnixStream {
-    fn read_now(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
-        let spare = buf.capacity() - buf.len();
-        let mut got = 0;
-        let r = self.try_io(tokio::io::Interest::READABLE, || {
-            got = self.try_read_buf(buf)?;
-            if got > 0 && got < spare {
-                Err(io::ErrorKind::WouldBlock.into())
-            } else {
-                Ok(got)
-            }
-        });
-        match r {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
-            r => r,
-        }
-    }
-
-    fn readable(&mut self) -> impl Future<Output = io::Result<()>> {
-        UnixStream::readable(self)
-    }
-}
+socket_transport!(TcpStream);
+socket_transport!(UnixStream);
 
 impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
     /// One poll with a waker that does nothing: rustls hands out plaintext it holds, else
