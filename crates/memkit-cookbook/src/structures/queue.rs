@@ -130,9 +130,10 @@ impl<M: Memcache> Slots<M> {
     }
 
     /// Takes the element in claimed slot `n`: `Some(encoded)` if we removed it, `None` if the
-    /// slot is a hole (tombstoned by us or someone) or another consumer took it. Removal is
-    /// one atomic CAS command, so exactly one taker wins: `delete_cas`, or with `mark` a `cas`
-    /// that replaces the element by a tombstone (the queue's record of consumed slots).
+    /// slot is a hole (tombstoned by us or someone) or ends empty or tombstoned after another
+    /// consumer took what was there. Removal is one atomic CAS command, so exactly one taker
+    /// wins: `delete_cas`, or with `mark` a `cas` that replaces the element by a tombstone
+    /// (the queue's record of consumed slots). A lost race reads the slot again.
     async fn take(&self, n: u64, mark: bool) -> Result<Option<Vec<u8>>> {
         let key = self.slot_key(n);
         let mut waited = Duration::ZERO;
@@ -147,7 +148,13 @@ impl<M: Memcache> Slots<M> {
                     } else {
                         self.mc.delete_cas(&key, item.cas).await? == DeleteOutcome::Deleted
                     };
-                    return Ok(won.then(|| item.value[1..].to_vec()));
+                    if won {
+                        return Ok(Some(item.value[1..].to_vec()));
+                    }
+                    // Someone else took that element, but a stack's slot is reused as its top
+                    // moves down and up: a newer element may sit in the slot we still hold the
+                    // claim on, above a top that has already moved below it, where no other
+                    // consumer will look. Read the slot again rather than strand it.
                 }
                 Some(_) => return Ok(None),
                 None if waited >= self.opts.hole_wait => {
