@@ -2,58 +2,26 @@
 //! to by a rustls client. Client-certificate modes: 0 (none), 1 (request), 2 (require).
 //! The client crate's tests run the same conversations against real memcached `-Z`.
 
+#[path = "support/inproc.rs"]
+mod inproc;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use inproc::Server;
 use memkit_server::{Args, Settings, Shared};
 use memkit_testkit::certs::TestPki;
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use tokio::net::TcpStream;
 use tokio::time::timeout;
-
-struct Server {
-    addr: std::net::SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-    shared: Arc<Shared>,
-}
 
 fn settings(args: &[&str]) -> Settings {
     let mut argv = vec!["memkitd"];
     argv.extend_from_slice(args);
     Settings::from_args(<Args as clap::Parser>::parse_from(argv)).0
-}
-
-impl Server {
-    async fn start(args: &[&str]) -> Server {
-        let settings = settings(args);
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let shared = Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(memkit_server::run(listener, shared.clone(), async move {
-            let _ = rx.await;
-        }));
-        Server {
-            addr,
-            stop: Some(tx),
-            task,
-            shared,
-        }
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        timeout(Duration::from_secs(5), self.task)
-            .await
-            .expect("server stops")
-            .unwrap();
-    }
 }
 
 /// Which certificate the test client presents.

@@ -1,55 +1,14 @@
 //! The `memkit` binary against in-process memkitd servers on free loopback ports.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
+mod common;
 
+use common::{Memkitd, memkit, stdout};
 use memkit_client::{Cluster, ClusterConfig, Distribution, ServerSpec};
-
-fn start_memkitd(rt: &tokio::runtime::Runtime) -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    listener.set_nonblocking(true).unwrap();
-    rt.spawn(async move {
-        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-        let settings = memkit_server::Settings::default();
-        let shared =
-            memkit_server::Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
-        memkit_server::run(listener, shared, std::future::pending()).await;
-    });
-    port
-}
-
-fn memkit(servers: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memkit"))
-        .args(["--servers", servers, "--timeout-ms", "3000"])
-        .args(args)
-        .env_remove("MEMCACHED_SERVERS")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    if let Some(data) = stdin {
-        input.write_all(data).unwrap();
-    }
-    drop(input);
-    child.wait_with_output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 #[test]
 fn everyday_verbs_over_a_pool() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let ports: Vec<u16> = (0..3).map(|_| start_memkitd(&rt)).collect();
+    let memkitds: Vec<Memkitd> = (0..3).map(|_| Memkitd::start(&[])).collect();
+    let ports: Vec<u16> = memkitds.iter().map(|m| m.port).collect();
     let servers = format!(
         "127.0.0.1:{},127.0.0.1:{}:2,127.0.0.1:{}",
         ports[0], ports[1], ports[2]
@@ -129,5 +88,4 @@ fn everyday_verbs_over_a_pool() {
             .code(),
         Some(2)
     );
-    rt.shutdown_background();
 }
