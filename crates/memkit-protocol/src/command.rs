@@ -12,10 +12,14 @@
 //! - binary: [`crate::binary::Request::command`] and [`crate::binary::encode_command`].
 //!
 //! `tests/logical.rs` checks that a command survives encode → decode in every encoding.
+//!
+//! Whether a store is too large is not a property of a [`Command`]: it must be decided from
+//! the request's header, before its value arrives, so each decoder asks the one rule,
+//! [`crate::Limits::item_fits`], and swallows the refused value as it comes.
 
 use memkit_types::{ArithOptions, DeleteOptions, Exptime, GetOptions, StoreMode, StoreOptions};
 
-use crate::{Limits, StoreCmd};
+use crate::StoreCmd;
 
 /// One logical command. A text multi-get is one [`Command::Get`] per key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,17 +87,6 @@ impl Command<'_> {
     pub fn mutates(&self) -> bool {
         match self {
             Command::Get { opts, .. } => opts.touch.is_some() || opts.vivify.is_some(),
-            _ => true,
-        }
-    }
-
-    /// Whether a store's item fits `-I` (memcached's `item_size_ok`); other commands
-    /// always fit.
-    pub fn fits(&self, limits: &Limits) -> bool {
-        match self {
-            Command::Store { key, data, opts } => {
-                limits.item_fits(key.len(), opts.flags, data.len())
-            }
             _ => true,
         }
     }

@@ -227,6 +227,24 @@ impl MetaFlags<'_> {
         }
     }
 
+    /// `C<cas>` when `cas` is set.
+    fn with_compare_cas(&mut self, cas: Option<u64>) -> &mut Self {
+        if let Some(c) = cas {
+            self.compare_cas = Some(c);
+            self.push(b'C');
+        }
+        self
+    }
+
+    /// `E<cas>` when `cas` is set.
+    fn with_new_cas(&mut self, cas: Option<u64>) -> &mut Self {
+        if let Some(e) = cas {
+            self.new_cas = Some(e);
+            self.push(b'E');
+        }
+        self
+    }
+
     /// The flags of an `mg` for `o`, returning value, flags and CAS (and `t h l` when
     /// `o.meta`), `T`, `N`, `R` in the order memcached applies them.
     pub fn for_get(o: &GetOptions) -> MetaFlags<'static> {
@@ -244,10 +262,7 @@ impl MetaFlags<'_> {
             f.recache = Some(r.min(i32::MAX as u32) as i32);
             f.push(b'R');
         }
-        if let Some(e) = o.new_cas {
-            f.new_cas = Some(e);
-            f.push(b'E');
-        }
+        f.with_new_cas(o.new_cas);
         if o.meta {
             f.push(b't').push(b'h').push(b'l');
         }
@@ -291,10 +306,7 @@ impl MetaFlags<'_> {
             StoreMode::Prepend => b'P',
         });
         f.push(b'T').push(b'F').push(b'M');
-        if let Some(c) = o.cas {
-            f.compare_cas = Some(c);
-            f.push(b'C');
-        }
+        f.with_compare_cas(o.cas);
         if o.invalidate {
             f.invalidate = true;
             f.push(b'I');
@@ -303,10 +315,7 @@ impl MetaFlags<'_> {
             f.vivify = Some(exp32(n));
             f.push(b'N');
         }
-        if let Some(e) = o.new_cas {
-            f.new_cas = Some(e);
-            f.push(b'E');
-        }
+        f.with_new_cas(o.new_cas);
         f
     }
 
@@ -324,10 +333,7 @@ impl MetaFlags<'_> {
     /// The flags of an `md` for `o`.
     pub fn for_delete(o: &DeleteOptions) -> MetaFlags<'static> {
         let mut f = MetaFlags::default();
-        if let Some(c) = o.cas {
-            f.compare_cas = Some(c);
-            f.push(b'C');
-        }
+        f.with_compare_cas(o.cas);
         if o.invalidate {
             f.invalidate = true;
             f.push(b'I');
@@ -340,10 +346,7 @@ impl MetaFlags<'_> {
             f.remove_value = true;
             f.push(b'x');
         }
-        if let Some(e) = o.new_cas {
-            f.new_cas = Some(e);
-            f.push(b'E');
-        }
+        f.with_new_cas(o.new_cas);
         f
     }
 
@@ -380,18 +383,12 @@ impl MetaFlags<'_> {
             f.initial = Some(initial);
             f.push(b'N').push(b'J');
         }
-        if let Some(c) = o.cas {
-            f.compare_cas = Some(c);
-            f.push(b'C');
-        }
+        f.with_compare_cas(o.cas);
         if let Some(t) = o.update_ttl {
             f.ttl = Some(exp32(t));
             f.push(b'T');
         }
-        if let Some(e) = o.new_cas {
-            f.new_cas = Some(e);
-            f.push(b'E');
-        }
+        f.with_new_cas(o.new_cas);
         f.push(b'v').push(b'c').push(b't');
         f
     }

@@ -45,12 +45,12 @@ pub fn step(buf: &[u8], sh: &Shared, conn_id: u64, sasl: &mut Session, out: &mut
     match binary::decode_request(buf, &sh.limits, auth) {
         Ok((req, used)) => {
             trace(sh, conn_id, &req);
-            let action = execute(&req, sh, conn_id, sasl, out);
+            let (action, mutates) = execute(&req, sh, conn_id, sasl, out);
             Step::Done {
                 used,
                 swallow: 0,
                 action,
-                mutates: req.mutates(),
+                mutates,
             }
         }
         Err(DecodeError::Incomplete) => Step::Incomplete,
@@ -105,7 +105,7 @@ fn execute(
     conn_id: u64,
     sasl: &mut Session,
     out: &mut Vec<u8>,
-) -> Action {
+) -> (Action, bool) {
     let (opcode, opaque) = (req.opcode, req.opaque);
     if let Some(cmd) = req.command() {
         let (with_key, value) = match req.cmd {
@@ -132,7 +132,7 @@ fn execute(
             not_stored,
         };
         exec::execute(&cmd, sh, conn_id, &mut reply);
-        return Action::Continue;
+        return (Action::Continue, cmd.mutates());
     }
     match req.cmd {
         Command::Noop => write_ok(out, opcode, opaque, 0, b""),
@@ -141,7 +141,7 @@ fn execute(
             if !req.quiet {
                 write_ok(out, opcode, opaque, 0, b"");
             }
-            return Action::Close;
+            return (Action::Close, false);
         }
         Command::Stat { group } => stat(sh, req, group, out),
         Command::SaslListMechs => {
@@ -162,7 +162,7 @@ fn execute(
         | Command::Arith { .. }
         | Command::Flush { .. } => {}
     }
-    Action::Continue
+    (Action::Continue, false)
 }
 
 /// The binary protocol's replies. A quiet request's success is silent (a get hit is not);
@@ -198,13 +198,13 @@ impl Reply for BinReply<'_, '_> {
         write_hit(self.out, self.req, v.flags, v.cas, key, value);
     }
 
+    /// Quiet misses are silent; `GETK`/`GATK` misses carry the key instead of a message.
     fn miss(&mut self) {
         let (opcode, opaque) = (self.req.opcode, self.req.opaque);
-        if self.req.quiet {
-        } else if self.with_key {
-            write_miss_with_key(self.out, opcode, opaque, self.key);
-        } else {
-            self.fail(Status::KeyNotFound);
+        match (self.req.quiet, self.with_key) {
+            (true, _) => {}
+            (false, true) => write_miss_with_key(self.out, opcode, opaque, self.key),
+            (false, false) => self.fail(Status::KeyNotFound),
         }
     }
 
