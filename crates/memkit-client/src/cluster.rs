@@ -152,6 +152,8 @@ struct Pool {
     servers: Vec<ServerSpec>,
     clients: Vec<Client>,
     health: Vec<Health>,
+    /// The placement with every server up: never rebuilt ([`Memcache::home_server`]).
+    home: Arc<Placement>,
     placement: RwLock<(Arc<Placement>, Option<Instant>)>,
 }
 
@@ -161,12 +163,13 @@ impl Pool {
             .iter()
             .map(|s| Client::new(s.clone(), cfg.client.clone()))
             .collect();
-        let placement = Placement::build(cfg.distribution, &servers, &[]);
+        let home = Arc::new(Placement::build(cfg.distribution, &servers, &[]));
         Pool {
             health: servers.iter().map(|_| Health::default()).collect(),
             servers,
             clients,
-            placement: RwLock::new((Arc::new(placement), None)),
+            placement: RwLock::new((home.clone(), None)),
+            home,
         }
     }
 }
@@ -573,6 +576,10 @@ async fn join_all<'a, T>(futs: Vec<BoxFut<'a, T>>) -> Vec<T> {
 }
 
 impl Memcache for Cluster {
+    fn home_server(&self, key: &[u8]) -> Option<usize> {
+        self.inner.main.home.server_for(key)
+    }
+
     async fn get_multi(&self, keys: &[&[u8]], opts: &GetOptions) -> Result<Vec<Option<Item>>> {
         for k in keys {
             validate_key(k)?;

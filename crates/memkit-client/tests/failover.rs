@@ -104,7 +104,8 @@ async fn killing_one_of_three_servers_under_load() {
     for k in &on_victim {
         assert_eq!(c.get_value(k.as_bytes()).await, Ok(None), "{k}");
     }
-    // It is ejected: its keys map to the two others now, the others' keys did not move.
+    // It is ejected: its keys map to the two others now, the others' keys did not move. Their
+    // home (the full ring, for names that must not move) is still the victim.
     assert!(c.health()[victim].down);
     for k in &keys {
         assert_ne!(
@@ -112,6 +113,12 @@ async fn killing_one_of_three_servers_under_load() {
             Some(victim),
             "{k}: {:?}",
             c.health()
+        );
+        let home = c.home_server(k.as_bytes());
+        assert_eq!(
+            home == Some(victim),
+            on_victim.contains(&k),
+            "{k}: home {home:?}"
         );
     }
     let ejected_after = killed_at.elapsed();

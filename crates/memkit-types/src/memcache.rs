@@ -57,6 +57,15 @@ pub trait Memcache: Send + Sync {
     /// Invalidates every item, now (`delay == 0`) or in `delay` seconds.
     fn flush_all(&self, delay: u32) -> impl Future<Output = Result<()>> + Send;
 
+    /// The index of the server that is `key`'s home when every server is up, for a backend
+    /// that spreads keys over servers; `None` for a single store (the default). Stable while
+    /// servers go down and come back, so names chosen from it do not move: the cookbook uses
+    /// it to put a hot value's copies on distinct servers.
+    fn home_server(&self, key: &[u8]) -> Option<usize> {
+        let _ = key;
+        None
+    }
+
     // ---- Provided: the classic commands, each one call of the above. ----
 
     /// One key with options (`mg`).
@@ -222,7 +231,7 @@ fn arith_value(outcome: ArithOutcome) -> Result<Option<u64>> {
     }
 }
 
-/// Forwards every required method; the provided ones follow.
+/// Forwards every required method and [`Memcache::home_server`]; the provided ones follow.
 macro_rules! forward_memcache {
     ($($t:tt)*) => {
         $($t)* {
@@ -260,6 +269,9 @@ macro_rules! forward_memcache {
             }
             fn flush_all(&self, delay: u32) -> impl Future<Output = Result<()>> + Send {
                 (**self).flush_all(delay)
+            }
+            fn home_server(&self, key: &[u8]) -> Option<usize> {
+                (**self).home_server(key)
             }
         }
     };

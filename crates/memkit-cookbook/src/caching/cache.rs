@@ -270,15 +270,15 @@ impl<M: Memcache + Clone + 'static> CacheBuilder<M> {
     /// value ([`Policy::hot_copies`], [`Policy::replicas`]) get names that land on distinct
     /// servers: copy 0 is `<key>#0`, and each next copy is the first `<key>#<j>` placed on a
     /// server holding no copy yet (on the least loaded one once every server holds one).
-    /// [`Cache::item_keys`] lists them. Without it, or when it answers `None`, copy `i` is
-    /// `<key>#<i>` ([`Policy::item_keys`]), whose servers only the hash decides.
+    /// [`Cache::item_keys`] lists them. Without it, the backend's [`Memcache::home_server`]
+    /// decides: a `memkit_client::Cluster` answers from the ring of all its servers, which
+    /// does not move when a server is marked down, so a value's copy names never change.
+    /// When neither knows (`None`), copy `i` is `<key>#<i>` ([`Policy::item_keys`]), whose
+    /// servers only the hash decides.
     ///
-    /// For a `memkit_client::Cluster`, pass the ring of all its servers, which does not move
-    /// when a server is marked down (so a value's copy names never change):
-    /// `let ring = Placement::build(distribution, cluster.servers(), &[]);` then
-    /// `.placement(move |k| ring.server_for(k))`. (`cluster.server_for` works too, but follows
-    /// ejections: while a server is out, new writes pick other names and the copies under the
-    /// old ones are left to their TTL.) See `docs/cookbook/caching-hot-keys.md`.
+    /// Set it when the backend hides its placement: a wrapper that does not forward
+    /// `home_server`, or a pool another client manages. `.placement(|_| None)` turns spreading
+    /// off. See `docs/cookbook/caching-hot-keys.md`.
     pub fn placement<F>(mut self, server_of: F) -> Self
     where
         F: Fn(&[u8]) -> Option<usize> + Send + Sync + 'static,

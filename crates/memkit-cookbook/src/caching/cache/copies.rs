@@ -1,5 +1,5 @@
 //! Where a value lives: its item keys (the key itself, or its copies `<key>#<j>`, spread
-//! over distinct servers when the cache knows the backend's placement), reading one copy and
+//! over distinct servers when the cache or the backend knows the placement), reading one copy and
 //! falling back to the others, writing every copy.
 
 use std::collections::HashMap;
@@ -86,7 +86,7 @@ const CANDIDATES_PER_COPY: usize = 16;
 fn spread_copies(
     key: &str,
     n: usize,
-    server_of: &(dyn Fn(&[u8]) -> Option<usize> + Send + Sync),
+    server_of: &dyn Fn(&[u8]) -> Option<usize>,
 ) -> Option<Vec<String>> {
     let budget = n.max(1) * CANDIDATES_PER_COPY;
     let mut servers: Vec<usize> = Vec::new(); // of candidates 0..servers.len()
@@ -121,20 +121,22 @@ fn spread_copies(
 
 impl<M: Memcache + Clone + 'static> Cache<M> {
     /// The memcached keys holding `key`'s value under `policy`: `key` itself, or its copies,
-    /// named as [`CacheBuilder::placement`](super::CacheBuilder::placement) says (without a
-    /// placement, [`Policy::item_keys`]). Fails when a copy name is not a valid key (longer
+    /// spread over distinct servers as [`CacheBuilder::placement`](super::CacheBuilder::placement)
+    /// says or, without one, as the backend's [`Memcache::home_server`] does (a
+    /// `memkit_client::Cluster` knows; a single store does not, and then the names are
+    /// [`Policy::item_keys`]). Fails when a copy name is not a valid key (longer
     /// than 250 bytes).
     pub fn item_keys(&self, key: &str, policy: &Policy) -> Result<Vec<String>> {
         let n = policy.copies.count();
         if n == 1 {
             return Ok(vec![key.to_owned()]);
         }
-        let keys = self
-            .inner
-            .placement
-            .as_ref()
-            .and_then(|server_of| spread_copies(key, n, server_of.as_ref()))
-            .unwrap_or_else(|| policy.item_keys(key));
+        let mc = &self.inner.mc;
+        let spread = match &self.inner.placement {
+            Some(server_of) => spread_copies(key, n, server_of.as_ref()),
+            None => spread_copies(key, n, &|k| mc.home_server(k)),
+        };
+        let keys = spread.unwrap_or_else(|| policy.item_keys(key));
         for k in &keys {
             validate_key(k.as_bytes())?;
         }

@@ -1,6 +1,7 @@
 //! The cache on a cluster of servers, through memkit-client: hot-key copies spread over
-//! distinct servers by [`CacheBuilder::placement`](crate::caching::CacheBuilder::placement)
-//! (every server's `get_hits` rises under the reads), and the server holding a tag restarting
+//! distinct servers by the cluster's own `home_server`, and by an explicit
+//! [`CacheBuilder::placement`](crate::caching::CacheBuilder::placement) (every server's
+//! `get_hits` rises under the reads), and the server holding a tag restarting
 //! right after an invalidation (the reader goes to the master). Three in-process memkitd, and
 //! three real memcached processes (restarted by PID), all started by `net.rs`'s harness on
 //! 127.0.0.1. Real time; the assertions are about counts, sources and loader contexts.
@@ -57,8 +58,10 @@ async fn get_hits(cluster: &Cluster) -> Vec<u64> {
 
 /// A hot key with one copy per server, on a key whose plain copy names `<key>#0..#2` leave a
 /// server out (what the hash alone decides): with the cluster's ring as the cache's
-/// placement, the hot key's reads reach every server, and each copy sits on its own server.
-async fn hot_copies_on_every_server(name: &str, cluster: Cluster) {
+/// placement, the hot key's reads reach every server, and each copy sits on its own server:
+/// placed by the cluster itself (`placed_by_ring` false: a plain `Cache::new(cluster)`), or
+/// by a ring given to the builder.
+async fn hot_copies_on_every_server(name: &str, cluster: &Cluster, placed_by_ring: bool) {
     let at = |k: &str| cluster.server_for(k.as_bytes()).expect("a live server");
     let key = (0..)
         .map(|i| format!("front-page:{i}"))
@@ -70,22 +73,28 @@ async fn hot_copies_on_every_server(name: &str, cluster: Cluster) {
                 < SERVERS
         })
         .unwrap();
-    let ring = Placement::build(Distribution::Ketama, cluster.servers(), &[]);
-    let cache = Cache::builder(cluster.clone())
-        .seed(5)
-        .placement(move |k| ring.server_for(k))
-        .build();
+    let builder = Cache::builder(cluster.clone()).seed(5);
+    let cache = if placed_by_ring {
+        let ring = Placement::build(Distribution::Ketama, cluster.servers(), &[]);
+        builder.placement(move |k| ring.server_for(k)).build()
+    } else {
+        builder.build()
+    };
+    let name = &format!(
+        "{name} ({})",
+        if placed_by_ring { "ring" } else { "cluster" }
+    );
     let p = Policy::ttl(Duration::from_secs(60)).hot_copies(SERVERS);
     let load = |_: LoadContext| async { Ok::<_, std::io::Error>("<html>".to_owned()) };
 
     let f = cache.fetch(&key, &p, load).await.unwrap();
     assert_eq!(f.source, Source::Computed, "{name}");
-    let before = get_hits(&cluster).await;
+    let before = get_hits(cluster).await;
     for read in 0..READS {
         let f = cache.fetch(&key, &p, load).await.unwrap();
         assert_eq!(f.source, Source::Hit, "{name}: read {read}");
     }
-    let after = get_hits(&cluster).await;
+    let after = get_hits(cluster).await;
     eprintln!("{name}: get_hits per server {before:?} -> {after:?}");
     for i in 0..SERVERS {
         assert!(
@@ -119,7 +128,9 @@ async fn hot_copies_on_every_server(name: &str, cluster: Cluster) {
 async fn hot_copies_on_every_server_memkitd() {
     let servers: Vec<_> = (0..SERVERS).map(|_| start_memkitd()).collect();
     let ports: Vec<u16> = servers.iter().map(|s| s.1).collect();
-    hot_copies_on_every_server("memkitd", cluster(&ports)).await;
+    let cluster = cluster(&ports);
+    hot_copies_on_every_server("memkitd", &cluster, false).await;
+    hot_copies_on_every_server("memkitd", &cluster, true).await;
     for (rt, _) in servers {
         rt.shutdown_background();
     }
@@ -135,7 +146,9 @@ async fn hot_copies_on_every_server_real_memcached() {
         servers.push(s);
     }
     let ports: Vec<u16> = servers.iter().map(|s| s.1).collect();
-    hot_copies_on_every_server("memcached", cluster(&ports)).await;
+    let cluster = cluster(&ports);
+    hot_copies_on_every_server("memcached", &cluster, false).await;
+    hot_copies_on_every_server("memcached", &cluster, true).await;
 }
 
 /// Waits (at most 5 s) until `server` answers on fresh connections: `2 * pool_size` gets in
