@@ -12,28 +12,10 @@ use memkit_protocol::binary::{
 };
 use memkit_types::{ArithOutcome, DeleteOutcome, Error, StoreMode, StoreOutcome, Stored};
 
-use crate::dispatch::Action;
+use crate::dispatch::{Action, Step};
 use crate::exec::{self, Reply};
 use crate::sasl::{Outcome, Session};
 use crate::server::Shared;
-
-/// What one call of [`step`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    /// The frame is not complete yet: read more.
-    Incomplete,
-    /// A frame was handled.
-    Done {
-        /// Input bytes it used.
-        used: usize,
-        /// Bytes after those to discard as they arrive.
-        swallow: u64,
-        /// What the connection does next.
-        action: Action,
-        /// It may have changed stored data (persistent `sync` mode waits for it).
-        mutates: bool,
-    },
-}
 
 /// Handles the frame at the start of `buf`, appending its reply to `out`. `sasl` is the
 /// connection's SASL state, which the SASL commands change.

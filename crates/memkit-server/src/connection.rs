@@ -34,9 +34,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::auth::Prefixed;
-use crate::binary::Step;
 use crate::config::Protocol;
-use crate::dispatch::{Action, REPLY_CHUNK, dispatch, resume};
+use crate::dispatch::{Action, REPLY_CHUNK, Step, dispatch, resume};
 use crate::server::Shared;
 
 /// The protocol a connection speaks.
@@ -76,6 +75,9 @@ pub async fn serve<S: Transport>(
     let mut must_sync = false;
     let idle =
         (sh.settings.idle_timeout > 0).then(|| Duration::from_secs(sh.settings.idle_timeout));
+    // With an idle timeout, one timer per connection, re-armed for each wait and each write:
+    // boxed, as a timer is a sixth of a connection's state and most servers set no timeout.
+    let mut timer = idle.map(|d| Box::pin(tokio::time::sleep(d)));
     // When the last complete request arrived; read only when an idle timeout is set.
     let mut last_request = Instant::now();
     // Built once and polled first at every read: re-creating `changed()` per read would
@@ -102,7 +104,8 @@ pub async fn serve<S: Transport>(
                 return;
             }
             must_sync = false;
-            if write_out(&mut stream, &sh, &mut out, idle).await.is_err() {
+            let stall = timer.as_mut().zip(idle);
+            if write_out(&mut stream, &sh, &mut out, stall).await.is_err() {
                 return;
             }
         };
@@ -130,51 +133,33 @@ pub async fn serve<S: Transport>(
             } else {
                 Wire::Text
             }) == Wire::Binary;
-            if binary {
-                match crate::binary::step(&rbuf, &sh, id, &mut sasl, &mut out) {
-                    Step::Incomplete => break,
-                    Step::Done {
-                        used,
-                        swallow: s,
-                        action: a,
-                        mutates,
-                    } => {
-                        must_sync |= durable.is_some() && mutates;
-                        rbuf.advance(used);
-                        (swallow, action, answered) = (s, a, true);
-                    }
-                }
+            let step = if binary {
+                crate::binary::step(&rbuf, &sh, id, &mut sasl, &mut out)
             } else {
-                match decode_request(&rbuf, &sh.limits) {
-                    Ok((req, used)) => {
-                        trace_request(&sh, id, &req, &rbuf[..used]);
-                        must_sync |= durable.is_some() && req.mutates();
-                        action = dispatch(&req, &sh, id, &mut out);
-                        let mut rest = req;
-                        while let Action::More(at) = action {
-                            flush!();
-                            // `at` is an offset into the keys of the part just dispatched.
-                            rest = resume(&rest, at);
-                            action = dispatch(&rest, &sh, id, &mut out);
-                        }
-                        rbuf.advance(used);
-                        answered = true;
-                    }
-                    Err(DecodeError::Incomplete) => break,
-                    Err(DecodeError::Reject(r)) => {
-                        r.encode(&mut out);
-                        if r.reply == ErrorReply::TooLarge {
-                            let key = r.unlink.and_then(|(k, b64)| meta_key(k, b64));
-                            must_sync |= durable.is_some() && key.is_some();
-                            sh.engine.refuse_too_large(key.as_deref());
-                        }
-                        swallow = r.swallow;
-                        rbuf.advance(r.consumed);
-                        answered = true;
-                    }
-                    Err(DecodeError::Close | DecodeError::Malformed) => action = Action::Close,
-                }
+                text_step(&rbuf, &sh, id, &mut out)
+            };
+            let Step::Done {
+                used,
+                swallow: s,
+                action: a,
+                mutates,
+            } = step
+            else {
+                break;
+            };
+            must_sync |= durable.is_some() && mutates;
+            action = a;
+            // A multi-get's reply is written out in parts. The request is decoded again for
+            // each part rather than kept: a `Request` held across the write would size every
+            // connection's future (its memory while idle) for two of them.
+            let mut done = 0;
+            while let Action::More(at) = action {
+                flush!();
+                done += at;
+                action = dispatch_rest(&rbuf, done, &sh, id, &mut out);
             }
+            rbuf.advance(used);
+            (swallow, answered) = (s, true);
             if out.len() >= FLUSH_AT {
                 flush!();
             }
@@ -187,7 +172,8 @@ pub async fn serve<S: Transport>(
                 sh.shutdown.notify_one();
                 return;
             }
-            Action::Watch(mask) => return watch_stream(stream, &sh, mask).await,
+            // Boxed, as every rare path: an idle connection's future is its memory.
+            Action::Watch(mask) => return Box::pin(watch_stream(stream, &sh, mask)).await,
         }
         if answered && idle.is_some() {
             last_request = Instant::now();
@@ -217,31 +203,75 @@ pub async fn serve<S: Transport>(
                 Err(_) => return,
             }
             pool::release(&mut rbuf, &mut out);
-            // The idle timer only when one is configured: a timer per wait costs more than
-            // the rest of a small request's handling.
-            let ready = async {
-                match idle {
-                    Some(d) => tokio::time::timeout_at(last_request + d, stream.readable()).await,
-                    None => Ok(stream.readable().await),
-                }
-            };
+            if let (Some(t), Some(d)) = (timer.as_mut(), idle) {
+                t.as_mut().reset(last_request + d);
+            }
+            let expired = std::future::poll_fn(|cx| match timer.as_mut() {
+                Some(t) => t.as_mut().poll(cx),
+                None => Poll::Pending,
+            });
             let ready = tokio::select! {
                 biased;
                 _ = &mut stopped => return,
-                r = ready => r,
-            };
-            match ready {
-                Ok(Ok(())) => {}
-                Err(_elapsed) => {
+                r = stream.readable() => r,
+                () = expired => {
                     sh.counters.idle_kicks.fetch_add(1, Relaxed);
                     return;
                 }
-                Ok(Err(_)) => return,
+            };
+            if ready.is_err() {
+                return;
             }
             if rbuf.is_empty() {
                 rbuf = pool::take_read();
             }
         }
+    }
+}
+
+/// Handles the text or meta request at the start of `buf`, appending its reply to `out`.
+fn text_step(buf: &[u8], sh: &Shared, id: u64, out: &mut Vec<u8>) -> Step {
+    match decode_request(buf, &sh.limits) {
+        Ok((req, used)) => {
+            trace_request(sh, id, &req, &buf[..used]);
+            Step::Done {
+                used,
+                swallow: 0,
+                action: dispatch(&req, sh, id, out),
+                mutates: req.mutates(),
+            }
+        }
+        Err(DecodeError::Incomplete) => Step::Incomplete,
+        Err(DecodeError::Reject(r)) => {
+            r.encode(out);
+            let mut mutates = false;
+            if r.reply == ErrorReply::TooLarge {
+                let key = r.unlink.and_then(|(k, b64)| meta_key(k, b64));
+                mutates = key.is_some();
+                sh.engine.refuse_too_large(key.as_deref());
+            }
+            Step::Done {
+                used: r.consumed,
+                swallow: r.swallow,
+                action: Action::Continue,
+                mutates,
+            }
+        }
+        Err(DecodeError::Close | DecodeError::Malformed) => Step::Done {
+            used: 0,
+            swallow: 0,
+            action: Action::Close,
+            mutates: false,
+        },
+    }
+}
+
+/// The rest of the multi-get at the start of `buf`, from byte `skip` of its key list on
+/// (the parts before it were answered). The request decoded before, so it decodes again.
+fn dispatch_rest(buf: &[u8], skip: usize, sh: &Shared, id: u64, out: &mut Vec<u8>) -> Action {
+    match decode_request(buf, &sh.limits) {
+        Ok((req, _)) => dispatch(&resume(&req, skip), sh, id, out),
+        Err(_) => Action::Close,
     }
 }
 
@@ -363,13 +393,14 @@ async fn await_durable(
     }
 }
 
-/// Writes `out` and empties it. With an idle timeout a write that cannot finish within it
-/// fails: a client that stopped reading is closed rather than held open with its output.
+/// Writes `out` and empties it. With an idle timeout (`stall`: the connection's timer and
+/// the timeout) a write that cannot finish within it fails: a client that stopped reading is
+/// closed rather than held open with its output.
 async fn write_out<S: AsyncWrite + Unpin>(
     stream: &mut S,
     sh: &Shared,
     out: &mut Vec<u8>,
-    stall: Option<Duration>,
+    stall: Option<(&mut Pin<Box<tokio::time::Sleep>>, Duration)>,
 ) -> std::io::Result<()> {
     if out.is_empty() {
         return Ok(());
@@ -380,9 +411,14 @@ async fn write_out<S: AsyncWrite + Unpin>(
         stream.flush().await
     };
     match stall {
-        Some(d) => tokio::time::timeout(d, write)
-            .await
-            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??,
+        Some((timer, d)) => {
+            timer.as_mut().reset(Instant::now() + d);
+            tokio::select! {
+                biased;
+                r = write => r?,
+                () = timer.as_mut() => return Err(std::io::ErrorKind::TimedOut.into()),
+            }
+        }
         None => write.await?,
     }
     sh.counters
@@ -445,8 +481,10 @@ async fn watch_stream<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, sh: &Sha
 
 /// Per-thread caches of connection buffers, so that connections going idle and busy again
 /// do not allocate per batch, and idle ones hold nothing (memcached's per-thread rbuf cache).
-/// Tasks move between worker threads; a buffer may come back to another thread's pool,
-/// which only matters for which cache it sits in.
+/// A connection stays on its worker thread (`server::Workers`), so its buffers come and go
+/// from that thread's pool; the embedded server's multi-thread runtime (no workers) may move
+/// a task, and a buffer then lands in another thread's pool, which only changes where it is
+/// cached.
 mod pool {
     use std::cell::RefCell;
 

@@ -34,6 +34,25 @@ pub enum Action {
     More(usize),
 }
 
+/// What handling the request at the start of the input did (either protocol: the text
+/// one's `step` is in [`crate::connection`], the binary one's is [`crate::binary::step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The request is not complete yet: read more.
+    Incomplete,
+    /// A request was handled.
+    Done {
+        /// Input bytes it used.
+        used: usize,
+        /// Bytes after those to discard as they arrive.
+        swallow: u64,
+        /// What the connection does next.
+        action: Action,
+        /// It may have changed stored data (persistent `sync` mode waits for it).
+        mutates: bool,
+    },
+}
+
 /// Pending reply bytes after which a multi-get stops at a key boundary ([`Action::More`]),
 /// so one request's reply is never held whole: a `get` of thousands of large values is
 /// sent in pieces of about this size (plus one value).
