@@ -53,33 +53,11 @@ const FLUSH_AT: usize = REPLY_CHUNK;
 /// answered first). Generic over the stream (TCP, TLS, [`crate::auth::Prefixed`]) so each
 /// kind gets its own compiled loop: plain TCP pays nothing for the others.
 pub async fn serve<S: Transport>(
-    mut stream: S,
+    stream: S,
     sh: Arc<Shared>,
     id: u64,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut rbuf = BytesMut::new();
-    let mut out: Vec<u8> = Vec::new();
-    let mut swallow: u64 = 0;
-    // `-B auto` decides on the first byte, as memcached's `try_read_command_negotiate`.
-    let mut wire = match sh.settings.protocol {
-        Protocol::Auto => None,
-        Protocol::Ascii => Some(Wire::Text),
-        Protocol::Binary => Some(Wire::Binary),
-    };
-    // SASL (`-S`): this binary connection's authentication.
-    let mut sasl = crate::sasl::Session::default();
-    // Persistent `sync` mode: replies to writes wait until the writes are durable.
-    let durable = sh.persist.clone().filter(|p| p.acks_wait());
-    let mut durable_rx = durable.as_ref().map(|p| p.subscribe());
-    let mut must_sync = false;
-    let idle =
-        (sh.settings.idle_timeout > 0).then(|| Duration::from_secs(sh.settings.idle_timeout));
-    // With an idle timeout, one timer per connection, re-armed for each wait and each write:
-    // boxed, as a timer is a sixth of a connection's state and most servers set no timeout.
-    let mut timer = idle.map(|d| Box::pin(tokio::time::sleep(d)));
-    // When the last complete request arrived; read only when an idle timeout is set.
-    let mut last_request = Instant::now();
     // Built once and polled first at every read: re-creating `changed()` per read would
     // register and drop a waiter on a channel every connection shares.
     let stopped = async move {
@@ -90,140 +68,232 @@ pub async fn serve<S: Transport>(
         }
     };
     tokio::pin!(stopped);
-    let last_cmd = sh
-        .conns
-        .lock()
-        .get(&id)
-        .map(|c| c.last_cmd.clone())
-        .unwrap_or_default();
-    // Writes what is pending (after the durability wait in `sync` mode); returns from
-    // `serve` when the connection is done.
-    macro_rules! flush {
-        () => {
-            if must_sync && !await_durable(&durable, &mut durable_rx).await {
-                return;
-            }
-            must_sync = false;
-            let stall = timer.as_mut().zip(idle);
-            if write_out(&mut stream, &sh, &mut out, stall).await.is_err() {
-                return;
-            }
-        };
-    }
+    let mut conn = Conn::new(stream, sh, id);
     loop {
-        if !rbuf.is_empty() && out.capacity() == 0 {
-            out = pool::take_out();
+        let Some(action) = conn.answer().await else {
+            return;
+        };
+        match action {
+            Action::Continue | Action::More(_) => {}
+            Action::Close => return,
+            Action::Shutdown => {
+                conn.sh.shutdown.notify_one();
+                return;
+            }
+            // Boxed, as every rare path: an idle connection's future is its memory.
+            Action::Watch(mask) => {
+                return Box::pin(watch_stream(conn.stream, &conn.sh, mask)).await;
+            }
+        }
+        if !conn.read(stopped.as_mut()).await {
+            return;
+        }
+    }
+}
+
+/// A connection's state from request to request.
+struct Conn<S> {
+    stream: S,
+    sh: Arc<Shared>,
+    id: u64,
+    rbuf: BytesMut,
+    out: Vec<u8>,
+    /// Input bytes still to discard as they arrive (a refused store's data block).
+    swallow: u64,
+    /// `-B auto` decides on the first byte, as memcached's `try_read_command_negotiate`.
+    wire: Option<Wire>,
+    /// SASL (`-S`): this binary connection's authentication.
+    sasl: crate::sasl::Session,
+    /// Persistent `sync` mode: replies to writes wait until the writes are durable.
+    durable: Option<Arc<memkit_persist::DiskStore>>,
+    durable_rx: Option<watch::Receiver<memkit_persist::DurableState>>,
+    /// A write was answered since the last durability wait.
+    must_sync: bool,
+    idle: Option<Duration>,
+    /// With an idle timeout, one timer per connection, re-armed for each wait and each
+    /// write: boxed, as a timer is a sixth of a connection's state and most servers set no
+    /// timeout.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// When the last complete request arrived; read only when an idle timeout is set.
+    last_request: Instant,
+    /// `stats conns`' last command time, shared with the connection registry.
+    last_cmd: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<S: Transport> Conn<S> {
+    fn new(stream: S, sh: Arc<Shared>, id: u64) -> Self {
+        let wire = match sh.settings.protocol {
+            Protocol::Auto => None,
+            Protocol::Ascii => Some(Wire::Text),
+            Protocol::Binary => Some(Wire::Binary),
+        };
+        let durable = sh.persist.clone().filter(|p| p.acks_wait());
+        let idle =
+            (sh.settings.idle_timeout > 0).then(|| Duration::from_secs(sh.settings.idle_timeout));
+        let last_cmd = sh
+            .conns
+            .lock()
+            .get(&id)
+            .map(|c| c.last_cmd.clone())
+            .unwrap_or_default();
+        Conn {
+            stream,
+            id,
+            rbuf: BytesMut::new(),
+            out: Vec::new(),
+            swallow: 0,
+            wire,
+            sasl: crate::sasl::Session::default(),
+            durable_rx: durable.as_ref().map(|p| p.subscribe()),
+            durable,
+            must_sync: false,
+            idle,
+            timer: idle.map(|d| Box::pin(tokio::time::sleep(d))),
+            last_request: Instant::now(),
+            last_cmd,
+            sh,
+        }
+    }
+
+    /// Answers every complete request in the input, writing replies out once they pass
+    /// [`FLUSH_AT`] and when the input is used up. Returns what the last request asks the
+    /// connection to do, or `None` when the connection is done (a write failed or timed
+    /// out, or the journal could not be flushed).
+    async fn answer(&mut self) -> Option<Action> {
+        if !self.rbuf.is_empty() && self.out.capacity() == 0 {
+            self.out = pool::take_out();
         }
         let mut action = Action::Continue;
         let mut answered = false;
         while action == Action::Continue {
-            if swallow > 0 {
-                let n = swallow.min(rbuf.len() as u64);
-                rbuf.advance(n as usize);
-                swallow -= n;
-                if swallow > 0 {
+            if self.swallow > 0 {
+                let n = self.swallow.min(self.rbuf.len() as u64);
+                self.rbuf.advance(n as usize);
+                self.swallow -= n;
+                if self.swallow > 0 {
                     break;
                 }
             }
-            if rbuf.is_empty() {
+            if self.rbuf.is_empty() {
                 break;
             }
-            let binary = *wire.get_or_insert(if rbuf[0] == REQUEST_MAGIC {
-                Wire::Binary
-            } else {
-                Wire::Text
-            }) == Wire::Binary;
-            let step = if binary {
-                crate::binary::step(&rbuf, &sh, id, &mut sasl, &mut out)
-            } else {
-                text_step(&rbuf, &sh, id, &mut out)
-            };
             let Step::Done {
                 used,
-                swallow: s,
+                swallow,
                 action: a,
                 mutates,
-            } = step
+            } = self.step()
             else {
                 break;
             };
-            must_sync |= durable.is_some() && mutates;
+            self.must_sync |= self.durable.is_some() && mutates;
             action = a;
             // A multi-get's reply is written out in parts. The request is decoded again for
             // each part rather than kept: a `Request` held across the write would size every
             // connection's future (its memory while idle) for two of them.
             let mut done = 0;
             while let Action::More(at) = action {
-                flush!();
+                if !self.flush().await {
+                    return None;
+                }
                 done += at;
-                action = dispatch_rest(&rbuf, done, &sh, id, &mut out);
+                action = dispatch_rest(&self.rbuf, done, &self.sh, self.id, &mut self.out);
             }
-            rbuf.advance(used);
-            (swallow, answered) = (s, true);
-            if out.len() >= FLUSH_AT {
-                flush!();
+            self.rbuf.advance(used);
+            (self.swallow, answered) = (swallow, true);
+            if self.out.len() >= FLUSH_AT && !self.flush().await {
+                return None;
             }
         }
-        flush!();
-        match action {
-            Action::Continue | Action::More(_) => {}
-            Action::Close => return,
-            Action::Shutdown => {
-                sh.shutdown.notify_one();
-                return;
+        if !self.flush().await {
+            return None;
+        }
+        if answered && self.idle.is_some() {
+            self.last_request = Instant::now();
+        }
+        Some(action)
+    }
+
+    /// Handles the request at the start of the input, in the connection's protocol.
+    fn step(&mut self) -> Step {
+        let first = self.rbuf[0];
+        let wire = self.wire.get_or_insert(if first == REQUEST_MAGIC {
+            Wire::Binary
+        } else {
+            Wire::Text
+        });
+        match wire {
+            Wire::Binary => {
+                crate::binary::step(&self.rbuf, &self.sh, self.id, &mut self.sasl, &mut self.out)
             }
-            // Boxed, as every rare path: an idle connection's future is its memory.
-            Action::Watch(mask) => return Box::pin(watch_stream(stream, &sh, mask)).await,
+            Wire::Text => text_step(&self.rbuf, &self.sh, self.id, &mut self.out),
         }
-        if answered && idle.is_some() {
-            last_request = Instant::now();
+    }
+
+    /// Writes what is pending, after the durability wait in `sync` mode. `false` when the
+    /// connection is done.
+    async fn flush(&mut self) -> bool {
+        if self.must_sync && !await_durable(&self.durable, &mut self.durable_rx).await {
+            return false;
         }
-        // Read what has arrived; when nothing has, give the buffers back and wait.
+        self.must_sync = false;
+        let stall = self.timer.as_mut().zip(self.idle);
+        write_out(&mut self.stream, &self.sh, &mut self.out, stall)
+            .await
+            .is_ok()
+    }
+
+    /// Reads what has arrived; when nothing has, gives the buffers back and waits. `false`
+    /// when the connection is done: the client left, the socket failed, it stayed idle past
+    /// `-o idle_timeout`, or the server is stopping (`stopped` ready).
+    async fn read(&mut self, mut stopped: Pin<&mut impl Future<Output = ()>>) -> bool {
         loop {
             // Polled first, as before every read: a client that keeps sending must not
             // keep a stopping server waiting.
-            if std::future::poll_fn(|cx| std::task::Poll::Ready(stopped.as_mut().poll(cx)))
+            if std::future::poll_fn(|cx| Poll::Ready(stopped.as_mut().poll(cx)))
                 .await
                 .is_ready()
             {
-                return;
+                return false;
             }
-            if rbuf.capacity() - rbuf.len() < pool::MIN_ROOM {
+            if self.rbuf.capacity() - self.rbuf.len() < pool::MIN_ROOM {
                 // Reclaims consumed space in place, or grows for a large request.
-                rbuf.reserve(pool::READ_CHUNK);
+                self.rbuf.reserve(pool::READ_CHUNK);
             }
-            match stream.read_now(&mut rbuf) {
-                Ok(0) => return,
+            match self.stream.read_now(&mut self.rbuf) {
+                Ok(0) => return false,
                 Ok(n) => {
-                    sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
-                    last_cmd.store(sh.started.elapsed().as_secs(), Relaxed);
-                    break;
+                    self.sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
+                    self.last_cmd
+                        .store(self.sh.started.elapsed().as_secs(), Relaxed);
+                    return true;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(_) => return,
+                Err(_) => return false,
             }
-            pool::release(&mut rbuf, &mut out);
-            if let (Some(t), Some(d)) = (timer.as_mut(), idle) {
-                t.as_mut().reset(last_request + d);
+            pool::release(&mut self.rbuf, &mut self.out);
+            if let (Some(t), Some(d)) = (self.timer.as_mut(), self.idle) {
+                t.as_mut().reset(self.last_request + d);
             }
+            let timer = &mut self.timer;
             let expired = std::future::poll_fn(|cx| match timer.as_mut() {
                 Some(t) => t.as_mut().poll(cx),
                 None => Poll::Pending,
             });
             let ready = tokio::select! {
                 biased;
-                _ = &mut stopped => return,
-                r = stream.readable() => r,
+                _ = stopped.as_mut() => return false,
+                r = self.stream.readable() => r,
                 () = expired => {
-                    sh.counters.idle_kicks.fetch_add(1, Relaxed);
-                    return;
+                    self.sh.counters.idle_kicks.fetch_add(1, Relaxed);
+                    return false;
                 }
             };
             if ready.is_err() {
-                return;
+                return false;
             }
-            if rbuf.is_empty() {
-                rbuf = pool::take_read();
+            if self.rbuf.is_empty() {
+                self.rbuf = pool::take_read();
             }
         }
     }
