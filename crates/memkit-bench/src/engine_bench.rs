@@ -319,6 +319,7 @@ fn new_engine(memory: usize) -> Engine {
         evict: true,
         shards: None,
         clock: Arc::new(SystemClock),
+        ..EngineConfig::default()
     })
 }
 

@@ -15,8 +15,9 @@ use memkit_types::{
 use parking_lot::Mutex;
 
 use crate::hook::{Change, Flush, Record, StoreHook};
+use crate::policy::EvictionPolicy;
 use crate::shard::{ItemView, Shard, ShardConfig, Times};
-use crate::stats::{ClassStats, EngineStats, class_sizes};
+use crate::stats::{EngineStats, class_sizes};
 
 /// How the engine is built. `Default` is memcached's defaults: 64 MiB, 1 MiB items, evict.
 #[derive(Debug, Clone)]
@@ -29,6 +30,8 @@ pub struct EngineConfig {
     pub evict: bool,
     /// Number of shards (rounded up to a power of two); `None` picks from the budget.
     pub shards: Option<usize>,
+    /// Which items to drop when memory is full: S3-FIFO (default) or SIEVE.
+    pub eviction: EvictionPolicy,
     /// The time source.
     pub clock: Arc<dyn Clock>,
 }
@@ -40,6 +43,7 @@ impl Default for EngineConfig {
             item_size_max: DEFAULT_ITEM_SIZE_MAX,
             evict: true,
             shards: None,
+            eviction: EvictionPolicy::default(),
             clock: Arc::new(SystemClock),
         }
     }
@@ -57,6 +61,12 @@ impl EngineConfig {
     /// The same configuration on another clock.
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// The same configuration with another eviction policy.
+    pub fn eviction(mut self, policy: EvictionPolicy) -> Self {
+        self.eviction = policy;
         self
     }
 }
@@ -135,7 +145,7 @@ impl Engine {
             .next_power_of_two();
         let per_shard = budget / shards;
         // About 256 segments a shard: evicting one takes back under half a percent of it, so
-        // S3-FIFO's queues are fine-grained (a better hit ratio than with 64 measured on the
+        // the eviction order is fine-grained (a better hit ratio than with 64 measured on the
         // bench's Zipf trace) and the partly filled heads a shard keeps stay a small share.
         let seg_size =
             prev_power_of_two(per_shard / 256).clamp(16 << 10, crate::shard::MAX_SEGMENT_SIZE);
@@ -151,6 +161,7 @@ impl Engine {
             class_sizes,
             item_size_max: cfg.item_size_max,
             evict_hook: Arc::default(),
+            policy: cfg.eviction,
         };
         let shards_vec: Vec<Padded> = (0..shards)
             .map(|i| {
@@ -278,8 +289,8 @@ impl Engine {
 
     fn shard(&self, key: &[u8]) -> (u64, parking_lot::MutexGuard<'_, Shard>) {
         let h = self.hasher.hash_one(key);
-        // Hashbrown probes with the low bits and tags with the top seven, so the shard is
-        // taken from the middle of the hash to keep both uncorrelated with it.
+        // The index finds a key's home bucket from the low 32 bits and tags it with bits 48
+        // and up, so the shard is taken from bits 32 and up to keep both uncorrelated with it.
         let s = ((h >> 32) & self.shard_mask) as usize;
         (h, self.shards[s].0.lock())
     }
@@ -363,7 +374,7 @@ impl Engine {
         let vivify = opts.vivify.map(|e| self.rel_exptime(e));
         let (h, mut shard) = self.shard(key);
         if !self.item_fits(key.len(), value.len(), opts.flags) {
-            shard.stats.store_too_large += 1;
+            shard.stats.counters.store_too_large += 1;
             // As memcached: a failed set must not leave the old value readable.
             if opts.mode == StoreMode::Set && opts.cas.is_none() {
                 shard.drop_key(h, key, now);
@@ -399,7 +410,7 @@ impl Engine {
         let key = unlink.unwrap_or(b"-");
         let now = self.now();
         let (h, mut shard) = self.shard(key);
-        shard.stats.store_too_large += 1;
+        shard.stats.counters.store_too_large += 1;
         if unlink.is_some() {
             shard.drop_key(h, key, now);
             if let Some(hook) = &self.hook {
@@ -488,7 +499,7 @@ impl Engine {
             hook.flush(flush, self.clock.now_secs())?;
             for (i, shard) in guards.iter_mut().enumerate() {
                 if i == 0 {
-                    shard.stats.cmd_flush += 1;
+                    shard.stats.counters.cmd_flush += 1;
                 }
                 shard.flush(at, now);
             }
@@ -497,7 +508,7 @@ impl Engine {
         for (i, s) in self.shards.iter().enumerate() {
             let mut shard = s.0.lock();
             if i == 0 {
-                shard.stats.cmd_flush += 1;
+                shard.stats.counters.cmd_flush += 1;
             }
             shard.flush(at, now);
         }
@@ -574,18 +585,7 @@ impl Engine {
     /// Zeroes the counters (`stats reset`); gauges such as `curr_items` and `bytes` stay.
     pub fn reset_stats(&self) {
         for s in self.shards.iter() {
-            let mut shard = s.0.lock();
-            let keep = crate::stats::Counters {
-                curr_items: shard.stats.curr_items,
-                bytes: shard.stats.bytes,
-                ..Default::default()
-            };
-            shard.stats = keep;
-            for c in shard.classes.iter_mut() {
-                c.evicted = 0;
-                c.reclaimed = 0;
-                c.counters = Default::default();
-            }
+            s.0.lock().stats.reset();
         }
     }
 
@@ -599,34 +599,7 @@ impl Engine {
         };
         let now = self.now();
         for s in self.shards.iter() {
-            let shard = s.0.lock();
-            out.counters.add(&shard.stats);
-            if out.classes.is_empty() {
-                out.classes = shard
-                    .classes
-                    .iter()
-                    .map(|c| ClassStats {
-                        size: c.size,
-                        ..Default::default()
-                    })
-                    .collect();
-            }
-            for (sum, c) in out.classes.iter_mut().zip(&shard.classes) {
-                sum.items += c.items;
-                sum.bytes += c.bytes;
-                sum.evicted += c.evicted;
-                sum.reclaimed += c.reclaimed;
-                sum.counters.add(&c.counters);
-            }
-            out.mapped_bytes += shard.mapped as u64;
-            out.index_bytes += (shard.index_bytes + shard.ghost.bytes()) as u64;
-            out.segments += shard.segs.iter().filter(|s| s.is_mapped()).count() as u64;
-            let oldest = shard.small.front().into_iter().chain(shard.main.front());
-            for &seg in oldest {
-                out.oldest_age = out
-                    .oldest_age
-                    .max(now.saturating_sub(shard.segs[seg as usize].created));
-            }
+            s.0.lock().add_stats(&mut out, now);
         }
         out
     }

@@ -1,60 +1,42 @@
-//! Memory: the budget, segment allocation and eviction (S3-FIFO over segments).
+//! Making room: the budget, eviction and compaction, over whichever eviction policy the shard
+//! runs (`policy.rs` holds the contract between the two).
 //!
-//! Every byte a shard holds from the OS is counted in `Shard::mapped`: mapped segments, the
-//! out-of-line blocks of large values (exact-size allocations, charged as glibc's chunks) and
-//! the hash index (its allocation size). A shard never maps past its budget; to make room it
-//! evicts. That is what keeps the process's RSS next to `-m`.
+//! A write first makes room ([`Shard::make_room`]): a slot in the index, the budget of an
+//! out-of-line value, and space in the write head. Memory comes back a whole segment at a
+//! time, freed one of two ways:
+//! - *compaction*, when dead bytes rather than live data fill the shard (its sealed segments
+//!   are less than three quarters live): the sparsest segment is emptied keeping every live
+//!   item in it — memcached evicts nothing while the live data fits, and neither should we;
+//! - *eviction* otherwise: the policy names the victim segment and decides, item by item,
+//!   what is kept (copied to its keep head) and what is dropped.
 //!
-//! Eviction follows S3-FIFO (Yang et al., SOSP'23) at segment granularity:
-//! - new items are written to the *small* queue's head segment;
-//! - when the small queue holds more than a tenth of the sealed segments, its oldest segment
-//!   is evicted: items read since they were written (the `VISITED` bit) are promoted to the
-//!   *main* queue's head segment, the rest — mostly one-hit wonders — are dropped;
-//! - otherwise the oldest *main* segment is evicted: visited items are reinserted at the main
-//!   head with one access spent (a CLOCK lap), the rest are dropped. An item read twice
-//!   since its last move (`HOT`) earns two laps: S3-FIFO's counter, capped at 2.
+//! Emptying a segment is compaction either way: the dead bytes of overwritten, deleted and
+//! expired items come back with it. Expired and flushed items met on the way are reclaimed,
+//! never kept. In no-evict mode (`-M`) live items are all kept and only dead ones go; if
+//! that frees nothing, the store answers out-of-memory.
 //!
-//! Both steps empty a whole segment, so eviction doubles as compaction: dead bytes of
-//! overwritten, deleted and expired items come back at the same time. Expired and flushed items
-//! met on the way are reclaimed, never retained. In no-evict mode (`-M`) live items are all
-//! retained and only dead ones go; if that frees nothing, the store answers out-of-memory.
+//! Dead items also stop holding memory without being read: [`Shard::reclaim_expired`] walks
+//! a bounded number of segments per call.
 
 use std::hash::BuildHasher;
 
 use memkit_types::{Error, Result};
 
-use crate::ghost::Ghost;
-use crate::segment::{HOT, Header, LargeBlock, Segment, VISITED, read_item, write_item};
-use crate::shard::{Loc, Shard, pack, seg_of};
-use crate::stats::class_of;
+use crate::arena::{Arena, Loc, large_cost, pack};
+use crate::policy::{Policy, Victim};
+use crate::segment::{FETCHED, Header, ItemAt, read_item};
+use crate::shard::Shard;
 
-/// What a large block of `len` bytes is charged: glibc malloc's chunk, its 8-byte size word
-/// plus the data rounded up to 16 bytes. Blocks come from the global allocator at their
-/// exact size; page-rounded mappings of their own wasted up to 4 KiB each (a third of an
-/// 8.2 KB value), so a fill of such values held 0.72x memcached's items. Blocks past glibc's
-/// mmap threshold (128 KiB at first) are page-rounded in RSS: at most 3% more than charged.
-pub(crate) fn large_cost(len: usize) -> usize {
-    (len + 8).next_multiple_of(16).max(32)
-}
-
-/// The small queue's share of the sealed segments is at most 1/`SMALL_SHARE`, S3-FIFO's
-/// tenth. 1/25 missed 0.3% less on both Zipf benches but cost 1.45x CPU per operation when
-/// keys exceed memory (an in-process get-then-set loop over 2M keys in 64 MiB: 1002 vs 688
-/// ns): more items dropped early come back through the ghost and are copied.
-const SMALL_SHARE: usize = 10;
-
-/// Ghost fingerprints for an index of `capacity` entries: 5/8 of an entry each, between 0.6
-/// and 1.2 bytes an item as the table fills (the old sizing, half a byte a bucket, was
-/// 0.57 of capacity). Of 1/4 to 3/2, 5/8 missed least on the 32 MiB Zipf trace
-/// (measured with the two-table index of commit 40b98e3).
-fn ghost_slots(capacity: usize) -> usize {
-    capacity * 5 / 8
-}
+/// Segments an eviction may map past the budget while it copies kept items: the victim is
+/// unmapped at the end if the shard is over budget. Without it, a victim full of kept items
+/// could not move them all (re-based headers can grow a byte or two) and they would be
+/// dropped.
+const OVERDRAFT_SEGMENTS: usize = 2;
 
 impl Shard {
-    /// Makes sure a record of `len` bytes fits in the small head and, when `large > 0`, that a
-    /// large block of that many bytes fits in the budget. `new_entry` also reserves an index
-    /// slot. May evict.
+    /// Makes sure a record of `len` bytes fits in the write head and, when `large > 0`, that
+    /// a large block of that many bytes fits in the budget. `new_entry` also reserves an
+    /// index slot. May evict.
     pub(crate) fn make_room(
         &mut self,
         len: usize,
@@ -62,69 +44,55 @@ impl Shard {
         new_entry: bool,
         now: u32,
     ) -> Result<()> {
-        self.reserved = 0;
+        self.arena.reserve(0);
         if new_entry && !self.index.has_room() {
-            // The ghost is sized from the index, so both count here.
-            let (bytes, capacity) = self.index.next_bytes_and_capacity();
-            let want = bytes + Ghost::bytes_for(ghost_slots(capacity));
-            let held = self.index_bytes + self.ghost.bytes();
-            self.reclaim(want.saturating_sub(held), now)?;
-            // Eviction may have made room: its removals free index buckets too.
-            if !self.index.has_room() {
-                let (segs, hasher) = (&self.segs, &self.hasher);
-                self.index.grow(|&x| {
-                    let s = &segs[seg_of(x) as usize];
-                    hasher.hash_one(
-                        read_item(s.bytes(), crate::shard::off_of(x), s.base_seq).key(s.bytes()),
-                    )
-                });
-                self.ghost.grow_to(ghost_slots(self.index.capacity()));
-                self.index_bytes = self.index.bytes();
-                self.mapped = self.mapped + self.index_bytes + self.ghost.bytes() - held;
-            }
+            self.grow_index(now)?;
         }
-        // The large block's budget first: freeing it may have to evict the small head
-        // itself (when every stub lives there), which the head step below then replaces.
+        // The large block's budget first: freeing it may have to evict the write head itself
+        // (when every stub lives there), which the head step below then replaces.
         if large > 0 {
             let cost = large_cost(large);
             self.reclaim(cost, now)?;
-            self.reserved = cost;
+            self.arena.reserve(cost);
         }
-        let head_fits = self
-            .small_head
-            .is_some_and(|s| self.segs[s as usize].free_space() >= len);
+        let head_fits =
+            (self.policy.write_head()).is_some_and(|s| self.arena.seg(s).free_space() >= len);
         if !head_fits {
-            if let Some(old) = self.small_head.take() {
-                self.seal_small(old);
-            }
+            self.policy.seal_write_head();
             let s = self.take_segment(now)?;
-            let seq = self.seq_value();
-            self.segs[s as usize].reset(seq, now);
-            self.small_head = Some(s);
+            self.arena.open(s, self.seq_value(), now);
+            self.policy.open_write_head(s);
         }
         Ok(())
     }
 
-    fn seal_small(&mut self, s: u32) {
-        if self.segs[s as usize].write_pos == 0 {
-            self.free.push(s);
-        } else {
-            self.small.push_back(s);
+    /// Finds the budget for the index's next table and the policy's metadata sized for it,
+    /// then grows both.
+    fn grow_index(&mut self, now: u32) -> Result<()> {
+        let (bytes, capacity) = self.index.next_bytes_and_capacity();
+        let want = bytes + self.policy.bytes_for(capacity);
+        let held = self.index_bytes + self.policy.bytes();
+        self.reclaim(want.saturating_sub(held), now)?;
+        // Eviction may have made room: its removals free index buckets too.
+        if !self.index.has_room() {
+            let (arena, hasher) = (&self.arena, &self.hasher);
+            self.index.grow(|&x| hasher.hash_one(arena.key_of(x)));
+            self.policy.resize(self.index.capacity());
+            self.index_bytes = self.index.bytes();
+            (self.arena).recharge(held, self.index_bytes + self.policy.bytes());
         }
+        Ok(())
     }
 
     /// Frees budget until `bytes` more fit: gives back empty segments first, then evicts.
     fn reclaim(&mut self, bytes: usize, now: u32) -> Result<()> {
         let mut rounds = self.eviction_rounds();
-        while self.mapped + self.reserved + bytes > self.cfg.budget {
-            if let Some(s) = self.free.pop() {
-                self.segs[s as usize].unmap();
-                self.unmapped.push(s);
-                self.mapped -= self.cfg.seg_size;
+        while !self.arena.fits(bytes) {
+            if self.arena.unmap_one_free() {
                 continue;
             }
             if rounds == 0 {
-                self.stats.store_no_memory += 1;
+                self.stats.counters.store_no_memory += 1;
                 return Err(Error::OutOfMemory);
             }
             rounds -= 1;
@@ -136,209 +104,118 @@ impl Shard {
     /// An empty segment: from the free list, newly mapped within budget, or by eviction.
     fn take_segment(&mut self, now: u32) -> Result<u32> {
         let mut rounds = self.eviction_rounds();
+        let max_ids = self.index.layout().max_segments();
         loop {
-            if let Some(s) = self.try_segment_without_eviction() {
+            if let Some(s) = self.arena.take_segment(0, max_ids) {
                 return Ok(s);
             }
             if rounds == 0 {
-                self.stats.store_no_memory += 1;
+                self.stats.counters.store_no_memory += 1;
                 return Err(Error::OutOfMemory);
             }
             rounds -= 1;
-            self.evict_one(self.cfg.seg_size, now)?;
+            self.evict_one(self.arena.seg_size(), now)?;
         }
     }
 
-    /// Bounds the work of one allocation: every segment evicted twice is more than enough
-    /// (the first lap clears every `VISITED` bit).
+    /// Bounds the work of one allocation: every segment emptied twice is more than enough
+    /// (a policy that keeps an item spends its bits, so the first lap clears them all).
     fn eviction_rounds(&self) -> usize {
-        2 * (self.small.len() + self.main.len()) + 4
-    }
-
-    fn try_segment_without_eviction(&mut self) -> Option<u32> {
-        self.try_segment_within(self.cfg.budget)
-    }
-
-    /// A free segment, or a newly mapped one if `limit` allows.
-    fn try_segment_within(&mut self, limit: usize) -> Option<u32> {
-        if let Some(s) = self.free.pop() {
-            return Some(s);
-        }
-        if self.mapped + self.reserved + self.cfg.seg_size > limit {
-            return None;
-        }
-        let s = match self.unmapped.pop() {
-            Some(s) => s,
-            None => {
-                if self.segs.len() >= self.index.layout().max_segments() {
-                    return None;
-                }
-                self.segs.push(Segment::unmapped());
-                (self.segs.len() - 1) as u32
-            }
-        };
-        if self.segs[s as usize].map(self.cfg.seg_size).is_err() {
-            self.unmapped.push(s);
-            return None;
-        }
-        self.mapped += self.cfg.seg_size;
-        Some(s)
+        2 * self.policy.sealed_len() + 4
     }
 
     /// Frees one segment: by compaction when dead bytes are what fills the shard, else by
-    /// S3-FIFO eviction of the oldest segment of the queue it picks. An eviction stops part
-    /// way once `want` more bytes fit in the budget: a segment of stubs can stand for many
-    /// times its size in out-of-line values, and emptying it whole would drop far more than
-    /// the write needs (a fill of 20 KB values kept a third of its budget that way).
+    /// emptying the policy's victim. An eviction stops part way once `want` more bytes fit
+    /// in the budget: a segment of stubs can stand for many times its size in out-of-line
+    /// values, and emptying it whole would drop far more than the write needs.
     pub(crate) fn evict_one(&mut self, want: usize, now: u32) -> Result<()> {
-        if let Some((in_small, i)) = self.sparse_victim() {
-            let s = if in_small {
-                self.small.remove(i)
-            } else {
-                self.main.remove(i)
-            };
-            if let Some(s) = s {
-                return self.finish_emptying(s, in_small, true, None, now);
-            }
+        if let Some(i) = self.sparse_victim() {
+            let victim = self.policy.take_sealed(i);
+            return self.finish_emptying(victim, true, None, now);
         }
-        let sealed = self.small.len() + self.main.len();
-        let from_small = !self.small.is_empty()
-            && (self.main.is_empty() || self.small.len() * SMALL_SHARE > sealed);
-        let victim = if from_small {
-            self.small.pop_front()
-        } else {
-            self.main.pop_front()
-        };
-        let Some(s) = victim else {
-            // Nothing sealed: the heads are all there is, seal them and go round again.
-            if let Some(m) = self.main_head.take() {
-                self.main.push_back(m);
-                return self.evict_one(want, now);
-            }
-            if let Some(h) = self
-                .small_head
-                .filter(|&h| self.segs[h as usize].write_pos > 0)
-            {
-                self.small_head = None;
-                self.small.push_back(h);
-                return self.evict_one(want, now);
-            }
-            self.stats.store_no_memory += 1;
+        let Some(victim) = self.policy.next_victim() else {
+            self.stats.counters.store_no_memory += 1;
             return Err(Error::OutOfMemory);
         };
-        self.finish_emptying(s, from_small, false, Some(want), now)
+        self.finish_emptying(victim, false, Some(want), now)
     }
 
-    /// Overwrites and deletes leave dead bytes in sealed segments. When those, not live data,
-    /// are what fills the shard (its sealed segments are less than three quarters live), the
-    /// segment with the least live data is emptied keeping everything live in it — memcached
-    /// evicts nothing while the live data fits, and neither should we. With `-M` the sparsest
-    /// segment is always the one to compact.
-    fn sparse_victim(&self) -> Option<(bool, usize)> {
-        // A segment under eviction is on its way out, dead bytes and all: it is left out.
-        let whole = |s: &&u32| self.segs[**s as usize].evict_pos == 0;
-        let sealed = self
-            .small
-            .iter()
-            .chain(self.main.iter())
-            .filter(whole)
-            .count();
-        if sealed < 2 {
+    /// The sealed segment to compact, by its index in the policy's order, if dead bytes are
+    /// what fills the shard: its sealed segments are less than three quarters live (with
+    /// `-M`, whatever they hold), and the sparsest of them is at most half live — compacting
+    /// a segment that is mostly live frees too little to be worth the copy.
+    fn sparse_victim(&self) -> Option<usize> {
+        let seg_size = self.arena.seg_size();
+        let (mut count, mut live, mut least) = (0usize, 0usize, None::<(usize, usize)>);
+        for i in 0..self.policy.sealed_len() {
+            let seg = self.arena.seg(self.policy.sealed_at(i));
+            // A segment under eviction is on its way out, dead bytes and all.
+            if seg.evict_pos != 0 {
+                continue;
+            }
+            let l = seg.live_bytes as usize;
+            count += 1;
+            live += l;
+            if least.is_none_or(|(m, _)| l < m) {
+                least = Some((l, i));
+            }
+        }
+        if count < 2 || (self.cfg.evict && live * 4 >= count * seg_size * 3) {
             return None;
         }
-        let live_of = |s: &u32| self.segs[*s as usize].live_bytes as usize;
-        let live: usize = (self.small.iter().chain(self.main.iter()))
-            .filter(whole)
-            .map(live_of)
-            .sum();
-        if self.cfg.evict && live * 4 >= sealed * self.cfg.seg_size * 3 {
-            return None;
-        }
-        let small = (self.small.iter().enumerate())
-            .filter(|(_, s)| whole(s))
-            .map(|(i, s)| (live_of(s), true, i));
-        let main = (self.main.iter().enumerate())
-            .filter(|(_, s)| whole(s))
-            .map(|(i, s)| (live_of(s), false, i));
-        let (least, in_small, i) = small.chain(main).min()?;
-        // Compacting a segment that is mostly live frees too little to be worth the copy.
-        (least * 2 <= self.cfg.seg_size).then_some((in_small, i))
+        let (least, i) = least?;
+        (least * 2 <= seg_size).then_some(i)
     }
 
-    /// Empties segment `s` (taken out of its queue) and frees it, or puts it back at the
-    /// front of its queue if a live item could not be moved in no-evict mode, or if the
-    /// eviction stopped once `want` bytes fit (see [`Self::evict_one`]).
+    /// Empties `victim` and frees it, or hands it back to the policy if the eviction stopped
+    /// once `want` bytes fit or could not move a live item in no-evict mode.
     fn finish_emptying(
         &mut self,
-        s: u32,
-        from_small: bool,
-        keep_all: bool,
+        victim: Victim,
+        compact: bool,
         want: Option<usize>,
         now: u32,
     ) -> Result<()> {
-        match self.empty_segment(s, from_small && !keep_all, keep_all, want, now) {
-            Ok(false) => {
-                if from_small {
-                    self.small.push_front(s);
-                } else {
-                    self.main.push_front(s);
-                }
+        match self.empty_segment(&victim, compact, want, now) {
+            Ok(true) => {
+                self.policy.emptied(&victim);
+                self.arena.retire(victim.seg, now);
+                self.stats.counters.segments_evicted += 1;
                 Ok(())
             }
-            Ok(true) => {
-                self.segs[s as usize].reset(0, now);
-                if self.mapped > self.cfg.budget {
-                    // Repay the overdraft a move took (see `relocate`).
-                    self.segs[s as usize].unmap();
-                    self.unmapped.push(s);
-                    self.mapped -= self.cfg.seg_size;
-                } else {
-                    self.free.push(s);
-                }
-                self.stats.segments_evicted += 1;
+            Ok(false) => {
+                self.policy.put_back(victim);
                 Ok(())
             }
             Err(e) => {
-                // No-evict mode could not move a live item: the segment stays where it was.
-                if from_small {
-                    self.small.push_front(s);
-                } else {
-                    self.main.push_front(s);
-                }
-                self.stats.store_no_memory += 1;
+                self.policy.put_back(victim);
+                self.stats.counters.store_no_memory += 1;
                 Err(e)
             }
         }
     }
 
-    /// Drops, reclaims or moves every item of segment `s` so that it holds nothing live.
-    /// `keep_all` (compaction) moves every live item with its access bit as it is; otherwise
-    /// only visited items move, as S3-FIFO says, and spend their bit.
-    /// `to_ghost`: dropped items are remembered in the ghost (S3-FIFO's small-queue rule).
-    /// With `want` it stops as soon as that many bytes fit in the budget, and says whether
-    /// the segment was emptied; it resumes at the segment's `evict_pos`.
+    /// Drops, reclaims or moves every item of `victim` so that it holds nothing live.
+    /// `compact` keeps every live item with its bits as they are; otherwise the policy
+    /// decides. With `want` it stops as soon as that many bytes fit in the budget, and says
+    /// whether the segment was emptied; it resumes at the segment's `evict_pos`.
     fn empty_segment(
         &mut self,
-        s: u32,
-        to_ghost: bool,
-        keep_all: bool,
+        victim: &Victim,
+        compact: bool,
         want: Option<usize>,
         now: u32,
     ) -> Result<bool> {
-        let mut off = self.segs[s as usize].evict_pos as usize;
-        let mut key = [0u8; 256];
-        while off < self.segs[s as usize].write_pos as usize {
-            if let Some(want) = want
-                && self.mapped + self.reserved + want <= self.cfg.budget
-            {
-                self.segs[s as usize].evict_pos = off as u32;
+        let s = victim.seg;
+        let mut off = self.arena.seg(s).evict_pos as usize;
+        while off < self.arena.seg(s).write_pos as usize {
+            if want.is_some_and(|w| self.arena.fits(w)) {
+                self.arena.seg_mut(s).evict_pos = off as u32;
                 return Ok(false);
             }
-            let seg = &self.segs[s as usize];
+            let seg = self.arena.seg(s);
             let at = read_item(seg.bytes(), off, seg.base_seq);
-            let klen = at.header.klen as usize;
-            key[..klen].copy_from_slice(at.key(seg.bytes()));
-            let h = self.hasher.hash_one(&key[..klen]);
+            let h = self.hasher.hash_one(at.key(seg.bytes()));
             let e = pack(s, off);
             off += at.len;
             if self.index.find(h, |&x| x == e).is_none() {
@@ -348,229 +225,141 @@ impl Shard {
                 self.unlink_dead(h, e, &at, &why);
                 continue;
             }
-            let keep = keep_all || !self.cfg.evict || at.header.bits & VISITED != 0;
-            if keep && self.relocate(h, e, &at, !keep_all, now) {
-                self.stats.evict_retained += 1;
+            let kept = if compact {
+                Some(at.header.bits)
+            } else {
+                self.policy.decide(victim, at.header.bits)
+            };
+            // No-evict mode keeps what the policy would drop, bits unchanged.
+            let bits = kept.or((!self.cfg.evict).then_some(at.header.bits));
+            if let Some(bits) = bits
+                && self.relocate(h, e, &at, bits, now)
+            {
+                self.stats.counters.evict_retained += 1;
                 continue;
             }
             if !self.cfg.evict {
                 return Err(Error::OutOfMemory);
             }
-            if let Some(hook) = self.cfg.evict_hook.get() {
-                let seg = &self.segs[s as usize];
-                hook.call(&crate::engine::Evicted {
-                    key: &key[..klen],
-                    fetched: at.header.bits & crate::segment::FETCHED != 0,
-                    ttl: (at.header.exptime != 0).then(|| at.header.exptime.saturating_sub(now)),
-                    age: now.saturating_sub(seg.created),
-                    size: at.header.logical_len(),
-                });
-            }
-            self.unlink(h, e, &at, false);
-            if to_ghost {
-                self.ghost.remember(h);
-            }
-            self.stats.evictions += 1;
-            let class = &mut self.classes[class_of(&self.cfg.class_sizes, at.header.logical_len())];
-            class.evicted += 1;
-            if at.header.bits & crate::segment::FETCHED == 0 {
-                self.stats.evicted_unfetched += 1;
-                class.counters.evicted_unfetched += 1;
-            }
-            if at.header.exptime != 0 {
-                class.counters.evicted_nonzero += 1;
-            }
-            // Kept for its use, but no segment could take it: memcached's evicted_active.
-            if keep {
-                class.counters.evicted_active += 1;
+            self.drop_item(h, e, &at, victim, kept.is_some(), now);
+            if !compact {
+                self.policy.on_evicted(victim, h);
             }
         }
         Ok(true)
     }
 
-    /// Moves a live item to the main head, one policy bit spent if `spend_visit` (`HOT`
-    /// first, then `VISITED`: a CLOCK lap). Never evicts (this runs inside an eviction):
-    /// `false` when no segment can be had without one.
-    fn relocate(
-        &mut self,
-        h: u64,
-        e: Loc,
-        at: &crate::segment::ItemAt,
-        spend_visit: bool,
-        now: u32,
-    ) -> bool {
-        let bits = if spend_visit && at.header.bits & HOT != 0 {
-            at.header.bits & !HOT
-        } else if spend_visit {
-            at.header.bits & !VISITED
-        } else {
-            at.header.bits
-        };
+    /// Evicts a live item: tells the evict hook, unlinks it, counts it. `active`: the policy
+    /// had kept it, but no segment could take it (memcached's `evicted_active`).
+    fn drop_item(&mut self, h: u64, e: Loc, at: &ItemAt, victim: &Victim, active: bool, now: u32) {
+        let fetched = at.header.bits & FETCHED != 0;
+        if let Some(hook) = self.cfg.evict_hook.get() {
+            let seg = self.arena.seg(victim.seg);
+            hook.call(&crate::engine::Evicted {
+                key: at.key(seg.bytes()),
+                fetched,
+                ttl: (at.header.exptime != 0).then(|| at.header.exptime.saturating_sub(now)),
+                age: now.saturating_sub(seg.created),
+                size: at.header.logical_len(),
+            });
+        }
+        self.unlink(h, e, at, false);
+        let size = at.header.logical_len();
+        (self.stats).evicted(size, fetched, at.header.exptime != 0, active);
+    }
+
+    /// Copies a live item to the policy's keep head with policy bits `bits`. Never evicts
+    /// (this runs inside an eviction): `false` when no segment can be had without one.
+    fn relocate(&mut self, h: u64, e: Loc, at: &ItemAt, bits: u8, now: u32) -> bool {
         let hdr = Header { bits, ..at.header };
-        let fits = |shard: &Shard, m: u32| {
-            let seg = &shard.segs[m as usize];
+        let fits = |arena: &Arena, m: u32| {
+            let seg = arena.seg(m);
             seg.free_space() >= hdr.total_len(seg.base_seq)
         };
-        let m = match self.main_head {
-            Some(m) if fits(self, m) => m,
+        let to = match self.policy.keep_head() {
+            Some(m) if fits(&self.arena, m) => m,
             _ => {
-                // Within an eviction the budget may be overdrawn by up to two segments: the
-                // victim is being emptied and is unmapped at the end if it must be. Without
-                // this, a victim full of visited items could not move them all (re-based
-                // headers can grow a byte or two) and hot items would be dropped.
-                let overdraft = self.cfg.budget + 2 * self.cfg.seg_size;
-                let Some(fresh) = self.try_segment_within(overdraft) else {
+                let overdraft = OVERDRAFT_SEGMENTS * self.arena.seg_size();
+                let max_ids = self.index.layout().max_segments();
+                let Some(fresh) = self.arena.take_segment(overdraft, max_ids) else {
                     return false;
                 };
-                if let Some(old) = self.main_head.take() {
-                    self.main.push_back(old);
-                }
                 // Headers store seq relative to the segment's base: moved items carry their
                 // old seqs, so the base is the first one's (its neighbours in the victim were
                 // written about when it was), not the shard's current seq.
-                self.segs[fresh as usize].reset(at.header.seq, now);
-                self.main_head = Some(fresh);
-                if !fits(self, fresh) {
+                self.arena.open(fresh, at.header.seq, now);
+                self.policy.open_keep_head(fresh);
+                if !fits(&self.arena, fresh) {
                     return false;
                 }
                 fresh
             }
         };
-        let src = seg_of(e);
-        let Ok([from, to]) = self.segs.get_disjoint_mut([src as usize, m as usize]) else {
+        let Some(moved) = self.arena.copy(e, at, &hdr, to) else {
             return false;
         };
-        let dst_off = to.write_pos as usize;
-        let base = to.base_seq;
-        let n = write_item(
-            &mut to.bytes_mut()[dst_off..],
-            base,
-            &hdr,
-            at.key(from.bytes()),
-            &[at.stored_value(from.bytes())],
-        );
-        to.write_pos += n as u32;
-        to.live_bytes += n as u32;
-        to.expiring += u32::from(hdr.exptime != 0);
-        from.live_bytes -= at.len as u32;
-        let new_e = pack(m, dst_off);
-        self.index.replace(h, |&x| x == e, new_e);
+        self.index.replace(h, |&x| x == e, moved);
         true
     }
 
-    /// Copies `parts` into a new large block; the budget was made room for by `make_room`.
-    pub(crate) fn alloc_large(&mut self, parts: [&[u8]; 2]) -> Result<u32> {
-        let len = parts[0].len() + parts[1].len();
-        let mut block = Vec::new();
-        block
-            .try_reserve_exact(len)
-            .map_err(|_| Error::OutOfMemory)?;
-        block.extend_from_slice(parts[0]);
-        block.extend_from_slice(parts[1]);
-        let block: LargeBlock = block.into_boxed_slice();
-        self.mapped += large_cost(len);
-        self.reserved = 0;
-        Ok(match self.large_free.pop() {
-            Some(h) => {
-                self.large[h as usize] = Some(block);
-                h
-            }
-            None => {
-                self.large.push(Some(block));
-                (self.large.len() - 1) as u32
-            }
-        })
-    }
-
-    pub(crate) fn free_large(&mut self, handle: u32) {
-        if let Some(block) = self.large.get_mut(handle as usize).and_then(Option::take) {
-            self.mapped -= large_cost(block.len());
-            self.large_free.push(handle);
-        }
-    }
-
     /// Proactive reclamation: walks up to `max_segments` sealed segments (a cursor goes round
-    /// both queues without reordering them) unlinking expired and flushed items, and frees
-    /// segments left empty, so dead items stop holding memory even if nobody reads them.
-    /// Returns the number of items reclaimed.
+    /// them without reordering them) unlinking expired and flushed items, and frees segments
+    /// left empty, so dead items stop holding memory even if nobody reads them. Returns the
+    /// number of items reclaimed.
     pub(crate) fn reclaim_expired(&mut self, now: u32, max_segments: usize) -> u64 {
         self.apply_flush(now);
-        let before = self.stats.reclaimed;
+        let before = self.stats.counters.reclaimed;
         // At most one pass over the sealed segments per call, whatever `max_segments` says.
-        let pass = max_segments.min(self.small.len() + self.main.len());
+        let pass = max_segments.min(self.policy.sealed_len());
         for _ in 0..pass {
-            let total = self.small.len() + self.main.len();
+            let total = self.policy.sealed_len();
             if total == 0 {
                 break;
             }
             let pos = self.reclaim_cursor % total;
-            let in_small = pos < self.small.len();
-            let i = if in_small {
-                pos
-            } else {
-                pos - self.small.len()
-            };
-            let s = if in_small {
-                self.small[i]
-            } else {
-                self.main[i]
-            };
+            let s = self.policy.sealed_at(pos);
             self.unlink_dead_in(s, now);
-            if self.segs[s as usize].live_bytes == 0 {
-                if in_small {
-                    self.small.remove(i);
-                } else {
-                    self.main.remove(i);
-                }
-                self.segs[s as usize].reset(0, now);
-                self.free.push(s);
+            if self.arena.seg(s).live_bytes == 0 {
+                let victim = self.policy.take_sealed(pos);
+                self.policy.emptied(&victim);
+                self.arena.retire(s, now);
             } else {
                 self.reclaim_cursor = pos + 1;
             }
         }
         // Memory of reclaimed segments goes back to the OS, but for one kept for the next head.
-        while self.free.len() > 1 {
-            if let Some(s) = self.free.pop() {
-                self.segs[s as usize].unmap();
-                self.unmapped.push(s);
-                self.mapped -= self.cfg.seg_size;
-            }
-        }
+        self.arena.trim_free(1);
         // The heads hold the newest items, but a short TTL expires there too. A head left
         // with nothing live is rewound and written over.
-        for head in [self.small_head, self.main_head].into_iter().flatten() {
+        for head in self.policy.heads().into_iter().flatten() {
             self.unlink_dead_in(head, now);
-            let seg = &mut self.segs[head as usize];
+            let seg = self.arena.seg_mut(head);
             if seg.live_bytes == 0 {
                 let base = seg.base_seq;
                 seg.reset(base, seg.created);
             }
         }
-        self.stats.reclaimed - before
+        self.stats.counters.reclaimed - before
     }
 
     fn unlink_dead_in(&mut self, s: u32, now: u32) {
         // Nothing here can expire, and no flush since the last walk: nothing to find.
         let flush_mark = self.flush_mark();
-        let seg = &mut self.segs[s as usize];
+        let seg = self.arena.seg_mut(s);
         if seg.expiring == 0 && seg.walked_flush == flush_mark {
             return;
         }
         seg.walked_flush = flush_mark;
         let mut off = 0;
-        let mut key = [0u8; 256];
-        while off < self.segs[s as usize].write_pos as usize {
-            let seg = &self.segs[s as usize];
+        while off < self.arena.seg(s).write_pos as usize {
+            let seg = self.arena.seg(s);
             let at = read_item(seg.bytes(), off, seg.base_seq);
-            let item_off = off;
+            let e = pack(s, off);
             off += at.len;
             let Some(why) = self.dead(&at.header, now) else {
                 continue;
             };
-            let klen = at.header.klen as usize;
-            key[..klen].copy_from_slice(at.key(seg.bytes()));
-            let h = self.hasher.hash_one(&key[..klen]);
-            let e = pack(s, item_off);
+            let h = self.hasher.hash_one(at.key(seg.bytes()));
             if self.index.find(h, |&x| x == e).is_some() {
                 self.unlink_dead(h, e, &at, &why);
             }

@@ -4,21 +4,31 @@
 //! Map:
 //! - [`engine`]: [`Engine`] and [`EngineConfig`]: shards, time, the synchronous command API,
 //!   the item size rule, statistics snapshots.
-//! - `shard`: one lock's worth of store: the hash index and every command's semantics
-//!   (memcached 1.6's `do_store_item`, `do_add_delta`, the meta commands' N/R/I/W/X/Z rules).
-//! - `evict`: memory accounting against the budget, segment allocation, S3-FIFO eviction
-//!   over segments, proactive reclamation of expired items.
+//! - `shard`: one lock's worth of store: links and unlinks items and writes their records;
+//!   `shard/commands.rs` has every command's semantics (memcached 1.6's `do_store_item`,
+//!   `do_add_delta`, the meta commands' N/R/I/W/X/Z rules), `shard/persist.rs` what a
+//!   [`StoreHook`] needs.
+//! - `arena`: a shard's memory: segments (mapped, free, given back), out-of-line blocks of
+//!   large values, the budget every byte counts against, and item locations resolved to bytes.
 //! - `index`: the hash index (key hash -> item location), a Robin Hood table that grows by
 //!   eighths and deletes without tombstones, five bytes a bucket (location and tag share a
 //!   word, split by the shard's `Layout`); the shard pays for its growth in its budget
 //!   before it happens.
-//! - `ghost`: S3-FIFO's ghost queue as a table of 1-byte fingerprints.
+//! - `policy`: eviction behind one trait and its contract (on insert, on access, next
+//!   victim, keep or drop): [`EvictionPolicy::S3Fifo`] (with its ghost of 1-byte
+//!   fingerprints) and [`EvictionPolicy::Sieve`], both over segments.
+//! - `evict`: the mechanism under any policy: making room, compaction of dead bytes,
+//!   emptying victims, proactive reclamation of expired items.
 //! - `segment`: segment memory (anonymous mappings) and the compact item record.
 //! - `numeric`: incr/decr's decimal parsing and rendering, as memcached does them.
-//! - [`stats`]: counters with memcached's names; size classes for `stats slabs`/`items`.
+//! - [`stats`]: counters with memcached's names, kept per shard (`ShardStats`: the
+//!   snapshot, `stats reset`) and summed; size classes for `stats slabs`/`items`.
 //! - [`hook`]: [`StoreHook`], the seam a persistent layer (memkit-persist) plugs into: it
 //!   loads what RAM lost and records every change, under the engine's shard lock.
 //! - [`embedded`]: [`Embedded`], the engine behind the [`memkit_types::Memcache`] trait.
+//! - `engine::restart`, `shard::restart`: warm restart ([`Engine::warm_save`],
+//!   [`Engine::warm_restore`]): every live item written to a file and read back, CAS
+//!   values included, by a new process with the same limits.
 //!
 //! Goals: exact memcached semantics; a real memory bound (every byte held counts); small
 //! per-item overhead (4-10 B of record header plus 6-7 B of index per item); a better hit
@@ -29,13 +39,14 @@
 //! Locking rules are in `docs/locking.md`: one mutex per shard, held for one command, never
 //! two at once.
 
+mod arena;
 pub mod embedded;
 pub mod engine;
 mod evict;
-mod ghost;
 pub mod hook;
 mod index;
 mod numeric;
+mod policy;
 mod segment;
 mod shard;
 pub mod stats;
@@ -43,5 +54,6 @@ pub mod stats;
 pub use embedded::Embedded;
 pub use engine::{Engine, EngineConfig, EvictHook, Evicted, ItemMeta};
 pub use hook::{Change, Flush, Loaded, Record, StoreHook};
+pub use policy::EvictionPolicy;
 pub use shard::ItemView;
 pub use stats::{ClassCounters, ClassStats, Counters, EngineStats};

@@ -20,7 +20,8 @@
 
 use memmap2::MmapMut;
 
-/// The policy bit: set on access, cleared when the item earns another lap (S3-FIFO/CLOCK).
+/// The policy bit: used since the eviction policy last decided on the item (see
+/// `policy.rs`); a policy that keeps the item clears it.
 pub(crate) const VISITED: u8 = 0x01;
 /// `h`: fetched at least once since written.
 pub(crate) const FETCHED: u8 = 0x02;
@@ -31,8 +32,8 @@ pub(crate) const WIN_SENT: u8 = 0x08;
 const HAS_FLAGS: u8 = 0x10;
 const HAS_EXP: u8 = 0x20;
 const EXT_CAS: u8 = 0x40;
-/// The second policy bit: read again while `VISITED`, so the item earns two laps of main
-/// (S3-FIFO's access counter, capped at 2).
+/// The second policy bit, S3-FIFO's: read again while `VISITED`, so the item earns two laps
+/// of main (S3-FIFO's access counter, capped at 2).
 pub(crate) const HOT: u8 = 0x80;
 /// Bits that an in-place update may change without rewriting the item.
 pub(crate) const MUTABLE_BITS: u8 = VISITED | FETCHED | STALE | WIN_SENT | HOT;
@@ -124,7 +125,7 @@ impl Segment {
 }
 
 /// An out-of-line value, for values too big to pack into segments: an exact-size allocation
-/// (see `evict::large_cost` for what it is charged).
+/// (see `arena::large_cost` for what it is charged).
 pub(crate) type LargeBlock = Box<[u8]>;
 
 /// The decoded header of an item plus where its parts are.

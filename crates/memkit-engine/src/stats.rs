@@ -1,11 +1,13 @@
 //! Statistics with memcached's names and meanings.
 //!
-//! Each shard keeps plain counters under its own lock (no shared cache line on the hot path);
-//! [`crate::Engine::stats`] adds them up. Size classes follow memcached's default slab
-//! classes (96 bytes, factor 1.25, up to half the item size limit) so that `stats slabs` and
-//! `stats items` read like memcached's and seed 003's memory-by-item-size histogram can be
-//! drawn from them — but here a class only *counts*: no memory is reserved per class, so
-//! nothing is lost to rounding.
+//! Each shard keeps plain counters under its own lock in a [`ShardStats`] (no shared cache
+//! line on the hot path); [`crate::Engine::stats`] adds them up. Size classes follow
+//! memcached's default slab classes (96 bytes, factor 1.25, up to half the item size limit)
+//! so that `stats slabs` and `stats items` read like memcached's and a memory-by-item-size
+//! histogram can be drawn from them — but here a class only *counts*: no memory is reserved
+//! per class, so nothing is lost to rounding.
+
+use std::sync::Arc;
 
 /// Counters of one shard, or of the whole engine once summed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,7 +43,7 @@ pub struct Counters {
     /// Dead items (expired or flushed) whose memory was taken back by the engine.
     pub reclaimed: u64,
     pub expired_unfetched: u64,
-    /// Live items an eviction kept by moving them (S3-FIFO promotions and reinsertions).
+    /// Live items an eviction kept by moving them (promotions and reinsertions).
     pub evict_retained: u64,
     /// Segments emptied by eviction.
     pub segments_evicted: u64,
@@ -158,11 +160,12 @@ pub struct EngineStats {
     pub classes: Vec<ClassStats>,
     /// The memory limit in bytes (`limit_maxbytes`).
     pub limit_maxbytes: u64,
-    /// Bytes the engine holds from the OS: segments, large blocks and index.
+    /// Bytes the engine holds from the OS: segments, large blocks, index and the eviction
+    /// policy's metadata.
     pub mapped_bytes: u64,
-    /// Bytes taken by the hash index and the ghost's fingerprints.
+    /// Bytes taken by the hash index and the eviction policy's metadata (S3-FIFO's ghost).
     pub index_bytes: u64,
-    /// Segment size in bytes, and how many are mapped.
+    /// Segment size in bytes.
     pub segment_size: u64,
     /// Mapped segments.
     pub segments: u64,
@@ -170,6 +173,130 @@ pub struct EngineStats {
     pub shards: u64,
     /// Age in seconds of the oldest item's segment (memcached's `age` of the LRU tail).
     pub oldest_age: u32,
+}
+
+/// One shard's counters and size classes: what its commands and evictions count, the
+/// snapshot [`crate::Engine::stats`] sums, and `stats reset`.
+#[derive(Debug)]
+pub(crate) struct ShardStats {
+    pub counters: Counters,
+    pub classes: Vec<ClassStats>,
+    class_sizes: Arc<[u32]>,
+}
+
+impl ShardStats {
+    pub fn new(class_sizes: Arc<[u32]>) -> ShardStats {
+        let classes = class_sizes
+            .iter()
+            .map(|&size| ClassStats {
+                size,
+                ..Default::default()
+            })
+            .collect();
+        ShardStats {
+            counters: Counters::default(),
+            classes,
+            class_sizes,
+        }
+    }
+
+    /// The class of an item of `len` stored bytes: one search of the ~40 class bounds.
+    pub fn class(&mut self, len: usize) -> &mut ClassStats {
+        &mut self.classes[class_of(&self.class_sizes, len)]
+    }
+
+    /// The command counters of the class an item of `len` stored bytes is in.
+    pub fn class_counters(&mut self, len: usize) -> &mut ClassCounters {
+        &mut self.class(len).counters
+    }
+
+    /// An item of `size` stored bytes became live.
+    pub fn linked(&mut self, size: usize) {
+        self.counters.curr_items += 1;
+        self.counters.bytes += size as u64;
+        let c = self.class(size);
+        c.items += 1;
+        c.bytes += size as u64;
+    }
+
+    /// A live item of `size` stored bytes went away.
+    pub fn unlinked(&mut self, size: usize) {
+        self.counters.curr_items -= 1;
+        self.counters.bytes -= size as u64;
+        let c = self.class(size);
+        c.items -= 1;
+        c.bytes -= size as u64;
+    }
+
+    /// A dead (expired or flushed) item's memory was taken back; `expired_unfetched`: it
+    /// expired without ever being read.
+    pub fn reclaimed(&mut self, size: usize, expired_unfetched: bool) {
+        self.counters.reclaimed += 1;
+        if expired_unfetched {
+            self.counters.expired_unfetched += 1;
+        }
+        let c = self.class(size);
+        c.reclaimed += 1;
+        if expired_unfetched {
+            c.counters.expired_unfetched += 1;
+        }
+    }
+
+    /// A live item was evicted: `fetched` if it was ever read, `with_ttl` if it had an
+    /// expiry time, `active` if the policy had kept it but no segment could take it.
+    pub fn evicted(&mut self, size: usize, fetched: bool, with_ttl: bool, active: bool) {
+        self.counters.evictions += 1;
+        if !fetched {
+            self.counters.evicted_unfetched += 1;
+        }
+        let c = self.class(size);
+        c.evicted += 1;
+        if !fetched {
+            c.counters.evicted_unfetched += 1;
+        }
+        if with_ttl {
+            c.counters.evicted_nonzero += 1;
+        }
+        // memcached's evicted_active: kept for its use, dropped for want of room.
+        if active {
+            c.counters.evicted_active += 1;
+        }
+    }
+
+    /// `stats reset`: every counter to zero; the gauges (`curr_items`, `bytes`, each
+    /// class's items and bytes) stay.
+    pub fn reset(&mut self) {
+        self.counters = Counters {
+            curr_items: self.counters.curr_items,
+            bytes: self.counters.bytes,
+            ..Default::default()
+        };
+        for c in &mut self.classes {
+            c.evicted = 0;
+            c.reclaimed = 0;
+            c.counters = ClassCounters::default();
+        }
+    }
+
+    /// Adds this shard's counters and classes to an engine-wide snapshot.
+    pub fn add_to(&self, out: &mut EngineStats) {
+        out.counters.add(&self.counters);
+        if out.classes.is_empty() {
+            out.classes = (self.classes.iter())
+                .map(|c| ClassStats {
+                    size: c.size,
+                    ..Default::default()
+                })
+                .collect();
+        }
+        for (sum, c) in out.classes.iter_mut().zip(&self.classes) {
+            sum.items += c.items;
+            sum.bytes += c.bytes;
+            sum.evicted += c.evicted;
+            sum.reclaimed += c.reclaimed;
+            sum.counters.add(&c.counters);
+        }
+    }
 }
 
 /// memcached's default slab class sizes: 96 bytes growing by 1.25 (8-byte aligned) up to

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use memkit_engine::{Embedded, EngineConfig};
+use memkit_engine::{Embedded, EngineConfig, EvictionPolicy};
 use memkit_types::ManualClock;
 use memkit_types::blocking::block_on;
 use proptest::prelude::*;
@@ -21,15 +21,19 @@ fn embedded_store_passes_the_conformance_suite() {
 
 #[test]
 fn embedded_store_with_one_shard_and_tiny_segments_passes_too() {
-    // One shard with small segments (64 KiB): commands cross segment boundaries often. The
-    // budget still holds two near-limit items, as an append of one needs.
-    let clock = ManualClock::default();
-    let cfg = EngineConfig {
-        shards: Some(1),
-        ..EngineConfig::with_memory(4 << 20)
-    };
-    let s = Embedded::new(cfg.clock(Arc::new(clock.clone())));
-    block_on(memkit_testkit::suite::run(&s, &clock)).assert_all_passed();
+    // One shard with small segments (16 KiB): commands cross segment boundaries often. The
+    // budget still holds two near-limit items, as an append of one needs. Under each
+    // eviction policy: the segments are queued by the policy even when nothing is evicted.
+    for policy in [EvictionPolicy::S3Fifo, EvictionPolicy::Sieve] {
+        let clock = ManualClock::default();
+        let cfg = EngineConfig {
+            shards: Some(1),
+            eviction: policy,
+            ..EngineConfig::with_memory(4 << 20)
+        };
+        let s = Embedded::new(cfg.clock(Arc::new(clock.clone())));
+        block_on(memkit_testkit::suite::run(&s, &clock)).assert_all_passed();
+    }
 }
 
 proptest! {

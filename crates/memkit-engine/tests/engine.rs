@@ -1,17 +1,23 @@
 //! Engine-specific behaviour: memory, eviction, expiry reclamation, statistics. The shared
 //! command semantics are checked by memkit-testkit's conformance suite (tests/conformance.rs).
+//!
+//! Every behaviour here but one runs under both eviction policies (the `s3fifo` and `sieve`
+//! modules at the end); `keys_read_twice_outlast_keys_read_once` is S3-FIFO's own, and
+//! `sieve_*` SIEVE's.
 
 use std::sync::Arc;
 
-use memkit_engine::{Engine, EngineConfig};
+use memkit_engine::{Engine, EngineConfig, EvictionPolicy};
 use memkit_types::{
     ArithOptions, ArithOutcome, Error, Exptime, GetOptions, ManualClock, StoreMode, StoreOptions,
     StoreOutcome,
 };
 
-fn engine(mb: usize) -> (Engine, ManualClock) {
+fn engine(p: EvictionPolicy, mb: usize) -> (Engine, ManualClock) {
     let clock = ManualClock::default();
-    let cfg = EngineConfig::with_memory(mb << 20).clock(Arc::new(clock.clone()));
+    let cfg = EngineConfig::with_memory(mb << 20)
+        .clock(Arc::new(clock.clone()))
+        .eviction(p);
     (Engine::new(cfg), clock)
 }
 
@@ -25,9 +31,8 @@ fn get(e: &Engine, k: &[u8]) -> Option<Vec<u8>> {
         .map(|i| i.value.to_vec())
 }
 
-#[test]
-fn basic_set_get_overwrite_delete() {
-    let (e, _) = engine(8);
+fn basic_set_get_overwrite_delete(p: EvictionPolicy) {
+    let (e, _) = engine(p, 8);
     set(&e, b"a", b"1", 0).unwrap();
     assert_eq!(get(&e, b"a").as_deref(), Some(&b"1"[..]));
     set(&e, b"a", b"22", 0).unwrap();
@@ -42,9 +47,8 @@ fn basic_set_get_overwrite_delete() {
     assert_eq!(e.stats().counters.bytes, 0);
 }
 
-#[test]
-fn large_values_live_out_of_line_and_come_back_exact() {
-    let (e, _) = engine(16);
+fn large_values_live_out_of_line_and_come_back_exact(p: EvictionPolicy) {
+    let (e, _) = engine(p, 16);
     let big: Vec<u8> = (0..900_000u32).map(|i| (i * 7) as u8).collect();
     set(&e, b"big", &big, 0).unwrap();
     assert_eq!(get(&e, b"big").unwrap(), big);
@@ -59,9 +63,8 @@ fn large_values_live_out_of_line_and_come_back_exact() {
     assert_eq!(&got[big.len()..], b"tail");
 }
 
-#[test]
-fn item_size_limit_matches_memcached_formula() {
-    let (e, _) = engine(16);
+fn item_size_limit_matches_memcached_formula(p: EvictionPolicy) {
+    let (e, _) = engine(p, 16);
     // memcached -I 1m, key of 1 byte, flags 0: 48 + 8 + (1+1) + (v+2) <= 1048576.
     let max = 1_048_576 - 48 - 8 - 2 - 2;
     assert!(set(&e, b"k", &vec![b'x'; max], 0).is_ok());
@@ -74,9 +77,8 @@ fn item_size_limit_matches_memcached_formula() {
     );
 }
 
-#[test]
-fn eviction_keeps_memory_within_budget_and_counts() {
-    let (e, _) = engine(4);
+fn eviction_keeps_memory_within_budget_and_counts(p: EvictionPolicy) {
+    let (e, _) = engine(p, 4);
     let v = vec![b'v'; 100];
     for i in 0..200_000u32 {
         set(&e, format!("key:{i}").as_bytes(), &v, 0).unwrap();
@@ -95,11 +97,10 @@ fn eviction_keeps_memory_within_budget_and_counts() {
     assert!(get(&e, b"key:0").is_none());
 }
 
-#[test]
-fn raising_the_memory_limit_at_run_time_lets_the_store_grow() {
+fn raising_the_memory_limit_at_run_time_lets_the_store_grow(p: EvictionPolicy) {
     // `cache_memlimit` from 2 to 64 MiB: one shard that planned for 2 MiB of segments must
     // take 32x as many (its index makes room for the wider segment ids).
-    let (e, _) = engine(2);
+    let (e, _) = engine(p, 2);
     let v = vec![b'v'; 100];
     let fill = |from: u32, to: u32| {
         for i in from..to {
@@ -127,9 +128,8 @@ fn raising_the_memory_limit_at_run_time_lets_the_store_grow() {
     }
 }
 
-#[test]
-fn frequently_read_keys_survive_a_scan() {
-    let (e, _) = engine(4);
+fn frequently_read_keys_survive_a_scan(p: EvictionPolicy) {
+    let (e, _) = engine(p, 4);
     let v = vec![b'v'; 100];
     for i in 0..1000u32 {
         set(&e, format!("hot:{i}").as_bytes(), &v, 0).unwrap();
@@ -151,7 +151,7 @@ fn frequently_read_keys_survive_a_scan() {
 fn keys_read_twice_outlast_keys_read_once() {
     // S3-FIFO's 2-bit counter: a key read twice since it was written keeps a lap of main
     // after its promotion; a key read once has spent its only access getting there.
-    let (e, _) = engine(4);
+    let (e, _) = engine(EvictionPolicy::S3Fifo, 4);
     let v = vec![b'v'; 100];
     let keys = |p: &'static str| (0..10_000u32).map(move |i| format!("{p}:{i}").into_bytes());
     for (a, b) in keys("a").zip(keys("b")) {
@@ -193,14 +193,14 @@ fn keys_read_twice_outlast_keys_read_once() {
     );
 }
 
-#[test]
-fn no_evict_mode_refuses_with_out_of_memory() {
+fn no_evict_mode_refuses_with_out_of_memory(p: EvictionPolicy) {
     let clock = ManualClock::default();
     let cfg = EngineConfig {
         evict: false,
         ..EngineConfig::with_memory(2 << 20)
     }
-    .clock(Arc::new(clock));
+    .clock(Arc::new(clock))
+    .eviction(p);
     let e = Engine::new(cfg);
     let v = vec![b'v'; 1000];
     let mut stored = 0;
@@ -230,9 +230,8 @@ fn no_evict_mode_refuses_with_out_of_memory() {
     set(&e, b"again", &v, 0).unwrap();
 }
 
-#[test]
-fn expired_items_are_reclaimed_without_being_read() {
-    let (e, clock) = engine(4);
+fn expired_items_are_reclaimed_without_being_read(p: EvictionPolicy) {
+    let (e, clock) = engine(p, 4);
     let v = vec![b'v'; 100];
     for i in 0..20_000u32 {
         set(&e, format!("t{i}").as_bytes(), &v, 10).unwrap();
@@ -248,9 +247,8 @@ fn expired_items_are_reclaimed_without_being_read() {
     assert!(after.segments < before.segments, "empty segments are freed");
 }
 
-#[test]
-fn incr_pads_like_memcached_and_vivifies() {
-    let (e, _) = engine(4);
+fn incr_pads_like_memcached_and_vivifies(p: EvictionPolicy) {
+    let (e, _) = engine(p, 4);
     set(&e, b"n", b"10", 0).unwrap();
     let r = e.arithmetic(b"n", &ArithOptions::decr(1)).unwrap();
     assert_eq!(r.value(), Some(9));
@@ -270,9 +268,8 @@ fn incr_pads_like_memcached_and_vivifies() {
     );
 }
 
-#[test]
-fn flush_all_is_immediate_or_delayed() {
-    let (e, clock) = engine(4);
+fn flush_all_is_immediate_or_delayed(p: EvictionPolicy) {
+    let (e, clock) = engine(p, 4);
     set(&e, b"a", b"1", 0).unwrap();
     e.flush_all(0);
     assert_eq!(get(&e, b"a"), None);
@@ -292,9 +289,8 @@ fn flush_all_is_immediate_or_delayed() {
     assert!(get(&e, b"c").is_some());
 }
 
-#[test]
-fn concurrent_incr_cas_append_are_exact() {
-    let (e, _) = engine(16);
+fn concurrent_incr_cas_append_are_exact(p: EvictionPolicy) {
+    let (e, _) = engine(p, 16);
     let e = Arc::new(e);
     set(&e, b"ctr", b"0", 0).unwrap();
     set(&e, b"cas", b"0", 0).unwrap();
@@ -351,11 +347,10 @@ fn concurrent_incr_cas_append_are_exact() {
     assert_eq!(recs.len(), 2000, "no record lost or duplicated");
 }
 
-#[test]
-fn overwrites_never_evict_live_data_that_fits() {
+fn overwrites_never_evict_live_data_that_fits(p: EvictionPolicy) {
     // 100k keys of ~120 bytes (12 MiB live) in 64 MiB, overwritten over and over: the dead
     // copies fill the segments, but compaction, not eviction, must take them back.
-    let (e, _) = engine(64);
+    let (e, _) = engine(p, 64);
     let v = vec![b'v'; 100];
     let key = |i: u32| format!("key:{i:016}");
     for i in 0..100_000u32 {
@@ -380,11 +375,10 @@ fn overwrites_never_evict_live_data_that_fits() {
     }
 }
 
-#[test]
-fn flushed_items_are_reclaimed_even_without_expiry_times() {
+fn flushed_items_are_reclaimed_even_without_expiry_times(p: EvictionPolicy) {
     // Segments holding no expiring items are skipped by the expiry walk, unless a flush
     // happened since they were last walked.
-    let (e, _) = engine(4);
+    let (e, _) = engine(p, 4);
     for i in 0..5000u32 {
         set(&e, format!("f{i}").as_bytes(), b"value", 0).unwrap();
     }
@@ -392,4 +386,99 @@ fn flushed_items_are_reclaimed_even_without_expiry_times() {
     e.flush_all(0);
     assert_eq!(e.reclaim_expired(usize::MAX), 5000);
     assert_eq!(e.stats().counters.curr_items, 0);
+}
+
+#[test]
+fn sieve_drops_the_oldest_unvisited_first_and_keeps_what_was_read_through_a_scan() {
+    // One shard of 4 MiB in 16 KiB segments: the hand's order is the order of writes.
+    let cfg = EngineConfig {
+        shards: Some(1),
+        ..EngineConfig::with_memory(4 << 20)
+    }
+    .clock(Arc::new(ManualClock::default()))
+    .eviction(EvictionPolicy::Sieve);
+    let e = Engine::new(cfg);
+    let v = vec![b'v'; 100];
+    let a = |i: u32| format!("a:{i:05}").into_bytes();
+    let b = |j: u32| format!("b:{j:06}").into_bytes();
+    for i in 0..20_000 {
+        set(&e, &a(i), &v, 0).unwrap();
+    }
+    assert_eq!(e.stats().counters.evictions, 0, "20k items fit in 4 MiB");
+    let read = |i: u32| i < 10_000 && i.is_multiple_of(2);
+    for i in (0..20_000).filter(|&i| read(i)) {
+        assert!(get(&e, &a(i)).is_some());
+    }
+    let peek = GetOptions {
+        no_bump: true,
+        ..GetOptions::default()
+    };
+    let alive = |k: &[u8]| e.get(k, &peek).unwrap().is_some();
+    let mut j = 0;
+    while e.stats().counters.evictions < 3_000 {
+        set(&e, &b(j), &v, 0).unwrap();
+        j += 1;
+    }
+    // The hand went from the oldest: what it dropped is a prefix of the unread keys in
+    // write order, and nothing read is gone.
+    let unread: Vec<bool> = (0..20_000)
+        .filter(|&i| !read(i))
+        .map(|i| alive(&a(i)))
+        .collect();
+    let gone = unread.iter().take_while(|&&x| !x).count();
+    assert_eq!(gone as u64, e.stats().counters.evictions);
+    assert!(
+        unread[gone..].iter().all(|&x| x),
+        "an unread key out of order"
+    );
+    assert!((0..20_000).filter(|&i| read(i)).all(|i| alive(&a(i))));
+    assert!((0..j).all(|j| alive(&b(j))));
+    // A scan of keys never read (twice the cache) takes every unread key, and none of
+    // those read before: their pass kept them behind the hand, which the scan never
+    // passes again.
+    for _ in 0..70_000 {
+        set(&e, &b(j), &v, 0).unwrap();
+        j += 1;
+    }
+    assert!((0..20_000).filter(|&i| !read(i)).all(|i| !alive(&a(i))));
+    assert!((0..20_000).filter(|&i| read(i)).all(|i| alive(&a(i))));
+    assert!(!alive(&b(0)));
+}
+
+/// Runs each behaviour above under one policy, as `#[test]`s of their own.
+macro_rules! under {
+    ($policy:ident: $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                super::$name(memkit_engine::EvictionPolicy::$policy);
+            }
+        )*
+    };
+}
+
+macro_rules! behaviours {
+    ($policy:ident) => {
+        under!($policy: basic_set_get_overwrite_delete,
+            large_values_live_out_of_line_and_come_back_exact,
+            item_size_limit_matches_memcached_formula,
+            eviction_keeps_memory_within_budget_and_counts,
+            raising_the_memory_limit_at_run_time_lets_the_store_grow,
+            frequently_read_keys_survive_a_scan,
+            no_evict_mode_refuses_with_out_of_memory,
+            expired_items_are_reclaimed_without_being_read,
+            incr_pads_like_memcached_and_vivifies,
+            flush_all_is_immediate_or_delayed,
+            concurrent_incr_cas_append_are_exact,
+            overwrites_never_evict_live_data_that_fits,
+            flushed_items_are_reclaimed_even_without_expiry_times);
+    };
+}
+
+mod s3fifo {
+    behaviours!(S3Fifo);
+}
+
+mod sieve {
+    behaviours!(Sieve);
 }

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use memkit_engine::{Engine, EngineConfig};
+use memkit_engine::{Engine, EngineConfig, EvictionPolicy};
 use memkit_types::{Exptime, ManualClock, StoreMode, StoreOptions};
 use proptest::prelude::*;
 
@@ -67,8 +67,13 @@ mod memcached {
 }
 
 fn engine(mb: usize) -> Engine {
+    engine_with(mb, EvictionPolicy::default())
+}
+
+fn engine_with(mb: usize, policy: EvictionPolicy) -> Engine {
     let clock = ManualClock::default();
-    Engine::new(EngineConfig::with_memory(mb * MB).clock(Arc::new(clock)))
+    let cfg = EngineConfig::with_memory(mb * MB).clock(Arc::new(clock));
+    Engine::new(cfg.eviction(policy))
 }
 
 fn key(i: usize) -> Vec<u8> {
@@ -122,9 +127,21 @@ const SIZES: &[usize] = &[
 
 #[test]
 fn every_size_fills_the_budget_before_evicting_and_holds_memcacheds_items() {
+    fills_hold_memcacheds_items(EvictionPolicy::S3Fifo, SIZES);
+}
+
+/// The same under SIEVE, at sizes either side of the out-of-line threshold: filling the
+/// budget is the eviction mechanism's work, whatever the policy.
+#[test]
+fn sieve_fills_the_budget_before_evicting_too() {
+    let sizes = [10, 100, 1_000, 4_000, 20_000, 200_000, 1_000_000];
+    fills_hold_memcacheds_items(EvictionPolicy::Sieve, &sizes);
+}
+
+fn fills_hold_memcacheds_items(policy: EvictionPolicy, sizes: &[usize]) {
     let budget = 8 * MB;
-    for &size in SIZES {
-        let e = engine(8);
+    for &size in sizes {
+        let e = engine_with(8, policy);
         let f = fill(&e, |_| size);
         let memcached = memcached::items(8, key(0).len(), size);
         eprintln!(

@@ -44,7 +44,7 @@ impl Shard {
         };
         self.write_new(h, key, hdr, [&item.value, &[]], now)?;
         // A load is not a write: `total_items` counts stores, as memcached's does.
-        self.stats.total_items -= 1;
+        self.stats.counters.total_items -= 1;
         Ok(())
     }
 

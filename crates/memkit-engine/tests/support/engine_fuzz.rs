@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use memkit_engine::{Embedded, EngineConfig};
+use memkit_engine::{Embedded, EngineConfig, EvictionPolicy};
 use memkit_testkit::fuzz::{FUZZ_KEYS, decode_ops};
 use memkit_testkit::ops::{CompareOptions, compare_with, short};
 use memkit_types::ManualClock;
@@ -20,12 +20,22 @@ const ITEM_SIZE_MAX: usize = 256 << 10;
 /// Items are limited to 256 KiB (`-I`): with items up to the whole budget an append can
 /// rightly fail for want of memory (memcached's "out of memory storing object"), which the
 /// model cannot predict; a quarter of the budget always fits once the rest is evicted.
+///
+/// The ops run twice, once under each eviction policy: what a policy evicts differs, and
+/// the model is told either way, but every other reply must be the same.
 pub fn engine_vs_model(data: &[u8]) {
     let ops = decode_ops(data);
+    for policy in [EvictionPolicy::S3Fifo, EvictionPolicy::Sieve] {
+        engine_vs_model_under(&ops, policy);
+    }
+}
+
+fn engine_vs_model_under(ops: &[memkit_testkit::ops::Op], policy: EvictionPolicy) {
     let clock = ManualClock::default();
     let cfg = EngineConfig {
         shards: Some(1),
         item_size_max: ITEM_SIZE_MAX,
+        eviction: policy,
         ..EngineConfig::with_memory(1 << 20)
     };
     let store = Embedded::new(cfg.clock(Arc::new(clock.clone())));
@@ -41,7 +51,7 @@ pub fn engine_vs_model(data: &[u8]) {
         item_size_max: ITEM_SIZE_MAX,
         ignore_fetched: false,
     };
-    if let Err(e) = block_on(compare_with(&store, &clock, &ops, &opts, |_| {})) {
+    if let Err(e) = block_on(compare_with(&store, &clock, ops, &opts, |_| {})) {
         // The whole program, numbered, so that a crash file can be read without a debugger.
         let listing: Vec<String> = ops
             .iter()
@@ -49,7 +59,7 @@ pub fn engine_vs_model(data: &[u8]) {
             .map(|(i, op)| format!("#{i} {}", short(op)))
             .collect();
         panic!(
-            "engine and model diverge: {e}\nops:\n{}",
+            "engine ({policy:?}) and model diverge: {e}\nops:\n{}",
             listing.join("\n")
         );
     }

@@ -4,13 +4,12 @@
 //!
 //! A key is one byte of fingerprint in a table of sets of eight, newest first: remembering a
 //! key pushes its set's oldest out, so each set is a small FIFO and the whole approximates
-//! S3-FIFO's queue at 1 byte a key instead of a queue plus a hash set (8+ bytes a key). (A
-//! direct-mapped table, where a newer key simply overwrites a slot, forgets some keys much
-//! too early: on the bench's Zipf trace sets of four or eight missed about 0.3% less, measured
-//! with the two-table index of commit 40b98e3.) The
-//! table holds 5/8 of a fingerprint per index entry (see `evict::ghost_slots`). A false
-//! positive (another key's fingerprint in the set, under 8 in 255 when it is full) only
-//! sends an item to main early.
+//! S3-FIFO's queue at 1 byte a key instead of a queue plus a hash set (8+ bytes a key). Sets
+//! rather than single slots: in a direct-mapped table a newer key overwrites an older one
+//! and some keys are forgotten much too early (on the bench's Zipf trace, sets of four or
+//! eight miss about 0.3% less). The table holds 5/8 of a fingerprint per index entry (see
+//! `s3fifo::ghost_slots`). A false positive (another key's fingerprint in the set, under 8
+//! in 255 when it is full) only sends an item to main early.
 
 const WAYS: usize = 8;
 

@@ -1,0 +1,318 @@
+//! The arena: a shard's memory and the locations of the items in it.
+//!
+//! It holds the segments (mapped and in use, mapped and free, or given back to the OS), the
+//! out-of-line blocks of large values, and the budget all of them are counted against, with
+//! the tables kept beside them (the index, the eviction policy's metadata) charged through
+//! [`Arena::recharge`]. A shard never maps past its budget; to make room it evicts (see
+//! `evict.rs`), and that is what keeps the process's RSS next to `-m`.
+//!
+//! A [`Loc`] names a record: a segment id and a byte offset in it. The arena resolves it to
+//! bytes; it knows nothing of keys, the index or the eviction order.
+
+use memkit_types::{Error, Result};
+
+use crate::segment::{Header, ItemAt, LargeBlock, MUTABLE_BITS, Segment, read_item, write_item};
+
+/// Where an item lives: segment (12 bits) and byte offset (20 bits). The index stores it in
+/// the bits a shard actually needs and a hash tag in the rest (`index::Layout`).
+pub(crate) type Loc = u32;
+
+/// Segments a shard may have (12 bits of [`Loc`]).
+pub(crate) const MAX_SEGMENTS: usize = 1 << 12;
+/// The largest segment (20 bits of offset).
+pub(crate) const MAX_SEGMENT_SIZE: usize = 1 << 20;
+
+pub(crate) fn pack(seg: u32, off: usize) -> Loc {
+    debug_assert!((seg as usize) < MAX_SEGMENTS && off < MAX_SEGMENT_SIZE);
+    (seg << 20) | off as u32
+}
+pub(crate) fn seg_of(e: Loc) -> u32 {
+    e >> 20
+}
+pub(crate) fn off_of(e: Loc) -> usize {
+    (e & 0xF_FFFF) as usize
+}
+
+/// What a large block of `len` bytes is charged: glibc malloc's chunk, its 8-byte size word
+/// plus the data rounded up to 16 bytes. Blocks come from the global allocator at their
+/// exact size (a page-rounded mapping of their own would waste up to 4 KiB each, a third of
+/// an 8.2 KB value). Blocks past glibc's mmap threshold (128 KiB at first) are page-rounded
+/// in RSS: at most 3% more than charged.
+pub(crate) fn large_cost(len: usize) -> usize {
+    (len + 8).next_multiple_of(16).max(32)
+}
+
+/// A shard's segments, large blocks and budget.
+#[derive(Debug)]
+pub(crate) struct Arena {
+    seg_size: usize,
+    /// Bytes the shard may hold: segments, large blocks and the charged tables together.
+    budget: usize,
+    segs: Vec<Segment>,
+    /// Mapped, empty segments.
+    free: Vec<u32>,
+    /// Segment ids whose memory was given back.
+    unmapped: Vec<u32>,
+    large: Vec<Option<LargeBlock>>,
+    large_free: Vec<u32>,
+    /// Bytes held from the OS: mapped segments, large blocks, charged tables.
+    mapped: usize,
+    /// Budget set aside by `make_room` for a large block about to be allocated.
+    reserved: usize,
+}
+
+impl Arena {
+    pub fn new(seg_size: usize, budget: usize) -> Arena {
+        Arena {
+            seg_size,
+            budget,
+            segs: Vec::new(),
+            free: Vec::new(),
+            unmapped: Vec::new(),
+            large: Vec::new(),
+            large_free: Vec::new(),
+            mapped: 0,
+            reserved: 0,
+        }
+    }
+
+    // ---- the budget ----
+
+    pub fn seg_size(&self) -> usize {
+        self.seg_size
+    }
+
+    /// A smaller budget is reached by eviction as items arrive.
+    pub fn set_budget(&mut self, budget: usize) {
+        self.budget = budget;
+    }
+
+    /// Bytes held from the OS.
+    pub fn mapped(&self) -> usize {
+        self.mapped
+    }
+
+    /// Whether `extra` more bytes fit beside what is held and reserved.
+    pub fn fits(&self, extra: usize) -> bool {
+        self.mapped + self.reserved + extra <= self.budget
+    }
+
+    /// Sets budget aside for a large block the next [`Self::alloc_large`] takes.
+    pub fn reserve(&mut self, bytes: usize) {
+        self.reserved = bytes;
+    }
+
+    /// Counts a table held beside the segments growing from `from` to `to` bytes.
+    pub fn recharge(&mut self, from: usize, to: usize) {
+        self.mapped = self.mapped + to - from;
+    }
+
+    // ---- locations ----
+
+    pub fn seg(&self, s: u32) -> &Segment {
+        &self.segs[s as usize]
+    }
+
+    pub fn item_at(&self, e: Loc) -> ItemAt {
+        let s = self.seg(seg_of(e));
+        read_item(s.bytes(), off_of(e), s.base_seq)
+    }
+
+    pub fn key_of(&self, e: Loc) -> &[u8] {
+        let s = self.seg(seg_of(e));
+        read_item(s.bytes(), off_of(e), s.base_seq).key(s.bytes())
+    }
+
+    /// The value of a live item: inline in its segment, or its large block.
+    pub fn value_of(&self, e: Loc, at: &ItemAt) -> &[u8] {
+        let seg = self.seg(seg_of(e)).bytes();
+        match at.large_handle(seg) {
+            Some(h) => match &self.large[h as usize] {
+                Some(block) => &block[..at.header.vlen as usize],
+                None => &[],
+            },
+            None => at.stored_value(seg),
+        }
+    }
+
+    /// The value as the record stores it: inline bytes, or a large value's handle.
+    pub fn stored_value(&self, e: Loc, at: &ItemAt) -> &[u8] {
+        at.stored_value(self.seg(seg_of(e)).bytes())
+    }
+
+    /// The large block the record at `e` points to, if its value is out of line.
+    pub fn large_handle(&self, e: Loc, at: &ItemAt) -> Option<u32> {
+        at.large_handle(self.seg(seg_of(e)).bytes())
+    }
+
+    /// Rewrites the record's policy and meta bits in place; the rest describe its layout.
+    pub fn set_bits(&mut self, e: Loc, bits: u8) {
+        let off = off_of(e);
+        let seg = self.segs[seg_of(e) as usize].bytes_mut();
+        seg[off] = (seg[off] & !MUTABLE_BITS) | bits;
+    }
+
+    /// Rewrites the record's expiry in place; `false` if it has no exptime field.
+    pub fn set_exptime(&mut self, e: Loc, at: &ItemAt, exptime: u32) -> bool {
+        let Some(field) = at.header.exptime_off(at.key_off - off_of(e)) else {
+            return false;
+        };
+        let off = off_of(e) + field;
+        self.segs[seg_of(e) as usize].bytes_mut()[off..off + 4]
+            .copy_from_slice(&exptime.to_le_bytes());
+        true
+    }
+
+    /// Appends a record to segment `s`, which must have room for it.
+    pub fn append(&mut self, s: u32, key: &[u8], hdr: &Header, stored: [&[u8]; 2]) -> Loc {
+        let seg = &mut self.segs[s as usize];
+        let off = seg.write_pos as usize;
+        let base = seg.base_seq;
+        let n = write_item(&mut seg.bytes_mut()[off..], base, hdr, key, &stored);
+        seg.write_pos += n as u32;
+        seg.live_bytes += n as u32;
+        seg.expiring += u32::from(hdr.exptime != 0);
+        pack(s, off)
+    }
+
+    /// Copies the record at `e` to the end of segment `to` with header `hdr` (its value, or
+    /// its large block's handle, unchanged); the old copy becomes dead bytes. `None` if `to`
+    /// is the record's own segment.
+    pub fn copy(&mut self, e: Loc, at: &ItemAt, hdr: &Header, to: u32) -> Option<Loc> {
+        let [from, dst] = self
+            .segs
+            .get_disjoint_mut([seg_of(e) as usize, to as usize])
+            .ok()?;
+        let off = dst.write_pos as usize;
+        let base = dst.base_seq;
+        let n = write_item(
+            &mut dst.bytes_mut()[off..],
+            base,
+            hdr,
+            at.key(from.bytes()),
+            &[at.stored_value(from.bytes())],
+        );
+        dst.write_pos += n as u32;
+        dst.live_bytes += n as u32;
+        dst.expiring += u32::from(hdr.exptime != 0);
+        from.live_bytes -= at.len as u32;
+        Some(pack(to, off))
+    }
+
+    /// The record at `e` is no longer pointed at: its bytes are dead, and its large block
+    /// is freed unless `keep_large` (the record is being rewritten with the same block).
+    pub fn release(&mut self, e: Loc, at: &ItemAt, keep_large: bool) {
+        self.segs[seg_of(e) as usize].live_bytes -= at.len as u32;
+        if !keep_large && let Some(handle) = self.large_handle(e, at) {
+            self.free_large(handle);
+        }
+    }
+
+    // ---- segments ----
+
+    /// Segments mapped.
+    pub fn mapped_segments(&self) -> usize {
+        self.segs.iter().filter(|s| s.is_mapped()).count()
+    }
+
+    /// A free segment, or a newly mapped one if it fits `overdraft` bytes past the budget and
+    /// its id is below `max_ids`. The caller resets it before use.
+    pub fn take_segment(&mut self, overdraft: usize, max_ids: usize) -> Option<u32> {
+        if let Some(s) = self.free.pop() {
+            return Some(s);
+        }
+        if self.mapped + self.reserved + self.seg_size > self.budget + overdraft {
+            return None;
+        }
+        let s = match self.unmapped.pop() {
+            Some(s) => s,
+            None => {
+                if self.segs.len() >= max_ids {
+                    return None;
+                }
+                self.segs.push(Segment::unmapped());
+                (self.segs.len() - 1) as u32
+            }
+        };
+        if self.segs[s as usize].map(self.seg_size).is_err() {
+            self.unmapped.push(s);
+            return None;
+        }
+        self.mapped += self.seg_size;
+        Some(s)
+    }
+
+    /// Makes `s` an empty segment that records are written to from now on: relative seqs
+    /// count from `base_seq`, its items' age from `now`.
+    pub fn open(&mut self, s: u32, base_seq: u64, now: u32) {
+        self.segs[s as usize].reset(base_seq, now);
+    }
+
+    /// Gives one free segment's memory back to the OS; `false` if none is free.
+    pub fn unmap_one_free(&mut self) -> bool {
+        let Some(s) = self.free.pop() else {
+            return false;
+        };
+        self.unmap(s);
+        true
+    }
+
+    /// Gives back the memory of every free segment but `keep`.
+    pub fn trim_free(&mut self, keep: usize) {
+        while self.free.len() > keep && self.unmap_one_free() {}
+    }
+
+    fn unmap(&mut self, s: u32) {
+        self.segs[s as usize].unmap();
+        self.unmapped.push(s);
+        self.mapped -= self.seg_size;
+    }
+
+    /// Takes back a segment that holds nothing live: free for the next head, or unmapped if
+    /// the shard is over its budget (an eviction's overdraft, repaid here).
+    pub fn retire(&mut self, s: u32, now: u32) {
+        self.segs[s as usize].reset(0, now);
+        if self.mapped > self.budget {
+            self.unmap(s);
+        } else {
+            self.free.push(s);
+        }
+    }
+
+    pub fn seg_mut(&mut self, s: u32) -> &mut Segment {
+        &mut self.segs[s as usize]
+    }
+
+    // ---- large blocks ----
+
+    /// Copies `parts` into a new large block; the budget was made room for by `make_room`.
+    pub fn alloc_large(&mut self, parts: [&[u8]; 2]) -> Result<u32> {
+        let len = parts[0].len() + parts[1].len();
+        let mut block = Vec::new();
+        block
+            .try_reserve_exact(len)
+            .map_err(|_| Error::OutOfMemory)?;
+        block.extend_from_slice(parts[0]);
+        block.extend_from_slice(parts[1]);
+        let block: LargeBlock = block.into_boxed_slice();
+        self.mapped += large_cost(len);
+        self.reserved = 0;
+        Ok(match self.large_free.pop() {
+            Some(h) => {
+                self.large[h as usize] = Some(block);
+                h
+            }
+            None => {
+                self.large.push(Some(block));
+                (self.large.len() - 1) as u32
+            }
+        })
+    }
+
+    fn free_large(&mut self, handle: u32) {
+        if let Some(block) = self.large.get_mut(handle as usize).and_then(Option::take) {
+            self.mapped -= large_cost(block.len());
+            self.large_free.push(handle);
+        }
+    }
+}
