@@ -4,23 +4,24 @@
 //! 1. [`throughput`]: ops/s of get-heavy and set-heavy mixes on 1..N threads, memkit's
 //!    [`Engine`] (reads through `get_view` into a reused buffer, as a server does) against
 //!    `moka::sync::Cache` with a byte weigher at the same capacity.
-//! 2. [`hit_ratio`]: one Zipf trace replayed get-then-set-on-miss against memkit, LRU with
-//!    memcached's slab footprint, LRU with memkit's measured footprint, and moka.
+//! 2. [`hit_ratio`]: one Zipf trace replayed get-then-set-on-miss against memkit under each
+//!    eviction policy (S3-FIFO, SIEVE), LRU with memcached's slab footprint, LRU with
+//!    memkit's measured footprint, and moka.
 //! 3. [`overhead`]: fill an engine until it first evicts and account for every byte.
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use memkit_engine::{Engine, EngineConfig};
-use memkit_types::{
-    DEFAULT_ITEM_SIZE_MAX, Exptime, GetOptions, StoreMode, StoreOptions, SystemClock,
-};
+use memkit_engine::{Engine, EngineConfig, EvictionPolicy};
+use memkit_types::{Exptime, GetOptions, StoreMode, StoreOptions};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
-use crate::lru::ByteLru;
 use crate::slab;
 use crate::workload::{Dist, KeyGen, MAX_GEN_KEY, Zipf, value_bytes};
+
+mod hit_ratio;
+pub use hit_ratio::{EngineReplay, HitRatioResult, POLICIES, hit_ratio, replay_engine, zipf_trace};
 
 /// Everything the engine bench is parameterised by.
 #[derive(Debug, Clone)]
@@ -224,43 +225,6 @@ impl OverheadResult {
     }
 }
 
-/// The hit-ratio part's outcome.
-#[derive(Debug, Clone)]
-pub struct HitRatioResult {
-    /// Distinct keys.
-    pub keys: usize,
-    /// Requests replayed.
-    pub requests: usize,
-    /// Memory of each cache.
-    pub memory: usize,
-    /// Items memcached's slab math fits (LRU(a)'s capacity).
-    pub lru_a_capacity: u64,
-    /// memkit's measured per-item overhead used for LRU(b).
-    pub lru_b_overhead: u32,
-    /// Miss ratios.
-    pub memkit_miss: f64,
-    /// LRU with memcached's footprint.
-    pub lru_a_miss: f64,
-    /// LRU with memkit's footprint.
-    pub lru_b_miss: f64,
-    /// moka (W-TinyLFU) at the same bytes of key + value.
-    pub moka_miss: f64,
-    /// Items held at the end of the trace.
-    pub memkit_items: u64,
-    /// LRU(a) items at the end.
-    pub lru_a_items: u64,
-    /// LRU(b) items at the end.
-    pub lru_b_items: u64,
-    /// moka items at the end.
-    pub moka_items: u64,
-    /// memkit's evictions, and items they kept (S3-FIFO promotions / reinsertions).
-    pub memkit_evictions: u64,
-    /// Items retained by evictions.
-    pub memkit_retained: u64,
-    /// Seconds each replay took: memkit, LRU(a), LRU(b), moka.
-    pub secs: [f64; 4],
-}
-
 /// All results of one `engine` run.
 #[derive(Debug, Clone)]
 pub struct EngineReport {
@@ -313,14 +277,12 @@ pub fn run(cfg: &EngineBenchConfig, parts: &[Part], log: &mut dyn FnMut(&str)) -
 }
 
 fn new_engine(memory: usize) -> Engine {
-    Engine::new(EngineConfig {
-        memory_limit: memory,
-        item_size_max: DEFAULT_ITEM_SIZE_MAX,
-        evict: true,
-        shards: None,
-        clock: Arc::new(SystemClock),
-        ..EngineConfig::default()
-    })
+    new_engine_with(memory, EvictionPolicy::default())
+}
+
+/// memcached's defaults (1 MiB items, evict when full), the system clock, `policy`.
+fn new_engine_with(memory: usize, policy: EvictionPolicy) -> Engine {
+    Engine::new(EngineConfig::with_memory(memory).eviction(policy))
 }
 
 fn set_opts() -> StoreOptions {
@@ -624,134 +586,5 @@ pub fn overhead(memory: usize, keys: KeyGen, value_len: usize) -> OverheadResult
             0
         },
         memcached_chunk: slab::chunk_size(keys.max_len, value_len),
-    }
-}
-
-/// Part 2: one Zipf trace, get-then-set-on-miss, four caches.
-pub fn hit_ratio(cfg: &EngineBenchConfig, log: &mut dyn FnMut(&str)) -> HitRatioResult {
-    let t = Instant::now();
-    let zipf = Zipf::new(cfg.hr_keys as u64, cfg.zipf_s);
-    let mut rng = SmallRng::seed_from_u64(cfg.seed ^ 0x0074_7261_6365);
-    let trace: Vec<u32> = (0..cfg.hr_requests)
-        .map(|_| (zipf.sample(&mut rng) - 1) as u32)
-        .collect();
-    log(&format!(
-        "hit ratio: trace of {} requests over {} keys in {:.1} s",
-        cfg.hr_requests,
-        cfg.hr_keys,
-        t.elapsed().as_secs_f64()
-    ));
-    let keys = cfg.keys;
-    let vlen = cfg.value_len;
-    let value = value_bytes(0, vlen);
-    let n = trace.len() as f64;
-    let mut secs = [0.0; 4];
-
-    // memkit.
-    let t = Instant::now();
-    let engine = new_engine(cfg.hr_memory);
-    let (get, set) = (GetOptions::default(), set_opts());
-    let mut buf = [0u8; MAX_GEN_KEY];
-    let mut misses = 0u64;
-    for &id in &trace {
-        let key = keys.write(u64::from(id), &mut buf);
-        let hit = engine
-            .get_view(key, &get, |v| std::hint::black_box(v.value.len()))
-            .expect("get");
-        if hit.is_none() {
-            misses += 1;
-            engine.store(key, &value, &set).expect("store");
-        }
-    }
-    let memkit_miss = misses as f64 / n;
-    let st = engine.stats();
-    drop(engine);
-    secs[0] = t.elapsed().as_secs_f64();
-    log(&format!(
-        "hit ratio: memkit miss {:.4} in {:.1} s",
-        memkit_miss, secs[0]
-    ));
-
-    let replay_lru = |lru: &mut ByteLru, charge: &dyn Fn(u64) -> u32| {
-        let mut misses = 0u64;
-        for &id in &trace {
-            let id = u64::from(id);
-            if !lru.get(id) {
-                misses += 1;
-                lru.insert(id, charge(id));
-            }
-        }
-        misses as f64 / n
-    };
-
-    // LRU(a): memcached's slab footprint. All key lengths of one class is the common case
-    // (16..32-byte keys with 100-byte values are all in the 192-byte class); then the budget
-    // is whole pages of that class, else plain bytes.
-    let t = Instant::now();
-    let chunks: Vec<usize> = (keys.min_len..=keys.max_len)
-        .map(|k| slab::chunk_size(k, vlen))
-        .collect();
-    let single_class = chunks.iter().all(|&c| c == chunks[0]);
-    let budget_a = if single_class {
-        (slab::items_that_fit(cfg.hr_memory, keys.min_len, vlen) * chunks[0]) as u64
-    } else {
-        cfg.hr_memory as u64
-    };
-    let mut lru_a = ByteLru::new(budget_a);
-    let lru_a_miss = replay_lru(&mut lru_a, &|id| {
-        slab::chunk_size(keys.len_of(id), vlen) as u32
-    });
-    secs[1] = t.elapsed().as_secs_f64();
-    log(&format!("hit ratio: LRU(a) miss {lru_a_miss:.4}"));
-
-    // LRU(b): memkit's own footprint, measured by filling an engine with the same keys.
-    let t = Instant::now();
-    let fp = overhead(cfg.hr_memory, keys, vlen);
-    let ovh = fp.steady.per_item_overhead().round().max(0.0) as u32;
-    let mut lru_b = ByteLru::new(cfg.hr_memory as u64);
-    let lru_b_miss = replay_lru(&mut lru_b, &|id| (keys.len_of(id) + vlen) as u32 + ovh);
-    secs[2] = t.elapsed().as_secs_f64();
-    log(&format!(
-        "hit ratio: LRU(b) (+{ovh} B/item) miss {lru_b_miss:.4}"
-    ));
-
-    // moka, weighed by key + value bytes.
-    let t = Instant::now();
-    let moka: moka::sync::Cache<u32, ()> = moka::sync::Cache::builder()
-        .max_capacity(cfg.hr_memory as u64)
-        .weigher(move |k: &u32, _: &()| (keys.len_of(u64::from(*k)) + vlen) as u32)
-        .build();
-    let mut misses = 0u64;
-    for &id in &trace {
-        if moka.get(&id).is_none() {
-            misses += 1;
-            moka.insert(id, ());
-        }
-    }
-    moka.run_pending_tasks();
-    let moka_miss = misses as f64 / n;
-    secs[3] = t.elapsed().as_secs_f64();
-    log(&format!(
-        "hit ratio: moka miss {moka_miss:.4} in {:.1} s",
-        secs[3]
-    ));
-
-    HitRatioResult {
-        keys: cfg.hr_keys,
-        requests: cfg.hr_requests,
-        memory: cfg.hr_memory,
-        lru_a_capacity: budget_a / u64::from(chunks[0] as u32),
-        lru_b_overhead: ovh,
-        memkit_miss,
-        lru_a_miss,
-        lru_b_miss,
-        moka_miss,
-        memkit_items: st.counters.curr_items,
-        lru_a_items: lru_a.len() as u64,
-        lru_b_items: lru_b.len() as u64,
-        moka_items: moka.entry_count(),
-        memkit_evictions: st.counters.evictions,
-        memkit_retained: st.counters.evict_retained,
-        secs,
     }
 }

@@ -24,14 +24,20 @@ fn engine_bench_tiny_run_is_sane() {
     }
 
     let h = report.hit_ratio.as_ref().expect("hit ratio ran");
-    for m in [h.memkit_miss, h.lru_a_miss, h.lru_b_miss, h.moka_miss] {
+    assert_eq!(
+        h.memkit.len(),
+        engine_bench::POLICIES.len(),
+        "every policy ran"
+    );
+    let engine = h.memkit.iter().map(|m| m.miss);
+    for m in engine.chain([h.lru_a_miss, h.lru_b_miss, h.moka_miss]) {
         assert!(m > 0.0 && m < 1.0, "{h:?}");
     }
-    assert!(h.memkit_items > 0 && h.lru_a_items > 0 && h.lru_b_items > 0);
-    assert!(
-        h.memkit_evictions > 0,
-        "the trace must overflow the cache: {h:?}"
-    );
+    assert!(h.lru_a_items > 0 && h.lru_b_items > 0);
+    for m in &h.memkit {
+        assert!(m.items > 0, "{h:?}");
+        assert!(m.evictions > 0, "the trace must overflow the cache: {h:?}");
+    }
 
     let o = report.overhead.as_ref().expect("overhead ran");
     assert!(o.memcached_items > 0, "{o:?}");
