@@ -85,6 +85,10 @@ pub struct Shared {
     pub settings: Settings,
     pub limits: Limits,
     pub started: Instant,
+    /// Whole seconds since `started`, advanced by the housekeeping tick (memcached's
+    /// `current_time`): what a connection stamps its last command with, without reading
+    /// the clock per request.
+    pub uptime_secs: AtomicU64,
     pub counters: Counters,
     pub verbosity: AtomicU8,
     pub conns: Mutex<HashMap<u64, ConnInfo>>,
@@ -154,6 +158,7 @@ impl Shared {
             settings,
             limits,
             started: Instant::now(),
+            uptime_secs: AtomicU64::new(0),
             counters: Counters::default(),
             conns: Mutex::new(HashMap::new()),
             watchers: Watchers::default(),
@@ -419,11 +424,14 @@ impl Drop for Registered {
     }
 }
 
-/// Proactive reclamation of expired items: a bounded walk every second.
+/// The housekeeping tick: `uptime_secs`, then proactive reclamation of expired items (a
+/// bounded walk), every second.
 async fn reclaim_expired(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
+        let secs = shared.started.elapsed().as_secs();
+        shared.uptime_secs.store(secs, Ordering::Relaxed);
         let engine = shared.engine.clone();
         let _ = tokio::task::spawn_blocking(move || engine.reclaim_expired(16)).await;
     }
