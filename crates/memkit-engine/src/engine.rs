@@ -7,7 +7,6 @@
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use hashbrown::DefaultHashBuilder;
 use memkit_types::{
     ArithOptions, ArithOutcome, Clock, DEFAULT_ITEM_SIZE_MAX, DeleteOptions, DeleteOutcome, Error,
     Exptime, GetOptions, Item, MAX_KEY_LEN, Result, StoreMode, StoreOptions, Stored, SystemClock,
@@ -18,6 +17,13 @@ use crate::hook::{Change, Flush, Record, StoreHook};
 use crate::policy::EvictionPolicy;
 use crate::shard::{ItemView, Shard, ShardConfig, Times};
 use crate::stats::{EngineStats, class_sizes};
+
+mod restart;
+pub use restart::{WarmError, WarmRestored, WarmSaved};
+
+/// The key hash: foldhash with a per-engine random seed, kept so that a warm restart can
+/// rebuild the same key-to-shard mapping (and so the same CAS values) in a new process.
+pub(crate) type KeyHasher = foldhash::fast::FixedState;
 
 /// How the engine is built. `Default` is memcached's defaults: 64 MiB, 1 MiB items, evict.
 #[derive(Debug, Clone)]
@@ -113,7 +119,8 @@ struct Padded(Mutex<Shard>);
 pub struct Engine {
     shards: Box<[Padded]>,
     shard_mask: u64,
-    hasher: DefaultHashBuilder,
+    hasher: KeyHasher,
+    hash_seed: u64,
     clock: Arc<dyn Clock>,
     /// Unix second that engine time counts from. Two seconds before start-up, so that engine
     /// time is always >= 2 and an exptime of 1 means "already expired".
@@ -129,6 +136,12 @@ pub struct Engine {
 impl Engine {
     /// Builds an engine. Nothing is allocated up front: segments are mapped as items arrive.
     pub fn new(cfg: EngineConfig) -> Self {
+        let seed = std::hash::RandomState::new().hash_one(0x6d656d6b6974u64);
+        Self::with_hash_seed(cfg, seed)
+    }
+
+    /// [`Engine::new`] with a given key hash seed (a warm restart's).
+    pub(crate) fn with_hash_seed(cfg: EngineConfig, hash_seed: u64) -> Self {
         let budget = cfg.memory_limit.max(1 << 20);
         // Up to 16 shards of at least 8 MiB each; past 4 GiB more shards, so that up to
         // 64 GiB none is larger than 256 MiB (its index then keeps at least 3 tag bits, see
@@ -152,7 +165,7 @@ impl Engine {
         let class_sizes: Arc<[u32]> = class_sizes((cfg.item_size_max / 2).max(1024))
             .into_boxed_slice()
             .into();
-        let hasher = DefaultHashBuilder::default();
+        let hasher = KeyHasher::with_seed(hash_seed);
         let shard_bits = shards.trailing_zeros();
         let shard_cfg = ShardConfig {
             seg_size,
@@ -178,6 +191,7 @@ impl Engine {
             shards: shards_vec.into_boxed_slice(),
             shard_mask: (shards - 1) as u64,
             hasher,
+            hash_seed,
             epoch: cfg.clock.now_secs().saturating_sub(2),
             clock: cfg.clock,
             item_size_max: cfg.item_size_max,

@@ -214,6 +214,39 @@ impl Index {
         self.rebuild(grown(self.slots.len()), &rehash, None);
     }
 
+    /// Reads the home buckets of `hashes` ahead of their inserts: independent loads overlap
+    /// their cache misses, and the inserts then find their buckets cached.
+    pub fn prefetch(&self, hashes: impl Iterator<Item = u64>) {
+        let n = self.slots.len();
+        if n == 0 {
+            return;
+        }
+        let sum = hashes.fold(0u8, |acc, h| acc.wrapping_add(self.slots[home(h, n)].dist));
+        std::hint::black_box(sum);
+    }
+
+    /// Every entry's location, in bucket order.
+    pub fn locs(&self) -> impl Iterator<Item = Loc> + '_ {
+        let layout = self.layout;
+        self.slots
+            .iter()
+            .filter(|s| s.dist != 0)
+            .map(move |s| layout.loc(s.word))
+    }
+
+    /// Grows in one step to the table that growing one step at a time would reach to hold
+    /// `entries`: a warm restart sizes its shards up front instead of rehashing every key
+    /// about nine times on the way.
+    pub fn reserve(&mut self, entries: usize, rehash: impl Fn(&Loc) -> u64) {
+        let mut buckets = self.slots.len();
+        while capacity_of(buckets) < entries {
+            buckets = grown(buckets);
+        }
+        if buckets > self.slots.len() {
+            self.rebuild(buckets, &rehash, None);
+        }
+    }
+
     fn rebuild(&mut self, mut buckets: usize, rehash: &impl Fn(&Loc) -> u64, extra: Option<Loc>) {
         let old = std::mem::take(&mut self.slots);
         let layout = self.layout;

@@ -52,7 +52,9 @@ mod shard;
 pub mod stats;
 
 pub use embedded::Embedded;
-pub use engine::{Engine, EngineConfig, EvictHook, Evicted, ItemMeta};
+pub use engine::{
+    Engine, EngineConfig, EvictHook, Evicted, ItemMeta, WarmError, WarmRestored, WarmSaved,
+};
 pub use hook::{Change, Flush, Loaded, Record, StoreHook};
 pub use policy::EvictionPolicy;
 pub use shard::ItemView;

@@ -18,14 +18,15 @@
 
 use std::hash::BuildHasher;
 
-use hashbrown::DefaultHashBuilder;
 use memkit_types::{Result, Ttl};
 
 mod commands;
 mod persist;
+pub(crate) mod restart;
 
 use crate::arena::Arena;
 pub(crate) use crate::arena::{Loc, MAX_SEGMENT_SIZE, MAX_SEGMENTS, off_of, pack, seg_of};
+use crate::engine::KeyHasher;
 use crate::index::{Index, Layout};
 use crate::policy::{EvictionPolicy, Policy, ShardPolicy};
 use crate::segment::{FETCHED, Header, ItemAt, VISITED, large_for, read_item};
@@ -122,7 +123,7 @@ pub(crate) struct Shard {
     pub cfg: ShardConfig,
     id: u64,
     shard_bits: u32,
-    pub(crate) hasher: DefaultHashBuilder,
+    pub(crate) hasher: KeyHasher,
     pub(crate) index: Index,
     /// The index's bytes as charged to the budget (an insert may grow the table past them:
     /// see [`Self::link`]).
@@ -145,7 +146,7 @@ fn layout_for(seg_size: usize, budget: usize) -> Layout {
 }
 
 impl Shard {
-    pub fn new(cfg: ShardConfig, id: u64, shard_bits: u32, hasher: DefaultHashBuilder) -> Self {
+    pub fn new(cfg: ShardConfig, id: u64, shard_bits: u32, hasher: KeyHasher) -> Self {
         Shard {
             index: Index::new(layout_for(cfg.seg_size, cfg.budget)),
             index_bytes: 0,

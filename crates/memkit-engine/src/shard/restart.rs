@@ -1,0 +1,247 @@
+//! Warm restart, one shard's part: its live items as records, and records put back with
+//! their own write sequence numbers. An item's CAS is derived from its sequence number and
+//! its shard (see `Shard::cas_of`), and the restored engine hashes keys with the saved seed,
+//! so every item lands in the shard it left and comes back with the same CAS without the 8
+//! bytes an explicit one would cost. The file around the records is `engine::restart`'s.
+//!
+//! A record, little endian:
+//!
+//! ```text
+//! bits:u8 | klen:u8 | vlen:u32 | flags:u32 | exptime_unix:u64 (0 = never) | seq:u64
+//!   | [cas:u64 if EXPLICIT_CAS] | key | value
+//! ```
+
+use std::io::{self, Write};
+
+use memkit_types::Result;
+
+use super::{Loc, Shard, seg_of};
+use crate::policy::Policy;
+use crate::segment::{FETCHED, HOT, Header, STALE, VISITED, WIN_SENT, large_for};
+
+/// The record's bits (the file's own numbering, so the segment encoding can change freely).
+const R_VISITED: u8 = 0x01;
+const R_HOT: u8 = 0x02;
+const R_FETCHED: u8 = 0x04;
+const R_STALE: u8 = 0x08;
+const R_WIN_SENT: u8 = 0x10;
+const R_EXPLICIT_CAS: u8 = 0x20;
+const R_KNOWN: u8 = 0x3f;
+const BIT_MAP: [(u8, u8); 5] = [
+    (VISITED, R_VISITED),
+    (HOT, R_HOT),
+    (FETCHED, R_FETCHED),
+    (STALE, R_STALE),
+    (WIN_SENT, R_WIN_SENT),
+];
+
+/// Bytes of a record before its key, without the explicit CAS.
+pub(crate) const RECORD_HEAD: usize = 26;
+
+/// A record's fixed part, decoded and checked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecordHead {
+    bits: u8,
+    pub klen: usize,
+    pub vlen: usize,
+    flags: u32,
+    pub exptime_unix: u64,
+    pub seq: u64,
+    pub explicit_cas: bool,
+    /// The explicit CAS (`E`), which the reader fills in from the bytes after the head.
+    pub cas: Option<u64>,
+}
+
+impl RecordHead {
+    /// Decodes the first [`RECORD_HEAD`] bytes; `None` for a record no save could have
+    /// written (so a damaged file is refused even where its checksum would collide).
+    pub fn decode(b: &[u8; RECORD_HEAD], item_size_max: usize) -> Option<RecordHead> {
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        let r = RecordHead {
+            bits: b[0],
+            klen: usize::from(b[1]),
+            vlen: u32_at(2) as usize,
+            flags: u32_at(6),
+            exptime_unix: u64_at(10),
+            seq: u64_at(18),
+            explicit_cas: b[0] & R_EXPLICIT_CAS != 0,
+            cas: None,
+        };
+        let ok = r.bits & !R_KNOWN == 0
+            && (1..=memkit_types::MAX_KEY_LEN).contains(&r.klen)
+            && r.vlen <= item_size_max
+            && r.seq != 0;
+        ok.then_some(r)
+    }
+}
+
+/// What a shard's section records besides its items.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ShardState {
+    /// The write sequence: every CAS derived after the restart is above this shard's old ones.
+    pub seq: u64,
+    /// A delayed `flush_all` not yet due, in engine seconds.
+    pub flush_at: Option<u32>,
+    /// Index entries the shard had room for: the restored shard is sized the same at once.
+    pub index_capacity: usize,
+}
+
+impl Shard {
+    /// The live items, in the policy's order (oldest segments first, as `for_each_live`
+    /// visits them, so a restore that runs short of room drops what would have gone next),
+    /// and the bytes their records take. Taken from the index, so no key is hashed; the
+    /// shard must stay locked until [`Self::warm_write`] has run.
+    pub(crate) fn warm_items(&mut self, now: u32) -> (Vec<Loc>, u64) {
+        self.apply_flush(now);
+        let mut rank: Vec<u32> = Vec::new();
+        for (r, s) in self.segments().enumerate() {
+            let s = s as usize;
+            if rank.len() <= s {
+                rank.resize(s + 1, u32::MAX);
+            }
+            rank[s] = r as u32;
+        }
+        let rank_of = |e: Loc| rank.get(seg_of(e) as usize).copied().unwrap_or(u32::MAX);
+        let mut keys: Vec<u64> = (self.index.locs())
+            .map(|e| (u64::from(rank_of(e)) << 32) | u64::from(e))
+            .collect();
+        keys.sort_unstable();
+        let mut locs = Vec::with_capacity(keys.len());
+        let mut bytes = 0u64;
+        for k in keys {
+            let e = k as Loc;
+            let at = self.arena.item_at(e);
+            if self.dead(&at.header, now).is_none() {
+                locs.push(e);
+                bytes += record_len(&at.header) as u64;
+            }
+        }
+        (locs, bytes)
+    }
+
+    /// Writes the records of `locs` (from [`Self::warm_items`], shard still locked).
+    pub(crate) fn warm_write(
+        &self,
+        locs: &[Loc],
+        epoch: u64,
+        out: &mut impl Write,
+    ) -> io::Result<()> {
+        let mut head = [0u8; RECORD_HEAD + 8];
+        for &e in locs {
+            let at = self.arena.item_at(e);
+            let h = &at.header;
+            let mut bits = BIT_MAP
+                .iter()
+                .filter(|(seg, _)| h.bits & seg != 0)
+                .fold(0, |acc, (_, rec)| acc | rec);
+            if h.ext_cas.is_some() {
+                bits |= R_EXPLICIT_CAS;
+            }
+            let exptime_unix = if h.exptime == 0 {
+                0
+            } else {
+                epoch + u64::from(h.exptime)
+            };
+            head[0] = bits;
+            head[1] = h.klen;
+            head[2..6].copy_from_slice(&h.vlen.to_le_bytes());
+            head[6..10].copy_from_slice(&h.flags.to_le_bytes());
+            head[10..18].copy_from_slice(&exptime_unix.to_le_bytes());
+            head[18..26].copy_from_slice(&h.seq.to_le_bytes());
+            let n = match h.ext_cas {
+                Some(cas) => {
+                    head[26..34].copy_from_slice(&cas.to_le_bytes());
+                    RECORD_HEAD + 8
+                }
+                None => RECORD_HEAD,
+            };
+            out.write_all(&head[..n])?;
+            out.write_all(at.key(self.arena.seg(seg_of(e)).bytes()))?;
+            out.write_all(self.value_of(e, &at))?;
+        }
+        Ok(())
+    }
+
+    /// The section state to save with the records.
+    pub(crate) fn warm_state(&self) -> ShardState {
+        ShardState {
+            seq: self.seq,
+            flush_at: self.flush_at,
+            index_capacity: self.index.capacity(),
+        }
+    }
+
+    /// Sizes the (empty) index as the saved shard had it (and the policy's metadata, which
+    /// follows the index), charged to the budget as their growth would have been.
+    pub(crate) fn warm_presize(&mut self, st: &ShardState, items: usize) {
+        let held = self.index_bytes + self.policy.bytes();
+        let (arena, hasher) = (&self.arena, &self.hasher);
+        self.index.reserve(st.index_capacity.max(items), |&x| {
+            std::hash::BuildHasher::hash_one(hasher, arena.key_of(x))
+        });
+        // The policy's metadata is sized from the index, as its growth would have left it.
+        self.policy.resize(self.index.capacity());
+        self.index_bytes = self.index.bytes();
+        (self.arena).recharge(held, self.index_bytes + self.policy.bytes());
+    }
+
+    /// Puts one record back, with its own sequence number (hence CAS) and bits. `exptime` is
+    /// in engine seconds (0 = never). `write_new`'s steps without its search for an old
+    /// version and its `on_insert`: the shard is filled from empty with distinct keys whose
+    /// policy bits the file holds (the search is a cache miss a record, a quarter of a
+    /// restore). Like a load from disk, not a store: it does not count in `total_items`.
+    pub(crate) fn warm_install(
+        &mut self,
+        h: u64,
+        rec: &RecordHead,
+        exptime: u32,
+        key: &[u8],
+        value: &[u8],
+        now: u32,
+    ) -> Result<()> {
+        let bits = BIT_MAP
+            .iter()
+            .filter(|(_, r)| rec.bits & r != 0)
+            .fold(0, |acc, (seg, _)| acc | seg);
+        let hdr = Header {
+            bits,
+            klen: key.len() as u8,
+            vlen: value.len() as u32,
+            seq: rec.seq,
+            flags: rec.flags,
+            exptime,
+            ext_cas: rec.cas,
+            large: large_for(value.len(), self.arena.seg_size()),
+        };
+        // A head opened for this record takes the sequence before it as its base.
+        self.seq = rec.seq - 1;
+        let large = if hdr.large { value.len() } else { 0 };
+        self.make_room(hdr.total_len(self.write_base()), large, true, now)?;
+        self.seq = rec.seq;
+        let handle;
+        let stored: [&[u8]; 2] = if hdr.large {
+            handle = self.arena.alloc_large([value, &[]])?.to_le_bytes();
+            [&handle, &[]]
+        } else {
+            [value, &[]]
+        };
+        let e = self.append_record(key, &hdr, stored);
+        self.link(h, e, &hdr);
+        Ok(())
+    }
+
+    /// After the last record: the write sequence goes back above every restored item's (and
+    /// whatever the saved shard had issued), and a pending delayed `flush_all` is re-armed.
+    pub(crate) fn warm_finish(&mut self, st: &ShardState, max_seq: u64, now: u32) {
+        self.seq = self.seq.max(st.seq).max(max_seq);
+        if let Some(at) = st.flush_at {
+            self.flush(Some(at), now);
+        }
+    }
+}
+
+/// Bytes of an item's record.
+fn record_len(h: &Header) -> usize {
+    RECORD_HEAD + if h.ext_cas.is_some() { 8 } else { 0 } + h.klen as usize + h.vlen as usize
+}
