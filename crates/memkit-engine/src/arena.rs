@@ -22,13 +22,16 @@ pub(crate) const MAX_SEGMENTS: usize = 1 << 12;
 /// The largest segment (20 bits of offset).
 pub(crate) const MAX_SEGMENT_SIZE: usize = 1 << 20;
 
+#[inline]
 pub(crate) fn pack(seg: u32, off: usize) -> Loc {
     debug_assert!((seg as usize) < MAX_SEGMENTS && off < MAX_SEGMENT_SIZE);
     (seg << 20) | off as u32
 }
+#[inline]
 pub(crate) fn seg_of(e: Loc) -> u32 {
     e >> 20
 }
+#[inline]
 pub(crate) fn off_of(e: Loc) -> usize {
     (e & 0xF_FFFF) as usize
 }
@@ -93,6 +96,7 @@ impl Arena {
     }
 
     /// Whether `extra` more bytes fit beside what is held and reserved.
+    #[inline]
     pub fn fits(&self, extra: usize) -> bool {
         self.mapped + self.reserved + extra <= self.budget
     }
@@ -109,21 +113,25 @@ impl Arena {
 
     // ---- locations ----
 
+    #[inline]
     pub fn seg(&self, s: u32) -> &Segment {
         &self.segs[s as usize]
     }
 
+    #[inline]
     pub fn item_at(&self, e: Loc) -> ItemAt {
         let s = self.seg(seg_of(e));
         read_item(s.bytes(), off_of(e), s.base_seq)
     }
 
+    #[inline]
     pub fn key_of(&self, e: Loc) -> &[u8] {
         let s = self.seg(seg_of(e));
         read_item(s.bytes(), off_of(e), s.base_seq).key(s.bytes())
     }
 
     /// The value of a live item: inline in its segment, or its large block.
+    #[inline]
     pub fn value_of(&self, e: Loc, at: &ItemAt) -> &[u8] {
         let seg = self.seg(seg_of(e)).bytes();
         match at.large_handle(seg) {
@@ -136,16 +144,19 @@ impl Arena {
     }
 
     /// The value as the record stores it: inline bytes, or a large value's handle.
+    #[inline]
     pub fn stored_value(&self, e: Loc, at: &ItemAt) -> &[u8] {
         at.stored_value(self.seg(seg_of(e)).bytes())
     }
 
     /// The large block the record at `e` points to, if its value is out of line.
+    #[inline]
     pub fn large_handle(&self, e: Loc, at: &ItemAt) -> Option<u32> {
         at.large_handle(self.seg(seg_of(e)).bytes())
     }
 
     /// Rewrites the record's policy and meta bits in place; the rest describe its layout.
+    #[inline]
     pub fn set_bits(&mut self, e: Loc, bits: u8) {
         let off = off_of(e);
         let seg = self.segs[seg_of(e) as usize].bytes_mut();
@@ -164,6 +175,7 @@ impl Arena {
     }
 
     /// Appends a record to segment `s`, which must have room for it.
+    #[inline]
     pub fn append(&mut self, s: u32, key: &[u8], hdr: &Header, stored: [&[u8]; 2]) -> Loc {
         let seg = &mut self.segs[s as usize];
         let off = seg.write_pos as usize;
@@ -201,6 +213,7 @@ impl Arena {
 
     /// The record at `e` is no longer pointed at: its bytes are dead, and its large block
     /// is freed unless `keep_large` (the record is being rewritten with the same block).
+    #[inline]
     pub fn release(&mut self, e: Loc, at: &ItemAt, keep_large: bool) {
         self.segs[seg_of(e) as usize].live_bytes -= at.len as u32;
         if !keep_large && let Some(handle) = self.large_handle(e, at) {

@@ -147,8 +147,9 @@ impl Shard {
     fn sparse_victim(&self) -> Option<usize> {
         let seg_size = self.arena.seg_size();
         let (mut count, mut live, mut least) = (0usize, 0usize, None::<(usize, usize)>);
-        for i in 0..self.policy.sealed_len() {
-            let seg = self.arena.seg(self.policy.sealed_at(i));
+        let sealed = self.policy.sealed_slices().into_iter().flatten();
+        for (i, &s) in sealed.enumerate() {
+            let seg = self.arena.seg(s);
             // A segment under eviction is on its way out, dead bytes and all.
             if seg.evict_pos != 0 {
                 continue;

@@ -119,6 +119,9 @@ pub(crate) trait Policy {
     fn sealed_len(&self) -> usize;
     /// The `i`th sealed segment, in the policy's order (oldest first within a queue).
     fn sealed_at(&self, i: usize) -> u32;
+    /// Every sealed segment in the order of [`Self::sealed_at`], as up to four slices: a
+    /// walk over all of them without a lookup each.
+    fn sealed_slices(&self) -> [&[u32]; 4];
     /// Takes the `i`th sealed segment out of its queue.
     fn take_sealed(&mut self, i: usize) -> Victim;
     /// The open heads.
@@ -190,6 +193,7 @@ impl Policy for ShardPolicy {
         fn put_back(&mut self, victim: Victim);
         fn sealed_len(&self) -> usize;
         fn sealed_at(&self, i: usize) -> u32;
+        fn sealed_slices(&self) -> [&[u32]; 4];
         fn take_sealed(&mut self, i: usize) -> Victim;
         fn heads(&self) -> [Option<u32>; 2];
         fn tails(&self) -> [Option<u32>; 2];

@@ -201,16 +201,19 @@ impl ShardStats {
     }
 
     /// The class of an item of `len` stored bytes: one search of the ~40 class bounds.
+    #[inline]
     pub fn class(&mut self, len: usize) -> &mut ClassStats {
         &mut self.classes[class_of(&self.class_sizes, len)]
     }
 
     /// The command counters of the class an item of `len` stored bytes is in.
+    #[inline]
     pub fn class_counters(&mut self, len: usize) -> &mut ClassCounters {
         &mut self.class(len).counters
     }
 
     /// An item of `size` stored bytes became live.
+    #[inline]
     pub fn linked(&mut self, size: usize) {
         self.counters.curr_items += 1;
         self.counters.bytes += size as u64;
@@ -220,6 +223,7 @@ impl ShardStats {
     }
 
     /// A live item of `size` stored bytes went away.
+    #[inline]
     pub fn unlinked(&mut self, size: usize) {
         self.counters.curr_items -= 1;
         self.counters.bytes -= size as u64;
@@ -230,6 +234,7 @@ impl ShardStats {
 
     /// A dead (expired or flushed) item's memory was taken back; `expired_unfetched`: it
     /// expired without ever being read.
+    #[inline]
     pub fn reclaimed(&mut self, size: usize, expired_unfetched: bool) {
         self.counters.reclaimed += 1;
         if expired_unfetched {
@@ -244,6 +249,7 @@ impl ShardStats {
 
     /// A live item was evicted: `fetched` if it was ever read, `with_ttl` if it had an
     /// expiry time, `active` if the policy had kept it but no segment could take it.
+    #[inline]
     pub fn evicted(&mut self, size: usize, fetched: bool, with_ttl: bool, active: bool) {
         self.counters.evictions += 1;
         if !fetched {

@@ -83,6 +83,7 @@ impl Policy for S3Fifo {
         bits | VISITED | again
     }
 
+    #[inline]
     fn write_head(&self) -> Option<u32> {
         self.small_head
     }
@@ -99,6 +100,7 @@ impl Policy for S3Fifo {
         }
     }
 
+    #[inline]
     fn keep_head(&self) -> Option<u32> {
         self.main_head
     }
@@ -150,15 +152,23 @@ impl Policy for S3Fifo {
         self.queue(victim.queue).push_front(victim.seg);
     }
 
+    #[inline]
     fn sealed_len(&self) -> usize {
         self.small.len() + self.main.len()
     }
 
+    #[inline]
     fn sealed_at(&self, i: usize) -> u32 {
         match i.checked_sub(self.small.len()) {
             None => self.small[i],
             Some(j) => self.main[j],
         }
+    }
+
+    fn sealed_slices(&self) -> [&[u32]; 4] {
+        let (a, b) = self.small.as_slices();
+        let (c, d) = self.main.as_slices();
+        [a, b, c, d]
     }
 
     fn take_sealed(&mut self, i: usize) -> Victim {

@@ -79,6 +79,7 @@ impl Policy for Sieve {
         bits | VISITED
     }
 
+    #[inline]
     fn write_head(&self) -> Option<u32> {
         self.head
     }
@@ -95,6 +96,7 @@ impl Policy for Sieve {
         }
     }
 
+    #[inline]
     fn keep_head(&self) -> Option<u32> {
         self.keep
     }
@@ -131,12 +133,19 @@ impl Policy for Sieve {
         self.queue.insert(self.hand, victim.seg);
     }
 
+    #[inline]
     fn sealed_len(&self) -> usize {
         self.queue.len()
     }
 
+    #[inline]
     fn sealed_at(&self, i: usize) -> u32 {
         self.queue[i]
+    }
+
+    fn sealed_slices(&self) -> [&[u32]; 4] {
+        let (a, b) = self.queue.as_slices();
+        [a, b, &[], &[]]
     }
 
     fn take_sealed(&mut self, i: usize) -> Victim {
