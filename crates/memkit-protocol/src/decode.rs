@@ -28,10 +28,11 @@ pub fn decode_request<'a>(buf: &'a [u8], limits: &Limits) -> Decoded<'a> {
         return Err(no_newline(buf, limits));
     };
     let t = Tokens::split(line.text);
+    // By reference: the tokens are 24 slices, and a copy per request showed in profiles.
     let c = Ctx {
         buf,
         line: &line,
-        t,
+        t: &t,
     };
     let cmd = t.get(0);
     if t.ntokens() < 2 || cmd.len() < 2 {
@@ -161,7 +162,7 @@ fn data_len(v: i32) -> Option<usize> {
 struct Ctx<'a, 'l> {
     buf: &'a [u8],
     line: &'l Line<'a>,
-    t: Tokens<'a>,
+    t: &'l Tokens<'a>,
 }
 
 impl<'a> Ctx<'a, '_> {
