@@ -161,7 +161,7 @@ impl Engine {
         // the eviction order is fine-grained (a better hit ratio than with 64 measured on the
         // bench's Zipf trace) and the partly filled heads a shard keeps stay a small share.
         let seg_size =
-            prev_power_of_two(per_shard / 256).clamp(16 << 10, crate::shard::MAX_SEGMENT_SIZE);
+            prev_power_of_two(per_shard / 256).clamp(16 << 10, crate::arena::MAX_SEGMENT_SIZE);
         let class_sizes: Arc<[u32]> = class_sizes((cfg.item_size_max / 2).max(1024))
             .into_boxed_slice()
             .into();

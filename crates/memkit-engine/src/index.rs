@@ -12,24 +12,24 @@
 //! with 8 tag bits, 1 in 256 such strangers. Shards of up to 8 MiB (memory up to 128 MiB)
 //! keep 8 tag bits; the engine keeps shards at most 256 MiB, which leaves at least 3 up to
 //! 64 GiB. (Without any, a lookup would compare the keys of the entries sharing its home:
-//! under one on average at 7/8 full.) The sixth byte a separate tag took before cost 1.2
-//! bytes an item: 0.8% of the items at `-m 64`, and 0.0004 of the Zipf bench's miss ratio.
+//! under one on average at 7/8 full.) The tag shares the location's word rather than taking
+//! a byte of its own, which would cost 1.2 bytes an item: 0.8% of the items at `-m 64`.
 //!
-//! Why not hashbrown, which this replaced: a table that doubles sits anywhere between 44%
-//! and 87.5% full, and a cache's table stops growing wherever its memory runs out, which on
-//! the bench's `-m` was just past a doubling: 12 of the 17.5 bytes an item cost were index.
+//! Why not a SwissTable (hashbrown): a table that doubles sits anywhere between 44% and
+//! 87.5% full, and a cache's table stops growing wherever its memory runs out; at the
+//! bench's `-m` that is just past a doubling, where 12 of 17.5 bytes an item would be index.
 //! This table grows in steps of an eighth (the home bucket is `hash * buckets >> 32`, so any
-//! bucket count works) and therefore always sits between 78% and 87.5% full. Growing in
-//! small steps had been tried on hashbrown (a second table); its removals leave tombstones at
-//! high load, and the rebuilds that cleared them cost 1.2x CPU per operation under churn.
-//! Backward-shift deletion leaves none: a removal moves the following run of displaced
-//! entries one bucket back, so the table never needs cleaning, only growing.
+//! bucket count works) and therefore always sits between 78% and 87.5% full. A SwissTable
+//! grown in small steps (through a second table) leaves tombstones at high load, and the
+//! rebuilds that clear them cost 1.2x CPU per operation under churn. Backward-shift deletion
+//! leaves none: a removal moves the following run of displaced entries one bucket back, so
+//! the table never needs cleaning, only growing.
 //!
 //! Growth rehashes every entry by reading its key (the table keeps no full hashes: that
 //! would be four more bytes a bucket). Growing by an eighth means about nine key reads an
 //! item over a fill from empty, and none once the cache is full and evicting.
 
-use crate::shard::{Loc, MAX_SEGMENT_SIZE, MAX_SEGMENTS, off_of, pack, seg_of};
+use crate::arena::{Loc, MAX_SEGMENT_SIZE, MAX_SEGMENTS, off_of, pack, seg_of};
 
 /// A bucket: [`Layout`]'s word and the distance from the home bucket plus one (0: empty).
 #[derive(Clone, Copy, Default, Debug)]

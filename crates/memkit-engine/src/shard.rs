@@ -24,8 +24,7 @@ mod commands;
 mod persist;
 pub(crate) mod restart;
 
-use crate::arena::Arena;
-pub(crate) use crate::arena::{Loc, MAX_SEGMENT_SIZE, MAX_SEGMENTS, off_of, pack, seg_of};
+use crate::arena::{Arena, Loc, pack, seg_of};
 use crate::engine::KeyHasher;
 use crate::index::{Index, Layout};
 use crate::policy::{EvictionPolicy, Policy, ShardPolicy};

@@ -45,7 +45,7 @@ pub struct Counters {
     pub expired_unfetched: u64,
     /// Live items an eviction kept by moving them (promotions and reinsertions).
     pub evict_retained: u64,
-    /// Segments emptied by eviction.
+    /// Segments emptied by eviction or compaction.
     pub segments_evicted: u64,
 }
 

@@ -15,7 +15,8 @@ use std::io::{self, Write};
 
 use memkit_types::Result;
 
-use super::{Loc, Shard, seg_of};
+use super::Shard;
+use crate::arena::{Loc, seg_of};
 use crate::policy::Policy;
 use crate::segment::{FETCHED, HOT, Header, STALE, VISITED, WIN_SENT, large_for};
 
