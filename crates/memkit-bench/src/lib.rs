@@ -19,6 +19,8 @@
 //! - [`soak`]: `memkit-bench soak`: a bounded mixed run against memkitd (random requests,
 //!   malformed ones, random sizes, clients leaving mid-request), checking every reply, the
 //!   server's memory bound, that no connection is stuck, and that `stats` adds up.
+//! - [`restart_bench`]: `memkit-bench restart`: warm restart (`-e FILE`) of a full cache,
+//!   memkitd and memcached: stop and start times, items kept.
 //! - [`loadgen`]: the async (tokio) load generator, text or binary protocol (the binary side
 //!   on `memkit_protocol::binary`'s client codec); [`procs`]: the server processes and their
 //!   `/proc` figures.
@@ -33,6 +35,7 @@ pub mod lru;
 pub mod persist_bench;
 pub mod procs;
 pub mod report;
+pub mod restart_bench;
 pub mod server_bench;
 pub mod server_report;
 pub mod slab;

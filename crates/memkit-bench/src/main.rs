@@ -8,6 +8,8 @@
 //! - `fill`: warm-up fills and mixed value sizes, memkitd vs memcached (see
 //!   [`memkit_bench::fill`]).
 //! - `soak`: a bounded mixed run against memkitd with checks (see [`memkit_bench::soak`]).
+//! - `restart`: warm restart (`-e`) of a full cache, memkitd and memcached (see
+//!   [`memkit_bench::restart_bench`]).
 
 use clap::{Args, Parser, Subcommand};
 use memkit_bench::engine_bench::{self, EngineBenchConfig, Part};
@@ -36,6 +38,9 @@ enum Cmd {
     /// memkitd vs memcached: write-only fills from 10 B to 1 MB values, and a Zipf trace with
     /// log-normal value sizes.
     Fill(memkit_bench::fill::FillArgs),
+    /// memkitd and memcached with `-e FILE`: a full cache stopped with SIGUSR1 and started
+    /// again: stop and start times, items kept.
+    Restart(memkit_bench::restart_bench::RestartArgs),
 }
 
 #[derive(Debug, Args)]
@@ -87,5 +92,6 @@ fn main() {
         Cmd::Persist(a) => std::process::exit(memkit_bench::persist_bench::main(a)),
         Cmd::Soak(a) => std::process::exit(memkit_bench::soak::main(a)),
         Cmd::Fill(a) => std::process::exit(memkit_bench::fill::main(a)),
+        Cmd::Restart(a) => std::process::exit(memkit_bench::restart_bench::main(a)),
     }
 }

@@ -210,6 +210,33 @@ impl Server {
             .unwrap_or(0))
     }
 
+    /// Sends `signal` (a name `kill -s` takes, such as `USR1`) and waits up to `limit` for
+    /// the process to exit.
+    pub fn stop_with(
+        &mut self,
+        signal: &str,
+        limit: Duration,
+    ) -> io::Result<std::process::ExitStatus> {
+        let pid = self.pid().to_string();
+        let sent = Command::new("kill").args(["-s", signal, &pid]).status()?;
+        if !sent.success() {
+            return Err(io::Error::other(format!("kill -s {signal} {pid} failed")));
+        }
+        let until = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > until {
+                return Err(io::Error::other(format!(
+                    "{} did not exit within {limit:?} of SIG{signal}",
+                    self.kind.name()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// The version line (`VERSION ...`).
     pub fn version(&self) -> String {
         self.command_line("version\r\n")

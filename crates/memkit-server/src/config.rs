@@ -166,7 +166,8 @@ pub struct ProcessArgs {
     /// Disable the flush_all command.
     #[arg(short = 'F', long = "disable-flush-all")]
     pub disable_flush: bool,
-    /// memcached's restartable cache file (warm restart is not implemented yet: warned).
+    /// Restartable cache: a graceful stop (SIGUSR1) saves the cache to this file, the next
+    /// start with the same -m and -I restores it.
     #[arg(short = 'e', long = "memory-file")]
     pub memory_file: Option<String>,
     /// Number of NAPI ids (accepted, no effect).
@@ -297,6 +298,8 @@ pub struct Settings {
     pub durability: memkit_persist::Durability,
     /// `--persist-reserve MB`, in bytes (`None`: the store's default).
     pub persist_reserve: Option<u64>,
+    /// `-e FILE`: warm restart through this file (see [`crate::warm`]).
+    pub memory_file: Option<std::path::PathBuf>,
     /// `--metrics-addr HOST:PORT`: serve Prometheus metrics there (off when `None`).
     pub metrics_addr: Option<String>,
     /// `-Y FILE`: ASCII authentication against this `user:password` file.
@@ -426,6 +429,7 @@ impl Settings {
             persist: a.persist.persist.clone(),
             durability: a.persist.durability,
             persist_reserve: a.persist.reserve_mb.map(|mb| mb << 20),
+            memory_file: pr.memory_file.clone().map(Into::into),
             metrics_addr: a.metrics.metrics_addr.clone(),
             auth_file: a.security.auth_file.clone(),
             protocol: Protocol::Auto,
@@ -703,11 +707,8 @@ fn no_effect_warnings(s: &Settings, a: &Args, warn: &mut Vec<String>) {
     if a.disable_cas {
         warn.push("-C accepted, but CAS stays enabled".into());
     }
-    if pr.memory_file.is_some() {
-        warn.push(
-            "-e: warm restart is not implemented yet; the cache starts empty and is not kept"
-                .into(),
-        );
+    if pr.memory_file.is_some() && s.persist.is_some() {
+        warn.push("-e has no effect with --persist: the store keeps the data itself".into());
     }
     if pr.large_pages {
         warn.push("-L accepted, no effect in memkitd".into());

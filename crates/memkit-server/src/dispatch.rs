@@ -133,6 +133,9 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
             } else if mode == ShutdownMode::Invalid {
                 line(out, "CLIENT_ERROR invalid shutdown mode");
                 Action::Continue
+            } else if mode == ShutdownMode::Graceful && crate::warm::raise_graceful() {
+                // memcached raises SIGUSR1: the stop (and, with -e, the save) is the signal's.
+                Action::Close
             } else {
                 Action::Shutdown
             }

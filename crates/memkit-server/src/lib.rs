@@ -25,6 +25,8 @@
 //!   and `mgdump`. [`detail`]: per-prefix statistics (`stats detail`).
 //! - [`watch`]: the `watch` event stream.
 //! - [`metrics`]: Prometheus metrics (memcached_exporter's names) and `--metrics-addr`.
+//! - [`warm`]: warm restart (`-e FILE`): the cache saved at a graceful stop, restored at
+//!   the next start.
 //!
 //! Non-goals: UDP, SASL mechanisms other than PLAIN (see `docs/protocol-notes.md`). Security
 //! (auth, TLS, the defaults): `docs/security.md`.
@@ -43,6 +45,7 @@ pub mod sasl;
 pub mod server;
 pub mod stats;
 pub mod tls;
+pub mod warm;
 pub mod watch;
 
 pub use config::{Args, Settings};
@@ -53,8 +56,9 @@ pub const VERSION: &str = concat!("1.6.18-memkit-", env!("CARGO_PKG_VERSION"));
 /// The reply to `version`.
 pub const VERSION_LINE: &str = concat!("VERSION 1.6.18-memkit-", env!("CARGO_PKG_VERSION"));
 
-/// The storage for these settings: the engine alone, or with `--persist` the engine over a
-/// persistent store (opened and recovered here; start-up reports what it found).
+/// The storage for these settings: the engine alone (with `-e`, restored from a warm
+/// restart file), or with `--persist` the engine over a persistent store (opened and
+/// recovered here; start-up reports what it found).
 pub fn backend_for(
     settings: &Settings,
 ) -> Result<
@@ -65,7 +69,7 @@ pub fn backend_for(
     String,
 > {
     let Some(dir) = &settings.persist else {
-        return Ok((std::sync::Arc::new(engine_for(settings)), None));
+        return Ok((std::sync::Arc::new(warm::engine_for(settings)), None));
     };
     let opts = memkit_persist::PersistOptions {
         durability: settings.durability,
@@ -83,10 +87,15 @@ pub fn backend_for(
 
 /// An engine for these settings.
 pub fn engine_for(settings: &Settings) -> memkit_engine::Engine {
-    memkit_engine::Engine::new(memkit_engine::EngineConfig {
+    memkit_engine::Engine::new(engine_config(settings))
+}
+
+/// The engine configuration these settings ask for.
+pub fn engine_config(settings: &Settings) -> memkit_engine::EngineConfig {
+    memkit_engine::EngineConfig {
         memory_limit: settings.memory_limit,
         item_size_max: settings.item_size_max,
         evict: settings.evict,
         ..Default::default()
-    })
+    }
 }

@@ -1,5 +1,6 @@
 //! `memkitd`: parse memcached's flags, check them as memcached does, bind, give up root,
-//! build the engine, serve until SIGINT/SIGTERM or `shutdown`.
+//! build the engine (with `-e`, from the warm restart file), serve until SIGINT/SIGTERM or
+//! `shutdown`, or until SIGUSR1 or `shutdown graceful`, which with `-e` save the cache first.
 //!
 //! Start-up order, and why: TCP listeners are bound and the `-Y`/`-Z` files read as root
 //! (ports below 1024, root-only key files); then root is given up (`-u`), and as that user
@@ -123,6 +124,7 @@ fn parse_args() -> Args {
 fn absolute_paths(s: &mut Settings) {
     let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     s.persist = s.persist.as_deref().map(abs);
+    s.memory_file = s.memory_file.as_deref().map(abs);
     s.unix_socket = s.unix_socket.as_deref().map(abs);
     s.pidfile = s
         .pidfile
@@ -203,7 +205,10 @@ fn serve(
                 }
             }
         }
-        run_listeners(listeners, shared, shutdown_signal(), Some(&workers)).await;
+        let stop = memkit_server::warm::Stop::new();
+        let signals = stop.or_usr1(shutdown_signal());
+        run_listeners(listeners, shared.clone(), signals, Some(&workers)).await;
+        memkit_server::warm::save_on_stop(&shared, &stop);
         0
     });
     // memcached removes its pid file on exit only when it daemonized.

@@ -301,7 +301,14 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
     rows.extend(ssl_settings(st));
     rows.extend([
         ("num_napi_ids", "(null)".into()),
-        ("memory_file", "(null)".into()),
+        // The warm restart file (`-e`), unless --persist makes it unused.
+        (
+            "memory_file",
+            match (&st.memory_file, &st.persist) {
+                (Some(p), None) => p.display().to_string(),
+                _ => "(null)".into(),
+            },
+        ),
         ("watch_enabled", yes(st.watch).into()),
         ("memkit_eviction_policy", "s3fifo-segments".into()),
     ]);

@@ -5,10 +5,14 @@
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+#[path = "support/daemon.rs"]
+mod daemon;
+
+use daemon::{Daemon, free_port, spawn, tempdir, wait_ready};
 use memkit_server::server::{Listener, run_listeners};
 use memkit_server::{Args, Settings, Shared};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -168,17 +172,6 @@ async fn unix_listener_serves_text_meta_and_binary() {
         .unwrap();
 }
 
-fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "memkit-cmdline-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -188,51 +181,6 @@ fn is_root() -> bool {
                 .map(|l| l.split_whitespace().nth(2) == Some("0"))
         })
         .unwrap_or(false)
-}
-
-/// The memkitd binary with `args`; killed when dropped.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(args: &[&str]) -> Daemon {
-    let child = Command::new(env!("CARGO_BIN_EXE_memkitd"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn memkitd");
-    Daemon(child)
-}
-
-/// Waits until `connect` succeeds (5 s at most) and answers `version`.
-fn wait_ready<S: Read + Write>(mut connect: impl FnMut() -> std::io::Result<S>) -> S {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Ok(mut s) = connect() {
-            s.write_all(b"version\r\n").unwrap();
-            let mut buf = [0u8; 64];
-            let n = s.read(&mut buf).unwrap();
-            assert!(buf[..n].starts_with(b"VERSION "));
-            return s;
-        }
-        assert!(Instant::now() < deadline, "memkitd did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn status_field(pid: u32, field: &str) -> String {

@@ -220,10 +220,9 @@ fn every_memcached_flag_is_accepted() {
         (s.user.as_deref(), s.verbose, s.prefix_delimiter),
         (Some("nobody"), 2, b'/')
     );
-    assert!(
-        warn.iter()
-            .any(|w| w.starts_with("-e: warm restart is not implemented"))
-    );
+    // -e is warm restart now: taken, not warned about.
+    assert_eq!(s.memory_file.as_deref(), Some(std::path::Path::new("f")));
+    assert!(!warn.iter().any(|w| w.starts_with("-e")), "{warn:?}");
     // memcached does not add an -l its list already contains.
     let (s, _) = Settings::from_args(Args::parse_from([
         "memkitd",

@@ -1,0 +1,339 @@
+//! Warm restart end to end (`memkitd -e FILE`, issue 17): the memkitd binary is filled,
+//! stopped gracefully (SIGUSR1, or `shutdown graceful` with `-A`), started again with the
+//! same flags, and read back: every item that had not expired, with its value, flags, CAS
+//! and a TTL that kept counting while the server was down. A crash (SIGKILL), a plain stop,
+//! a damaged file or changed `-m`/`-I` start empty and healthy, with the reason on stderr.
+
+#[path = "support/daemon.rs"]
+mod daemon;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use daemon::{Daemon, free_port, spawn, tempdir, wait_ready};
+
+/// What `mg key v f c t` found: value, flags, CAS, TTL (-1 for none); `None` for a miss.
+type Got = Option<(Vec<u8>, u32, u64, i64)>;
+
+/// A blocking text-protocol connection, pipelining requests in batches.
+struct Conn {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Conn {
+    fn open(port: u16) -> Conn {
+        let s = wait_ready(|| TcpStream::connect(("127.0.0.1", port)));
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Conn {
+            r: BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        }
+    }
+
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.r.read_line(&mut l).unwrap();
+        l.trim_end().to_string()
+    }
+
+    /// `ms` of each item (`T` when it has a TTL), pipelined; the CAS of each.
+    fn set_all(&mut self, items: &[(String, Vec<u8>, u32, Option<u64>)]) -> Vec<u64> {
+        let mut cas = Vec::with_capacity(items.len());
+        for batch in items.chunks(2000) {
+            let mut req = Vec::new();
+            for (key, value, flags, ttl) in batch {
+                let t = ttl.map(|t| format!(" T{t}")).unwrap_or_default();
+                write!(req, "ms {key} {} F{flags}{t} c\r\n", value.len()).unwrap();
+                req.extend_from_slice(value);
+                req.extend_from_slice(b"\r\n");
+            }
+            self.w.write_all(&req).unwrap();
+            for _ in batch {
+                let l = self.line();
+                cas.push(l.strip_prefix("HD c").expect(&l).parse().unwrap());
+            }
+        }
+        cas
+    }
+
+    /// `mg key v f c t` of each key, pipelined: (value, flags, cas, ttl) or `None`.
+    fn get_all(&mut self, keys: &[&str]) -> Vec<Got> {
+        let mut out = Vec::with_capacity(keys.len());
+        for batch in keys.chunks(2000) {
+            let req: String = batch
+                .iter()
+                .map(|k| format!("mg {k} v f c t\r\n"))
+                .collect();
+            self.w.write_all(req.as_bytes()).unwrap();
+            for _ in batch {
+                let head = self.line();
+                if head == "EN" {
+                    out.push(None);
+                    continue;
+                }
+                let mut parts = head.split(' ');
+                assert_eq!(parts.next(), Some("VA"), "{head}");
+                let len: usize = parts.next().unwrap().parse().unwrap();
+                let (mut flags, mut cas, mut ttl) = (0, 0, 0);
+                for p in parts {
+                    match p.as_bytes()[0] {
+                        b'f' => flags = p[1..].parse().unwrap(),
+                        b'c' => cas = p[1..].parse().unwrap(),
+                        b't' => ttl = p[1..].parse().unwrap(),
+                        _ => {}
+                    }
+                }
+                let mut value = vec![0; len + 2];
+                self.r.read_exact(&mut value).unwrap();
+                value.truncate(len);
+                out.push(Some((value, flags, cas, ttl)));
+            }
+        }
+        out
+    }
+
+    fn stat(&mut self, what: &str, name: &str) -> String {
+        self.w.write_all(format!("{what}\r\n").as_bytes()).unwrap();
+        let mut found = String::new();
+        loop {
+            let l = self.line();
+            if l == "END" {
+                return found;
+            }
+            if let Some(v) = l.strip_prefix(&format!("STAT {name} ")) {
+                found = v.to_string();
+            }
+        }
+    }
+
+    fn curr_items(&mut self) -> u64 {
+        self.stat("stats", "curr_items").parse().unwrap()
+    }
+}
+
+/// memkitd on a free port with `-e file` and `args`.
+fn start(file: &Path, args: &[&str]) -> (Daemon, u16) {
+    let port = free_port();
+    let p = port.to_string();
+    let mut argv = vec!["-p", &p, "-l", "127.0.0.1", "-u", "root"];
+    argv.extend_from_slice(&["-e", file.to_str().unwrap()]);
+    argv.extend_from_slice(args);
+    (spawn(&argv), port)
+}
+
+/// `n` items of mixed shapes: binary values (with `\r\n` and NULs), flags, no TTL, relative
+/// TTLs, absolute expiry times.
+fn items(n: usize) -> Vec<(String, Vec<u8>, u32, Option<u64>)> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    (0..n)
+        .map(|i| {
+            let value = (0..(i * 13) % 180).map(|j| (i + j * 31) as u8).collect();
+            let flags = (i as u32).wrapping_mul(2_654_435_761) % 7;
+            let ttl = match i % 4 {
+                0 => None,
+                1 => Some(1000),
+                2 => Some(100_000),
+                _ => Some(now + 5000),
+            };
+            (format!("warm:{i}"), value, flags, ttl)
+        })
+        .collect()
+}
+
+fn graceful_stop(d: &mut Daemon) -> String {
+    let (status, err) = d.stop_with(libc::SIGUSR1);
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("Gracefully stopping"), "{err}");
+    err
+}
+
+#[test]
+fn sigusr1_keeps_every_item_with_flags_cas_and_counting_ttl() {
+    const N: usize = 200_000;
+    let file = tempdir().join("cache");
+    let (mut d, port) = start(&file, &["-m", "64"]);
+    let mut c = Conn::open(port);
+    let all = items(N);
+    let cas = c.set_all(&all);
+    // Short-lived items, set last: expired by the time the restart loads them.
+    let short: Vec<_> = (0..1000)
+        .map(|i| (format!("short:{i}"), b"s".to_vec(), 0, Some(2)))
+        .collect();
+    c.set_all(&short);
+    let keys: Vec<&str> = all.iter().map(|(k, ..)| k.as_str()).collect();
+    let sample: Vec<&str> = keys.iter().copied().step_by(97).collect();
+    let ttl_before = c.get_all(&sample);
+    let stopped = Instant::now();
+    let err = graceful_stop(&mut d);
+    assert!(err.contains("warm restart: saved"), "{err}");
+    assert!(file.exists());
+    // A gap the TTLs must count through, and the short items' end.
+    std::thread::sleep(Duration::from_millis(2500));
+    let (mut d, port) = start(&file, &["-m", "64"]);
+    let mut c = Conn::open(port);
+    assert!(!file.exists(), "the snapshot is removed once loaded");
+    assert_eq!(c.curr_items(), N as u64, "every item, and no expired one");
+    let got = c.get_all(&keys);
+    for (i, ((key, value, flags, ttl), g)) in all.iter().zip(&got).enumerate() {
+        let (v, f, cs, _) = g.as_ref().unwrap_or_else(|| panic!("{key} lost"));
+        assert_eq!((v, f, cs), (value, flags, &cas[i]), "{key}");
+        assert_eq!(ttl.is_none(), g.as_ref().unwrap().3 == -1, "{key}");
+    }
+    let ttl_after = c.get_all(&sample);
+    let gap = stopped.elapsed().as_secs();
+    for (before, after) in ttl_before.iter().zip(ttl_after) {
+        let (t0, t1) = (before.as_ref().unwrap().3, after.unwrap().3);
+        if t0 == -1 {
+            assert_eq!(t1, -1);
+        } else {
+            // Down for `gap` seconds (at least 2): the TTL went down by about as much.
+            assert!(t1 <= t0 - 2 && t1 >= t0 - gap as i64 - 2, "{t0} -> {t1}");
+        }
+    }
+    let shorts: Vec<&str> = short.iter().map(|(k, ..)| k.as_str()).collect();
+    assert!(c.get_all(&shorts).iter().all(Option::is_none));
+    // New CAS values go above every restored one.
+    let max = cas.iter().max().unwrap();
+    let new = c.set_all(&[("fresh".into(), b"v".to_vec(), 0, None)]);
+    assert!(new[0] > *max, "{} <= {max}", new[0]);
+    let (_, err) = d.stop_with(libc::SIGTERM);
+    assert!(
+        err.contains(&format!("warm restart: restored {N} items")),
+        "{err}"
+    );
+    assert!(!file.exists(), "a plain stop writes nothing");
+}
+
+#[test]
+fn shutdown_graceful_saves_too() {
+    let file = tempdir().join("cache");
+    let (mut d, port) = start(&file, &["-A"]);
+    let mut c = Conn::open(port);
+    let all = items(500);
+    let cas = c.set_all(&all);
+    let shown = c.stat("stats settings", "memory_file");
+    assert_eq!(shown, file.to_str().unwrap());
+    c.w.write_all(b"shutdown graceful\r\n").unwrap();
+    let mut rest = Vec::new();
+    let _ = c.r.read_to_end(&mut rest);
+    assert!(
+        rest.is_empty(),
+        "memcached closes without a reply: {rest:?}"
+    );
+    let (status, err) = d.wait_exit();
+    assert!(
+        status.success() && err.contains("warm restart: saved 500 items"),
+        "{err}"
+    );
+    let (_d, port) = start(&file, &["-A"]);
+    let mut c = Conn::open(port);
+    let keys: Vec<&str> = all.iter().map(|(k, ..)| k.as_str()).collect();
+    for ((_, value, ..), (g, cas)) in all.iter().zip(c.get_all(&keys).iter().zip(&cas)) {
+        let (v, _, cs, _) = g.as_ref().unwrap();
+        assert_eq!((v, cs), (value, cas));
+    }
+}
+
+/// Healthy and empty: nothing left from before, and it stores and serves.
+fn assert_empty_and_healthy(c: &mut Conn) {
+    assert_eq!(c.curr_items(), 0);
+    assert_eq!(c.get_all(&["warm:1"]), vec![None]);
+    c.set_all(&[("after".into(), b"ok".to_vec(), 3, None)]);
+    let got = c.get_all(&["after"]);
+    assert_eq!(
+        got[0].as_ref().map(|g| (&g.0[..], g.1)),
+        Some((&b"ok"[..], 3))
+    );
+}
+
+#[test]
+fn sigkill_starts_empty_and_never_reuses_an_older_snapshot() {
+    let file = tempdir().join("cache");
+    let (mut d, port) = start(&file, &[]);
+    Conn::open(port).set_all(&items(1000));
+    graceful_stop(&mut d);
+    let (mut d, port) = start(&file, &[]);
+    let mut c = Conn::open(port);
+    assert_eq!(c.curr_items(), 1000);
+    c.set_all(&[("newer".into(), b"n".to_vec(), 0, None)]);
+    let (status, _) = d.stop_with(libc::SIGKILL);
+    assert!(!status.success());
+    let (mut d, port) = start(&file, &[]);
+    let mut c = Conn::open(port);
+    assert_empty_and_healthy(&mut c);
+    let (_, err) = d.stop_with(libc::SIGTERM);
+    assert!(
+        err.contains("does not exist") && err.contains("starting empty"),
+        "{err}"
+    );
+}
+
+#[test]
+fn damaged_file_or_changed_flags_start_empty_with_the_reason() {
+    let file = tempdir().join("cache");
+    let (mut d, port) = start(&file, &["-m", "16"]);
+    Conn::open(port).set_all(&items(2000));
+    graceful_stop(&mut d);
+    let good = std::fs::read(&file).unwrap();
+    let mut flipped = good.clone();
+    flipped[good.len() / 2] ^= 1;
+    let mut version = good.clone();
+    version[8] = 9;
+    let cases: [(&str, Vec<u8>, &[&str], &str); 6] = [
+        (
+            "truncated",
+            good[..good.len() - 100].to_vec(),
+            &["-m", "16"],
+            "is corrupted: truncated",
+        ),
+        (
+            "a flipped bit",
+            flipped,
+            &["-m", "16"],
+            "is corrupted: shard",
+        ),
+        (
+            "another version",
+            version,
+            &["-m", "16"],
+            "format version 9",
+        ),
+        (
+            "-m changed",
+            good.clone(),
+            &["-m", "32"],
+            "was saved with -m 16 (now -m 32)",
+        ),
+        (
+            "-I changed",
+            good.clone(),
+            &["-m", "16", "-I", "2m"],
+            "was saved with -I 1048576",
+        ),
+        (
+            "intact",
+            good,
+            &["-m", "16"],
+            "warm restart: restored 2000 items",
+        ),
+    ];
+    for (what, bytes, args, reason) in cases {
+        std::fs::write(&file, &bytes).unwrap();
+        let (mut d, port) = start(&file, args);
+        let mut c = Conn::open(port);
+        if what == "intact" {
+            assert_eq!(c.curr_items(), 2000);
+        } else {
+            assert_empty_and_healthy(&mut c);
+        }
+        assert!(!file.exists(), "{what}: removed once opened");
+        let (_, err) = d.stop_with(libc::SIGTERM);
+        assert!(err.contains(reason), "{what}: {err}");
+    }
+}
