@@ -26,7 +26,7 @@ pub fn step(buf: &[u8], sh: &Shared, conn_id: u64, sasl: &mut Session, out: &mut
     };
     match binary::decode_request(buf, &sh.limits, auth) {
         Ok((req, used)) => {
-            trace(sh, conn_id, &req);
+            trace(conn_id, &req);
             let (action, mutates) = execute(&req, sh, conn_id, sasl, out);
             Step::Done {
                 used,
@@ -61,8 +61,9 @@ pub fn step(buf: &[u8], sh: &Shared, conn_id: u64, sasl: &mut Session, out: &mut
     }
 }
 
-fn trace(sh: &Shared, conn_id: u64, req: &Request<'_>) {
-    if sh.verbosity.load(std::sync::atomic::Ordering::Relaxed) < 2 {
+/// `-vv`'s request line; the filter (`-vv`, `verbosity 2` or `RUST_LOG`) decides.
+fn trace(conn_id: u64, req: &Request<'_>) {
+    if !tracing::enabled!(target: crate::log::REQUESTS, tracing::Level::DEBUG) {
         return;
     }
     let key = match req.cmd {
@@ -74,7 +75,8 @@ fn trace(sh: &Shared, conn_id: u64, req: &Request<'_>) {
         _ => b"",
     };
     // Never the SASL data: it holds the password.
-    eprintln!(
+    tracing::debug!(
+        target: crate::log::REQUESTS,
         "<{conn_id} binary opcode 0x{:02x} {}",
         req.opcode,
         String::from_utf8_lossy(key)

@@ -2,36 +2,76 @@
 //! several, IPv6 ones bound IPv6-only as memcached does, so `-l 0.0.0.0,::` binds both), or
 //! the `-s` UNIX socket with `-a`'s permissions. Done before the runtime starts (and, for
 //! TCP, before root is given up, so ports below 1024 work), with memcached's messages.
+//!
+//! Binding and listening are two steps: a socket is bound here (so a port in use, a bad
+//! address or a missing directory is refused at once, as memcached refuses it), and listens
+//! only when [`Tcp::listen`] / [`Unix::listen`] are called, once the store can answer. Until
+//! then a client's connect is refused outright rather than accepted into a backlog nobody
+//! serves, so a TCP readiness probe is truthful while `--persist` recovers.
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use crate::config::listen::{self, ListenSpec};
 use crate::config::{EX_OSERR, Refusal, Settings};
 use crate::process::strerror;
 
-/// A bound TCP listener, not yet registered with a runtime, and whether TLS applies to it.
+/// A bound TCP socket, not yet listening, and whether TLS applies to it.
 #[derive(Debug)]
 pub struct Tcp {
-    pub listener: std::net::TcpListener,
+    socket: tokio::net::TcpSocket,
+    backlog: u32,
+    /// memcached's last line if listening fails ("failed to listen on ...").
+    what: String,
     pub tls: bool,
+}
+
+impl Tcp {
+    /// listen(2) with `-b`'s backlog, registered with the current runtime; `Err` is
+    /// memcached's exit status and lines for a failed listen().
+    pub fn listen(self) -> Result<tokio::net::TcpListener, Refusal> {
+        self.socket.listen(self.backlog).map_err(|e| {
+            let e = strerror(&e);
+            Refusal::new(EX_OSERR, format!("listen(): {e}\n{}: {e}", self.what))
+        })
+    }
+}
+
+/// The bound `-s` socket, not yet listening.
+#[derive(Debug)]
+pub struct Unix {
+    socket: tokio::net::UnixSocket,
+    backlog: u32,
+    path: std::path::PathBuf,
+}
+
+impl Unix {
+    /// listen(2) with `-b`'s backlog, registered with the current runtime.
+    pub fn listen(self) -> Result<tokio::net::UnixListener, Refusal> {
+        self.socket.listen(self.backlog).map_err(|e| {
+            let e = strerror(&e);
+            let path = self.path.display();
+            Refusal::new(
+                EX_OSERR,
+                format!("listen(): {e}\nfailed to listen on UNIX socket: {path}: {e}"),
+            )
+        })
+    }
 }
 
 /// Binds every `-l` address on the settings' port(s). `Err` is memcached's exit status and
 /// its lines (the cause, then "failed to listen on ...").
 pub fn tcp(s: &Settings) -> Result<Vec<Tcp>, Refusal> {
     let inter = s.listen.join(",");
+    let what = if s.listen_default {
+        format!("failed to listen on TCP port {}", s.port)
+    } else {
+        format!("failed to listen on one of interface(s) {inter}")
+    };
     let fail = |cause: Option<String>, e: &io::Error| {
-        let last = if s.listen_default {
-            format!("failed to listen on TCP port {}: {}", s.port, strerror(e))
-        } else {
-            format!(
-                "failed to listen on one of interface(s) {inter}: {}",
-                strerror(e)
-            )
-        };
+        let last = format!("{what}: {}", strerror(e));
         let msg = match cause {
             // memcached prints this one cause without its line end.
             Some(c) if c.starts_with("Invalid IPV6 address") => format!("{c}{last}"),
@@ -45,9 +85,9 @@ pub fn tcp(s: &Settings) -> Result<Vec<Tcp>, Refusal> {
     let mut out = Vec::new();
     for spec in &specs {
         if spec.protocol.is_some_and(|p| p != s.protocol) {
-            eprintln!(
-                "memkitd: warning: -l proto[...]: per-listener protocols are not supported; \
-                 -B applies to every listener"
+            tracing::warn!(
+                "-l proto[...]: per-listener protocols are not supported; -B applies to every \
+                 listener"
             );
         }
         let addrs = resolve(spec).map_err(|e| {
@@ -62,11 +102,13 @@ pub fn tcp(s: &Settings) -> Result<Vec<Tcp>, Refusal> {
         })?;
         let mut bound = 0;
         for addr in addrs {
-            match bind_one(addr, s.backlog) {
-                Ok(listener) => {
+            match bind_one(addr) {
+                Ok(socket) => {
                     bound += 1;
                     out.push(Tcp {
-                        listener,
+                        socket,
+                        backlog: s.backlog,
+                        what: what.clone(),
                         tls: spec.tls,
                     });
                 }
@@ -93,8 +135,8 @@ fn resolve(spec: &ListenSpec) -> io::Result<Vec<SocketAddr>> {
     }
 }
 
-/// One listening socket with memcached's options: SO_REUSEADDR, IPV6_V6ONLY, `-b` backlog.
-fn bind_one(addr: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> {
+/// One bound socket with memcached's options: SO_REUSEADDR, IPV6_V6ONLY.
+fn bind_one(addr: SocketAddr) -> io::Result<tokio::net::TcpSocket> {
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
@@ -117,37 +159,17 @@ fn bind_one(addr: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener>
     };
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
-    listen_fd(socket.into_raw_fd(), backlog)
-}
-
-/// listen(2) on a bound socket, then hands it to the standard library.
-fn listen_fd(fd: i32, backlog: u32) -> io::Result<std::net::TcpListener> {
-    // SAFETY: `fd` is a bound socket this function now owns.
-    let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
-    let backlog = i32::try_from(backlog).unwrap_or(i32::MAX);
-    // SAFETY: a plain system call on a socket we own.
-    if unsafe { libc::listen(fd, backlog) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(listener)
+    Ok(socket)
 }
 
 /// `-s PATH` with `-a MASK`: a stale socket file at PATH is removed first, and the socket is
-/// created with exactly MASK's permissions (through the umask, as memcached does).
-pub fn unix(
-    path: &Path,
-    mask: u32,
-    backlog: u32,
-) -> Result<std::os::unix::net::UnixListener, Refusal> {
+/// created with exactly MASK's permissions (through the umask, as memcached does). Bound,
+/// not yet listening: see [`Unix::listen`].
+pub fn unix(path: &Path, mask: u32, backlog: u32) -> Result<Unix, Refusal> {
     use std::os::unix::fs::FileTypeExt;
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
         let _ = std::fs::remove_file(path);
     }
-    // SAFETY: umask only swaps the process's mask; no thread creates files meanwhile.
-    let old = unsafe { libc::umask(!(mask & 0o777) & 0o777) };
-    let bound = std::os::unix::net::UnixListener::bind(path);
-    // SAFETY: as above.
-    unsafe { libc::umask(old) };
     let fail = |cause: &str, e: &io::Error| {
         Refusal::new(
             EX_OSERR,
@@ -159,11 +181,16 @@ pub fn unix(
             ),
         )
     };
-    let listener = bound.map_err(|e| fail("bind()", &e))?;
-    let backlog = i32::try_from(backlog).unwrap_or(i32::MAX);
-    // SAFETY: a plain system call on the listener's socket; std listened with 128 already.
-    if unsafe { libc::listen(listener.as_raw_fd(), backlog) } != 0 {
-        return Err(fail("listen()", &io::Error::last_os_error()));
-    }
-    Ok(listener)
+    let socket = tokio::net::UnixSocket::new_stream().map_err(|e| fail("socket()", &e))?;
+    // SAFETY: umask only swaps the process's mask; no thread creates files meanwhile.
+    let old = unsafe { libc::umask(!(mask & 0o777) & 0o777) };
+    let bound = socket.bind(path);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    bound.map_err(|e| fail("bind()", &e))?;
+    Ok(Unix {
+        socket,
+        backlog,
+        path: path.to_path_buf(),
+    })
 }

@@ -132,6 +132,8 @@ pub struct Args {
     #[command(flatten)]
     pub metrics: crate::metrics::MetricsArgs,
     #[command(flatten)]
+    pub log: crate::log::LogArgs,
+    #[command(flatten)]
     pub security: SecurityArgs,
 }
 

@@ -543,9 +543,11 @@ fn trace_request(sh: &Shared, id: u64, req: &Request<'_>, raw: &[u8]) {
     ) {
         sh.counters.cmd_meta.fetch_add(1, Relaxed);
     }
-    if sh.verbosity.load(Relaxed) >= 2 {
+    // `-vv`'s request line; the filter (`-vv`, `verbosity 2` or `RUST_LOG`) decides.
+    if tracing::enabled!(target: crate::log::REQUESTS, tracing::Level::DEBUG) {
         let line = raw.split(|&b| b == b'\n').next().unwrap_or_default();
-        eprintln!("<{id} {}", String::from_utf8_lossy(line).trim_end());
+        let line = String::from_utf8_lossy(line);
+        tracing::debug!(target: crate::log::REQUESTS, "<{id} {}", line.trim_end());
     }
 }
 

@@ -102,10 +102,10 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
         | Request::Delete { key, .. } => text(sh, conn_id, out, req.command(key)),
         Request::FlushAll { .. } => text(sh, conn_id, out, req.command(b"")),
         Request::Verbosity { level, .. } => {
-            sh.verbosity.store(
-                level.min(u32::from(u8::MAX)) as u8,
-                std::sync::atomic::Ordering::Relaxed,
-            );
+            let level = level.min(u32::from(u8::MAX)) as u8;
+            sh.verbosity
+                .store(level, std::sync::atomic::Ordering::Relaxed);
+            crate::log::set_verbosity(level);
             line(out, "OK");
             Action::Continue
         }

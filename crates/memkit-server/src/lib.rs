@@ -25,6 +25,8 @@
 //!   and `mgdump`. [`detail`]: per-prefix statistics (`stats detail`).
 //! - [`watch`]: the `watch` event stream.
 //! - [`metrics`]: Prometheus metrics (memcached_exporter's names) and `--metrics-addr`.
+//! - [`log`]: `tracing` to standard error (`RUST_LOG`, `-v`, `--log-format`);
+//!   [`notify`]: `READY=1` to systemd once the listeners accept.
 //! - [`warm`]: warm restart (`-e FILE`): the cache saved at a graceful stop, restored at
 //!   the next start.
 //!
@@ -39,7 +41,9 @@ pub mod connection;
 pub mod detail;
 pub mod dispatch;
 pub mod exec;
+pub mod log;
 pub mod metrics;
+pub mod notify;
 pub mod process;
 pub mod sasl;
 pub mod server;

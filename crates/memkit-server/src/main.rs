@@ -8,11 +8,16 @@
 //! as memcached's does), writes the pid file and opens the `--persist` store (whose files
 //! must belong to the user that later writes more of them). memcached does the same from
 //! the privilege drop on; it binds TCP after it, memkitd before.
+//!
+//! Readiness: the sockets are bound early but listen only once the store is open (recovered,
+//! with `--persist`; restored, with `-e`), so until the server can answer a connect is
+//! refused rather than left waiting; then `READY=1` goes to systemd (`Type=notify`).
 
 use clap::Parser;
 use memkit_server::config::Refusal;
+use memkit_server::log::{LIFECYCLE, verbatim};
 use memkit_server::server::{Listener, Security, Workers, run_listeners};
-use memkit_server::{Args, Settings, Shared, backend_for, bind, process};
+use memkit_server::{Args, Settings, Shared, backend_for, bind, notify, process};
 
 fn main() {
     let args = parse_args();
@@ -24,24 +29,17 @@ fn main() {
         );
         std::process::exit(0);
     }
+    let log_format = args.log.log_format;
     let (mut settings, warnings) = Settings::from_args(args);
     // A refused command line prints memcached's message alone, as memcached does.
     settings.check().unwrap_or_else(|r| refuse(r));
+    memkit_server::log::init(settings.verbose, log_format);
     for w in &warnings {
-        eprintln!("memkitd: warning: {w}");
+        tracing::warn!(target: LIFECYCLE, "{w}");
     }
     if settings.daemonize {
         absolute_paths(&mut settings); // the daemon's working directory is `/`
     }
-    let level = match settings.verbose {
-        0 => tracing::Level::WARN,
-        1 => tracing::Level::INFO,
-        _ => tracing::Level::DEBUG,
-    };
-    tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .init();
     if settings.core_dumps {
         process::raise_core_limit().unwrap_or_else(|r| refuse(r));
     }
@@ -53,7 +51,7 @@ fn main() {
         false => Vec::new(),
     };
     let security = Security::load(&settings).unwrap_or_else(|(code, msg)| {
-        eprintln!("{msg}");
+        verbatim(&msg);
         std::process::exit(code)
     });
     if let Some(id) = &identity {
@@ -65,7 +63,7 @@ fn main() {
     if settings.lock_memory
         && let Err(w) = process::lock_memory()
     {
-        eprintln!("{w}");
+        tracing::warn!("{w}");
     }
     let unix = settings.unix_socket.as_ref().map(|path| {
         bind::unix(path, settings.unix_mask, settings.backlog).unwrap_or_else(|r| refuse(r))
@@ -79,7 +77,7 @@ fn main() {
 
 /// Prints memcached's message and exits with its status.
 fn refuse(r: Refusal) -> ! {
-    eprintln!("{}", r.message);
+    verbatim(&r.message);
     std::process::exit(r.code)
 }
 
@@ -99,24 +97,20 @@ fn parse_args() -> Args {
         .map(|a| a.to_string())
         .unwrap_or_default();
     let flag = arg.split([' ', '=', '<']).next().unwrap_or("");
-    match (e.kind(), flag.strip_prefix("--"), flag.strip_prefix('-')) {
+    let first = |c: &str| c.chars().next().unwrap_or('?');
+    let msg = match (e.kind(), flag.strip_prefix("--"), flag.strip_prefix('-')) {
         (ErrorKind::UnknownArgument, Some(_), _) => {
-            eprintln!("memkitd: unrecognized option '{flag}'")
+            format!("memkitd: unrecognized option '{flag}'")
         }
         (ErrorKind::UnknownArgument, None, Some(c)) => {
-            eprintln!(
-                "memkitd: invalid option -- '{}'",
-                c.chars().next().unwrap_or('?')
-            )
+            format!("memkitd: invalid option -- '{}'", first(c))
         }
-        (_, Some(_), _) => eprintln!("memkitd: option '{flag}' requires an argument"),
-        (_, None, Some(c)) => eprintln!(
-            "memkitd: option requires an argument -- '{}'",
-            c.chars().next().unwrap_or('?')
-        ),
-        _ => eprint!("{e}"),
-    }
-    eprintln!("Illegal argument \"?\"");
+        (_, Some(_), _) => format!("memkitd: option '{flag}' requires an argument"),
+        (_, None, Some(c)) => format!("memkitd: option requires an argument -- '{}'", first(c)),
+        _ => e.to_string().trim_end().to_string(),
+    };
+    verbatim(&msg);
+    verbatim("Illegal argument \"?\"");
     std::process::exit(1)
 }
 
@@ -136,7 +130,7 @@ fn absolute_paths(s: &mut Settings) {
 fn serve(
     settings: Settings,
     tcp: Vec<bind::Tcp>,
-    unix: Option<std::os::unix::net::UnixListener>,
+    unix: Option<bind::Unix>,
     security: Security,
 ) -> i32 {
     // The main thread accepts and runs housekeeping; `-t` worker threads serve the
@@ -145,33 +139,27 @@ fn serve(
         .enable_all()
         .build()
         .unwrap_or_else(|e| {
-            eprintln!("memkitd: cannot start runtime: {e}");
+            tracing::error!("cannot start runtime: {e}");
             std::process::exit(71)
         });
     let workers = Workers::start(settings.threads).unwrap_or_else(|e| {
-        eprintln!("memkitd: cannot start worker threads: {e}");
+        tracing::error!("cannot start worker threads: {e}");
         std::process::exit(71)
     });
     let daemon_pidfile = settings.pidfile.clone().filter(|_| settings.daemonize);
     let code = runtime.block_on(async move {
-        let listeners = match register(tcp, unix) {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("memkitd: cannot register listeners: {e}");
-                return 71;
-            }
-        };
         let (engine, persist) = match backend_for(&settings) {
             Ok(b) => b,
             Err(e) => {
-                eprintln!("memkitd: persistent store: {e}");
+                tracing::error!("persistent store: {e}");
                 return 71;
             }
         };
         if let (Some(p), Some(dir)) = (&persist, &settings.persist) {
             let r = &p.recovery;
-            eprintln!(
-                "memkitd: persistent store {}: recovered ~{} items, {} bytes on disk, in {} ms \
+            tracing::info!(
+                target: LIFECYCLE,
+                "persistent store {}: recovered ~{} items, {} bytes on disk, in {} ms \
                  (durability {}, CAS above {})",
                 dir.display(),
                 r.items,
@@ -186,7 +174,7 @@ fn serve(
         let shared = match Shared::try_with_security(engine, persist, settings, security) {
             Ok(s) => s,
             Err((code, msg)) => {
-                eprintln!("{msg}");
+                verbatim(&msg);
                 return code;
             }
         };
@@ -200,11 +188,20 @@ fn serve(
                     shared.clone(),
                 ))),
                 Err(e) => {
-                    eprintln!("memkitd: metrics: cannot listen on {a}: {e}");
+                    tracing::error!("metrics: cannot listen on {a}: {e}");
                     return 71;
                 }
             }
         }
+        // Only now, with the store open, do the sockets listen; then systemd hears of it.
+        let listeners = match listen(tcp, unix) {
+            Ok(l) => l,
+            Err(r) => {
+                verbatim(&r.message);
+                return r.code;
+            }
+        };
+        notify::ready();
         let stop = memkit_server::warm::Stop::new();
         let signals = stop.or_usr1(shutdown_signal());
         run_listeners(listeners, shared.clone(), signals, Some(&workers)).await;
@@ -218,26 +215,19 @@ fn serve(
     code
 }
 
-/// The listeners bound before the runtime started, registered with it.
-fn register(
-    tcp: Vec<bind::Tcp>,
-    unix: Option<std::os::unix::net::UnixListener>,
-) -> std::io::Result<Vec<Listener>> {
+/// The sockets bound before the runtime started, listening now and registered with it.
+fn listen(tcp: Vec<bind::Tcp>, unix: Option<bind::Unix>) -> Result<Vec<Listener>, Refusal> {
     let mut out = Vec::new();
     for t in tcp {
-        t.listener.set_nonblocking(true)?;
-        let listener = tokio::net::TcpListener::from_std(t.listener)?;
+        let tls = t.tls;
+        let listener = t.listen()?;
         if let Ok(a) = listener.local_addr() {
             tracing::info!("listening on {a}");
         }
-        out.push(Listener::Tcp {
-            listener,
-            tls: t.tls,
-        });
+        out.push(Listener::Tcp { listener, tls });
     }
     if let Some(u) = unix {
-        u.set_nonblocking(true)?;
-        out.push(Listener::Unix(tokio::net::UnixListener::from_std(u)?));
+        out.push(Listener::Unix(u.listen()?));
     }
     Ok(out)
 }
@@ -264,7 +254,7 @@ async fn reload_on_hup(auth: std::sync::Arc<memkit_server::auth::Auth>) {
     while hup.recv().await.is_some() {
         match auth.reload() {
             Ok(n) => tracing::info!("auth file {} reloaded: {n} entries", auth.path()),
-            Err(e) => eprintln!("memkitd: {e}; keeping the previous entries"),
+            Err(e) => tracing::warn!("{e}; keeping the previous entries"),
         }
     }
 }

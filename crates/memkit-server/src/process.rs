@@ -75,7 +75,7 @@ pub fn drop_to(id: &Identity) -> Result<(), Refusal> {
     if unsafe { libc::setgroups(0, std::ptr::null()) } < 0 {
         let e = io::Error::last_os_error();
         // EPERM: already without the privilege to change groups, which is what we want.
-        eprintln!("failed to drop supplementary groups: {}", strerror(&e));
+        tracing::warn!("failed to drop supplementary groups: {}", strerror(&e));
         if e.raw_os_error() != Some(libc::EPERM) {
             return Err(Refusal::new(
                 EX_OSERR,
@@ -188,14 +188,14 @@ pub fn write_pid(path: &str) {
     let tmp = format!("{path}.tmp");
     let r = std::fs::write(&tmp, format!("{}\n", std::process::id()));
     if let Err(e) = r {
-        eprintln!(
+        tracing::error!(
             "Could not open the pid file {tmp} for writing: {}",
             strerror(&e)
         );
         return;
     }
     if let Err(e) = std::fs::rename(&tmp, path) {
-        eprintln!(
+        tracing::error!(
             "Could not rename the pid file from {tmp} to {path}: {}",
             strerror(&e)
         );

@@ -67,9 +67,7 @@ impl Session {
             return Outcome::Authenticated;
         }
         sh.counters.sasl_errors.fetch_add(1, Relaxed);
-        if sh.settings.verbose > 0 {
-            eprintln!("memkitd: SASL authentication failed");
-        }
+        tracing::info!("SASL authentication failed");
         Outcome::Failed
     }
 }

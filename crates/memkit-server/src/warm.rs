@@ -29,8 +29,9 @@ pub fn engine_for(settings: &Settings) -> Engine {
     };
     let (engine, outcome) = Engine::warm_restore(crate::engine_config(settings), path);
     match outcome {
-        Ok(r) => eprintln!(
-            "memkitd: warm restart: restored {} items ({:.1} MiB) from {} in {} ms; \
+        Ok(r) => tracing::info!(
+            target: crate::log::LIFECYCLE,
+            "warm restart: restored {} items ({:.1} MiB) from {} in {} ms; \
              {} expired during the {} s down{}",
             r.items,
             r.bytes as f64 / f64::from(1 << 20),
@@ -75,7 +76,7 @@ impl Stop {
                 _ = other => {}
                 _ = usr1.recv() => {
                     // memcached's line for a graceful stop.
-                    eprintln!("Gracefully stopping");
+                    tracing::info!(target: crate::log::LIFECYCLE, "Gracefully stopping");
                     graceful.store(true, Ordering::Relaxed);
                 }
             }
@@ -98,8 +99,9 @@ pub fn save_on_stop(shared: &Shared, stop: &Stop) {
         return;
     }
     match shared.engine.warm_save(path) {
-        Ok(s) => eprintln!(
-            "memkitd: warm restart: saved {} items ({:.1} MiB) to {} in {} ms",
+        Ok(s) => tracing::info!(
+            target: crate::log::LIFECYCLE,
+            "warm restart: saved {} items ({:.1} MiB) to {} in {} ms",
             s.items,
             s.bytes as f64 / f64::from(1 << 20),
             path.display(),

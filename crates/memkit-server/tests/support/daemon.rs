@@ -58,6 +58,8 @@ impl Daemon {
 pub fn spawn(args: &[&str]) -> Daemon {
     let child = Command::new(env!("CARGO_BIN_EXE_memkitd"))
         .args(args)
+        // Its log is memkitd's default (the tests read lines from it), whatever the caller's.
+        .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

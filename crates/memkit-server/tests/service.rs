@@ -1,0 +1,324 @@
+//! The memkitd binary as a service manager and a log collector see it: `READY=1` on
+//! `NOTIFY_SOCKET` only once the port accepts, no connection accepted before the store is
+//! open (`--persist`), `RUST_LOG` deciding over `-v`, and `--log-format json` lines that
+//! parse as JSON.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("memkit-service-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// memkitd on 127.0.0.1:`port` with `args` and `env`, standard error captured; killed when
+/// dropped.
+struct Daemon(Child);
+
+impl Daemon {
+    fn spawn(port: u16, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_memkitd"));
+        cmd.args(["-p", &port.to_string(), "-l", "127.0.0.1"])
+            .args(args);
+        if is_root() {
+            cmd.args(["-u", "root"]);
+        }
+        cmd.env_remove("RUST_LOG").env_remove("NOTIFY_SOCKET");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn memkitd");
+        Daemon(child)
+    }
+
+    /// SIGTERM, then everything it wrote to standard error.
+    fn stop(mut self) -> String {
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.0.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "memkitd did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut err = String::new();
+        self.0
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        err
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A datagram socket standing in for systemd's notify socket.
+fn notify_socket(dir: &Path) -> (UnixDatagram, String) {
+    let path = dir.join("notify.sock");
+    let sock = UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(10)))
+        .unwrap();
+    (sock, path.to_string_lossy().into_owned())
+}
+
+/// The notice received, if any.
+fn try_notice(sock: &UnixDatagram) -> Option<String> {
+    let mut buf = [0u8; 512];
+    match sock.recv(&mut buf) {
+        Ok(n) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => None,
+        Err(e) => panic!("notify socket: {e}"),
+    }
+}
+
+/// Sends `req` and reads until the reply ends with `end`.
+fn ask(s: &mut TcpStream, req: &str, end: &str) -> String {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(end.as_bytes()) {
+        let n = s.read(&mut buf).expect("reply within 5 s");
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+fn connect(port: u16) -> std::io::Result<TcpStream> {
+    TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2))
+}
+
+/// Under `Type=notify`: `READY=1` arrives, and by then the port accepts and answers.
+#[test]
+fn ready_arrives_once_the_port_accepts() {
+    let dir = tempdir("ready");
+    let (sock, path) = notify_socket(&dir);
+    let port = free_port();
+    let d = Daemon::spawn(port, &[], &[("NOTIFY_SOCKET", &path)]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let notice = loop {
+        if let Some(n) = try_notice(&sock) {
+            break n;
+        }
+        assert!(Instant::now() < deadline, "no READY=1 within 20 s");
+    };
+    // Checked at once: nothing may be left to do after the notice.
+    let mut s = connect(port).expect("the port accepts when READY=1 arrives");
+    assert!(notice.lines().any(|l| l == "READY=1"), "{notice:?}");
+    assert!(
+        notice.lines().any(|l| l == format!("MAINPID={}", d.0.id())),
+        "{notice:?}"
+    );
+    assert!(ask(&mut s, "version\r\n", "\r\n").starts_with("VERSION "));
+    drop(d);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With `--persist`, the sockets are bound at start-up but listen only once the store is
+/// open: held between the two (its `-Y` file is a FIFO the test has not written yet), and
+/// then through the store's recovery, every connect is refused outright, never accepted
+/// and left hanging; `READY=1` follows, and the first connection is served from the store.
+#[test]
+fn persist_refuses_connections_until_ready() {
+    let dir = tempdir("persist");
+    let store = dir.join("store");
+    fill_store(&store);
+    let fifo = dir.join("auth.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (sock, path) = notify_socket(&dir);
+    let port = free_port();
+    let args = [
+        "--persist",
+        store.to_str().unwrap(),
+        "-m",
+        "256",
+        "-Y",
+        fifo.to_str().unwrap(),
+    ];
+    let d = Daemon::spawn(port, &args, &[("NOTIFY_SOCKET", &path)]);
+
+    // Until the FIFO is written, memkitd waits between bind and listen.
+    let held = Instant::now();
+    let mut refused = 0;
+    while held.elapsed() < Duration::from_millis(500) {
+        match connect(port) {
+            Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e}"),
+            Ok(_) => panic!("accepted while the store was not open"),
+        }
+        refused += 1;
+        assert_eq!(try_notice(&sock), None, "READY=1 before the store opened");
+    }
+    // The port is bound (by memkitd): binding it here, without SO_REUSEADDR, fails.
+    let probe = tokio::net::TcpSocket::new_v4().unwrap();
+    let taken = probe.bind(([127, 0, 0, 1], port).into()).unwrap_err();
+    assert_eq!(taken.kind(), ErrorKind::AddrInUse);
+    drop(probe);
+    std::fs::write(&fifo, "user:secret\n").unwrap();
+    let held_refusals = refused;
+
+    // Recovery, then READY=1: no connection gets in before the notice.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let notice = loop {
+        if let Some(n) = try_notice(&sock) {
+            break n;
+        }
+        match connect(port) {
+            Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e}"),
+            Ok(_) => match try_notice(&sock) {
+                // The notice can be sent between a connect and the check before it.
+                Some(n) => break n,
+                None => panic!("accepted before READY=1"),
+            },
+        }
+        refused += 1;
+        assert!(Instant::now() < deadline, "no READY=1 within 30 s");
+    };
+    assert!(notice.contains("READY=1"), "{notice:?}");
+    let mut s = connect(port).expect("accepts after READY=1");
+    let auth = ask(&mut s, "set auth 0 0 11\r\nuser secret\r\n", "\r\n");
+    assert_eq!(auth, "STORED\r\n");
+    let got = ask(&mut s, "get key-42\r\n", "END\r\n");
+    assert!(got.starts_with("VALUE key-42 0 "), "{got:?}");
+    let err = d.stop();
+    assert!(err.contains("recovered"), "{err}");
+    eprintln!(
+        "refused before READY=1: {held_refusals} while held, {} while recovering; {}",
+        refused - held_refusals,
+        err.lines().find(|l| l.contains("recovered")).unwrap_or("")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A store with enough in its journal that recovery takes a moment.
+fn fill_store(dir: &Path) {
+    use memkit_types::{Blocking, Exptime};
+    let opts = memkit_persist::PersistOptions {
+        durability: memkit_persist::Durability::None,
+        ..memkit_persist::PersistOptions::new(dir)
+    };
+    let p =
+        memkit_persist::open(&opts, memkit_engine::EngineConfig::with_memory(256 << 20)).unwrap();
+    let c = Blocking(memkit_engine::Embedded::from(p.engine.clone()));
+    let value = vec![b'v'; 1000];
+    for i in 0..20_000 {
+        c.set(format!("key-{i}").as_bytes(), &value, 0, Exptime::NEVER)
+            .unwrap();
+    }
+    // Durability none: every write has reached the OS already, which the next open reads.
+}
+
+fn lines_of(err: &str) -> Vec<&str> {
+    err.lines().filter(|l| !l.trim().is_empty()).collect()
+}
+
+/// `RUST_LOG` decides over `-v`: `-vv` under `RUST_LOG=error` logs no requests and no
+/// warnings; `RUST_LOG=memkitd::requests=debug` without `-v` logs the requests only.
+#[test]
+fn rust_log_filters() {
+    let run = |args: &[&str], rust_log: &str| {
+        let port = free_port();
+        let d = Daemon::spawn(port, args, &[("RUST_LOG", rust_log)]);
+        let mut s = wait_accepting(port);
+        ask(&mut s, "version\r\n", "\r\n");
+        drop(s);
+        d.stop()
+    };
+    // -C: a flag that draws a start-up warning.
+    let quiet = run(&["-vv", "-C"], "error");
+    assert!(lines_of(&quiet).is_empty(), "{quiet}");
+    let requests = run(&["-C"], "memkitd::requests=debug");
+    assert!(
+        requests
+            .lines()
+            .any(|l| l.contains("memkitd::requests") && l.ends_with(" version")),
+        "{requests}"
+    );
+    assert!(!requests.contains("CAS stays enabled"), "{requests}");
+    // Without RUST_LOG, -vv is memcached's: the warning and every request.
+    let vv = run(&["-vv", "-C"], "");
+    assert!(vv.contains("CAS stays enabled"), "{vv}");
+    assert!(vv.lines().any(|l| l.ends_with(" version")), "{vv}");
+    // And without -v: the warning only.
+    let plain = run(&["-C"], "");
+    assert!(plain.contains("CAS stays enabled"), "{plain}");
+    assert!(!plain.lines().any(|l| l.ends_with(" version")), "{plain}");
+}
+
+/// `--log-format json`: every line is one JSON object with a timestamp, level, target and
+/// message, warnings, listeners, requests and the shutdown alike.
+#[test]
+fn json_lines_parse() {
+    let port = free_port();
+    let d = Daemon::spawn(port, &["--log-format", "json", "-vv", "-C"], &[]);
+    let mut s = wait_accepting(port);
+    ask(&mut s, "version\r\n", "\r\n");
+    drop(s);
+    let err = d.stop();
+    let events: Vec<serde_json::Value> = lines_of(&err)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    let message = |v: &serde_json::Value| v["fields"]["message"].as_str().unwrap_or("").to_owned();
+    for v in &events {
+        assert!(v["timestamp"].is_string(), "{v}");
+        assert!(v["level"].is_string(), "{v}");
+        assert!(v["target"].is_string(), "{v}");
+    }
+    let find = |level: &str, target: &str, text: &str| {
+        events
+            .iter()
+            .any(|v| v["level"] == level && v["target"] == target && message(v).contains(text))
+    };
+    assert!(
+        find("WARN", "memkitd::lifecycle", "CAS stays enabled"),
+        "{err}"
+    );
+    assert!(find("INFO", "memkitd", "listening on 127.0.0.1:"), "{err}");
+    assert!(find("DEBUG", "memkitd::requests", " version"), "{err}");
+    assert!(find("INFO", "memkitd", "shutting down"), "{err}");
+}
+
+/// Connects once memkitd accepts (10 s at most).
+fn wait_accepting(port: u16) -> TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(s) = connect(port) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "memkitd did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
