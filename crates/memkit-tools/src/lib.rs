@@ -12,8 +12,8 @@
 //! - [`json`]: JSON output through serde.
 //! - [`stats`]: fetching `stats`/`stats items`/`stats slabs` and the `text`, `table`, `json`
 //!   and `prometheus` formats of `memkit stats`; the Prometheus text format (the community
-//!   memcached_exporter's metric names) is rendered by `memkit_server::metrics`, the code
-//!   behind `memkitd --metrics-addr`, so both print the same series.
+//!   memcached_exporter's metric names) is rendered by `memkit_metrics`, the renderer
+//!   behind `memkitd --metrics-addr` too, so both print the same series.
 //! - [`top`]: the live dashboard (on [`term`], a few termios calls).
 //! - [`dump`] (`lru_crawler metadump all`), [`watch`] (the servers' `watch` streams) over
 //!   [`raw`] text connections; [`trace`] renders the cookbook's `MLWUH` trace files.

@@ -274,12 +274,12 @@ pub fn render_prometheus(results: &[(String, Result<Snapshot, String>)]) -> Stri
         .map(|(s, _)| [("server", s.as_str())])
         .collect();
     let multi = results.len() > 1;
-    let servers: Vec<memkit_server::metrics::ServerStats<'_>> = results
+    let servers: Vec<memkit_metrics::ServerStats<'_>> = results
         .iter()
         .zip(&labels)
         .map(|((_, r), l)| {
             let s = r.as_ref().unwrap_or(&empty);
-            memkit_server::metrics::ServerStats {
+            memkit_metrics::ServerStats {
                 labels: if multi { l } else { &[] },
                 up: r.is_ok(),
                 general: &s.general,
@@ -289,7 +289,7 @@ pub fn render_prometheus(results: &[(String, Result<Snapshot, String>)]) -> Stri
             }
         })
         .collect();
-    memkit_server::metrics::render(&servers)
+    memkit_metrics::render(&servers)
 }
 
 #[cfg(test)]

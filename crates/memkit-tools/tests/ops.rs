@@ -8,7 +8,6 @@
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memkit_client::{Client, ClientConfig, ServerSpec};
@@ -23,20 +22,9 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn start_memkitd(rt: &tokio::runtime::Runtime) -> (u16, Arc<memkit_server::Shared>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    listener.set_nonblocking(true).unwrap();
-    let settings = memkit_server::Settings::default();
-    let shared =
-        memkit_server::Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
-    let sh = shared.clone();
-    rt.spawn(async move {
-        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-        memkit_server::run(listener, sh, std::future::pending()).await;
-    });
-    (port, shared)
-}
+mod common;
+
+use common::Memkitd;
 
 struct Memcached(Child, u16);
 
@@ -159,8 +147,8 @@ fn top_draws_a_live_pool_in_a_terminal() {
         return skip("tmux");
     }
     let rt = runtime();
-    let (p1, _) = start_memkitd(&rt);
-    let (p2, _) = start_memkitd(&rt);
+    let (m1, m2) = (Memkitd::start(&[]), Memkitd::start(&[]));
+    let (p1, p2) = (m1.port, m2.port);
     fill(&rt, p1);
     fill(&rt, p2);
     // Steady load on the first server while top watches.
@@ -265,7 +253,8 @@ fn top_draws_a_live_pool_in_a_terminal() {
 #[test]
 fn top_batch_mode_prints_frames() {
     let rt = runtime();
-    let (p, _) = start_memkitd(&rt);
+    let m = Memkitd::start(&[]);
+    let p = m.port;
     fill(&rt, p);
     let o = memkit(
         &format!("127.0.0.1:{p}"),
@@ -359,7 +348,13 @@ fn prometheus_output_parses_with_the_reference_parser() {
         return skip("python3 with prometheus_client");
     }
     let rt = runtime();
-    let (p, shared) = start_memkitd(&rt);
+    // memkitd with its metrics endpoint, compared below with the CLI's rendering.
+    let mport = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let m = Memkitd::start(&["--metrics-addr", &format!("127.0.0.1:{mport}")]);
+    let p = m.port;
     fill(&rt, p);
 
     // memkit stats --format prometheus against memkitd.
@@ -387,15 +382,7 @@ fn prometheus_output_parses_with_the_reference_parser() {
         "{samples}"
     );
 
-    // memkitd's own endpoint: same renderer, same series.
-    let ml = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let mport = ml.local_addr().unwrap().port();
-    ml.set_nonblocking(true).unwrap();
-    let sh = shared.clone();
-    rt.spawn(async move {
-        let l = tokio::net::TcpListener::from_std(ml).unwrap();
-        memkit_server::metrics::serve(l, sh).await;
-    });
+    // memkitd's own endpoint: same renderer, same series, and its process's figures.
     let resp = http_get(mport, "/metrics");
     let (head, body) = resp.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
@@ -403,7 +390,13 @@ fn prometheus_output_parses_with_the_reference_parser() {
         head.contains("Content-Type: text/plain; version=0.0.4"),
         "{head}"
     );
-    let samples = parse(body, FAMILIES);
+    let process = [
+        "process_cpu_seconds",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+    ];
+    let samples = parse(body, &[FAMILIES, &process[..]].concat());
     assert!(
         samples.contains("memcached_current_items [] 200.0"),
         "{samples}"
@@ -459,7 +452,8 @@ fn prometheus_output_parses_with_the_reference_parser() {
 #[test]
 fn stats_formats_dump_watch_and_trace() {
     let rt = runtime();
-    let (p, _) = start_memkitd(&rt);
+    let m = Memkitd::start(&[]);
+    let p = m.port;
     fill(&rt, p);
     let mc = start_memcached();
     let mut servers = vec![format!("127.0.0.1:{p}")];

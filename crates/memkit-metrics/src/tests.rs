@@ -1,0 +1,132 @@
+use super::*;
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+#[test]
+fn families_once_with_every_server() {
+    let g = pairs(&[
+        ("version", "1.6.18"),
+        ("uptime", "5"),
+        ("cmd_set", "10"),
+        ("cas_hits", "1"),
+        ("cas_misses", "1"),
+        ("cas_badval", "1"),
+        ("get_hits", "3"),
+        ("get_misses", "4"),
+        ("rusage_user", "0.012000"),
+        ("auth_cmds", "3"),
+        ("auth_errors", "1"),
+        ("libevent", "tokio"),
+    ]);
+    let items = pairs(&[("items:1:number", "2"), ("items:1:mem_requested", "100")]);
+    let slabs = pairs(&[("1:chunk_size", "96"), ("active_slabs", "1")]);
+    let a = [("server", "a:1")];
+    let b = [("server", "b\"2")];
+    let text = render(&[
+        ServerStats {
+            labels: &a,
+            up: true,
+            general: &g,
+            items: &items,
+            slabs: &slabs,
+            ..Default::default()
+        },
+        ServerStats {
+            labels: &b,
+            up: false,
+            ..Default::default()
+        },
+    ]);
+    assert_eq!(text.matches("# TYPE memcached_up gauge").count(), 1);
+    assert!(text.contains("memcached_up{server=\"a:1\"} 1\n"));
+    assert!(text.contains("memcached_up{server=\"b\\\"2\"} 0\n"));
+    assert!(
+        text.contains(
+            "memcached_commands_total{server=\"a:1\",command=\"set\",status=\"hit\"} 7\n"
+        )
+    );
+    assert!(
+        text.contains(
+            "memcached_commands_total{server=\"a:1\",command=\"get\",status=\"miss\"} 4\n"
+        )
+    );
+    assert!(text.contains("memcached_slab_mem_requested_bytes{server=\"a:1\",slab=\"1\"} 100\n"));
+    assert!(text.contains("memcached_slab_chunk_size_bytes{server=\"a:1\",slab=\"1\"} 96\n"));
+    assert!(text.contains("memcached_process_user_cpu_seconds_total{server=\"a:1\"} 0.012000\n"));
+    assert!(text.contains("memcached_auth_commands_total{server=\"a:1\"} 3\n"));
+    assert!(text.contains("memcached_auth_errors_total{server=\"a:1\"} 1\n"));
+    assert!(!text.contains("libevent"));
+    // Nothing of a process: a pool's rendering has none to show.
+    assert!(!text.contains("process_open_fds"));
+}
+
+#[test]
+fn persist_and_tls_figures() {
+    let g = pairs(&[
+        ("ssl_handshake_errors", "2"),
+        ("persist_durability", "periodic:100"),
+        ("persist_writes", "12"),
+        ("persist_bytes_written", "3400"),
+        ("persist_last_flush_unix", "1700000000"),
+        ("persist_disk_low", "1"),
+        ("persist_failed", "0"),
+    ]);
+    let text = render(&[ServerStats {
+        up: true,
+        general: &g,
+        ..Default::default()
+    }]);
+    for line in [
+        "# TYPE memcached_ssl_handshake_errors_total counter\n",
+        "memcached_ssl_handshake_errors_total 2\n",
+        "memkit_persist_durability_info{durability=\"periodic:100\"} 1\n",
+        "# TYPE memkit_persist_writes_total counter\n",
+        "memkit_persist_writes_total 12\n",
+        "memkit_persist_written_bytes_total 3400\n",
+        "memkit_persist_last_flush_timestamp_seconds 1700000000\n",
+        "# TYPE memkit_persist_disk_low gauge\n",
+        "memkit_persist_disk_low 1\n",
+        "memkit_persist_failed 0\n",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from\n{text}");
+    }
+    // Absent stats stay absent (memcached mode has no persist_* at all).
+    assert!(!text.contains("memkit_persist_loads_total"));
+}
+
+#[test]
+fn own_endpoint_adds_the_process() {
+    let g = pairs(&[("uptime", "5")]);
+    let p = ProcessFigures {
+        cpu_seconds: Some(1.25),
+        resident_bytes: Some(4096),
+        open_fds: Some(7),
+        start_time_seconds: Some(1_700_000_000.5),
+        ..Default::default()
+    };
+    let text = render_own(
+        &ServerStats {
+            up: true,
+            general: &g,
+            ..Default::default()
+        },
+        &p,
+    );
+    for line in [
+        "# TYPE process_cpu_seconds_total counter\n",
+        "process_cpu_seconds_total 1.25\n",
+        "# TYPE process_resident_memory_bytes gauge\n",
+        "process_resident_memory_bytes 4096\n",
+        "process_open_fds 7\n",
+        "process_start_time_seconds 1700000000.5\n",
+        "memcached_uptime_seconds 5\n",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from\n{text}");
+    }
+    assert!(!text.contains("process_max_fds"));
+    assert!(!text.contains("process_virtual_memory_bytes"));
+}
