@@ -7,6 +7,8 @@
 //! - [`clock`]: [`clock::SkewedClock`], a clock running ahead of or behind another by a
 //!   chosen offset, for recipes that must hold while hosts' clocks disagree.
 //! - `certs` (feature `tls`): a throwaway PKI for TLS tests, written to a temp dir.
+//! - `generated` (feature `docs`): man pages and shell completions generated from clap,
+//!   checked against the copies in `packaging/`.
 //! - [`suite`]: the behavioural conformance suite, a table of named async cases.
 //! - [`ops`]: an [`ops::Op`] language over the trait, proptest strategies for op sequences,
 //!   and [`ops::compare`], which runs a sequence on a backend and on the model and reports
@@ -49,6 +51,8 @@
 pub mod certs;
 pub mod clock;
 pub mod fuzz;
+#[cfg(feature = "docs")]
+pub mod generated;
 pub mod interop;
 pub mod model;
 pub mod ops;
