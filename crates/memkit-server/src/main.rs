@@ -5,13 +5,15 @@
 //! Start-up order, and why: TCP listeners are bound and the `-Y`/`-Z` files read as root
 //! (ports below 1024, root-only key files); then root is given up (`-u`), and as that user
 //! the process daemonizes (`-d`), creates the UNIX socket (`-s`, so it belongs to the user,
-//! as memcached's does), writes the pid file and opens the `--persist` store (whose files
-//! must belong to the user that later writes more of them). memcached does the same from
-//! the privilege drop on; it binds TCP after it, memkitd before.
+//! as memcached's does) and opens the `--persist` store (whose files must belong to the user
+//! that later writes more of them). memcached does the same from the privilege drop on; it
+//! binds TCP after it, memkitd before.
 //!
 //! Readiness: the sockets are bound early but listen only once the store is open (recovered,
 //! with `--persist`; restored, with `-e`), so until the server can answer a connect is
-//! refused rather than left waiting; then `READY=1` goes to systemd (`Type=notify`).
+//! refused rather than left waiting. Then the pid file is written (memcached too writes it
+//! once its sockets listen, so a `PIDFile=` unit or a script waiting for the file finds a
+//! server that accepts) and `READY=1` goes to systemd (`Type=notify`).
 
 use clap::Parser;
 use memkit_server::config::Refusal;
@@ -68,9 +70,6 @@ fn main() {
     let unix = settings.unix_socket.as_ref().map(|path| {
         bind::unix(path, settings.unix_mask, settings.backlog).unwrap_or_else(|r| refuse(r))
     });
-    if let Some(path) = &settings.pidfile {
-        process::write_pid(path);
-    }
     let code = serve(settings, tcp, unix, security);
     std::process::exit(code);
 }
@@ -146,7 +145,8 @@ fn serve(
         tracing::error!("cannot start worker threads: {e}");
         std::process::exit(71)
     });
-    let daemon_pidfile = settings.pidfile.clone().filter(|_| settings.daemonize);
+    let pidfile = settings.pidfile.clone();
+    let daemon_pidfile = pidfile.clone().filter(|_| settings.daemonize);
     let code = runtime.block_on(async move {
         let (engine, persist) = match backend_for(&settings) {
             Ok(b) => b,
@@ -201,6 +201,9 @@ fn serve(
                 return r.code;
             }
         };
+        if let Some(path) = &pidfile {
+            process::write_pid(path);
+        }
         notify::ready();
         let stop = memkit_server::warm::Stop::new();
         let signals = stop.or_usr1(shutdown_signal());

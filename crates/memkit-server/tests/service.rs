@@ -1,6 +1,6 @@
 //! The memkitd binary as a service manager and a log collector see it: `READY=1` on
-//! `NOTIFY_SOCKET` only once the port accepts, no connection accepted before the store is
-//! open (`--persist`), `RUST_LOG` deciding over `-v`, and `--log-format json` lines that
+//! `NOTIFY_SOCKET` only once the port accepts, no connection accepted (and no pid file
+//! written) before the store is open (`--persist`), `RUST_LOG` deciding over `-v`, and `--log-format json` lines that
 //! parse as JSON.
 
 use std::io::{ErrorKind, Read, Write};
@@ -160,6 +160,7 @@ fn persist_refuses_connections_until_ready() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let (sock, path) = notify_socket(&dir);
     let port = free_port();
+    let pidfile = dir.join("memkitd.pid");
     let args = [
         "--persist",
         store.to_str().unwrap(),
@@ -167,6 +168,8 @@ fn persist_refuses_connections_until_ready() {
         "256",
         "-Y",
         fifo.to_str().unwrap(),
+        "-P",
+        pidfile.to_str().unwrap(),
     ];
     let d = Daemon::spawn(port, &args, &[("NOTIFY_SOCKET", &path)]);
 
@@ -180,6 +183,8 @@ fn persist_refuses_connections_until_ready() {
         }
         refused += 1;
         assert_eq!(try_notice(&sock), None, "READY=1 before the store opened");
+        // As memcached's, the pid file is written once the sockets listen.
+        assert!(!pidfile.exists(), "pid file before the sockets listen");
     }
     // The port is bound (by memkitd): binding it here, without SO_REUSEADDR, fails.
     let probe = tokio::net::TcpSocket::new_v4().unwrap();
@@ -207,6 +212,8 @@ fn persist_refuses_connections_until_ready() {
         assert!(Instant::now() < deadline, "no READY=1 within 30 s");
     };
     assert!(notice.contains("READY=1"), "{notice:?}");
+    let pid = std::fs::read_to_string(&pidfile).expect("pid file by READY=1");
+    assert_eq!(pid.trim(), d.0.id().to_string());
     let mut s = connect(port).expect("accepts after READY=1");
     let auth = ask(&mut s, "set auth 0 0 11\r\nuser secret\r\n", "\r\n");
     assert_eq!(auth, "STORED\r\n");
