@@ -256,6 +256,46 @@ fn decode_op(r: &mut Reader<'_>) -> Op {
     }
 }
 
+/// The checked-in seeds of fuzz target `target` (`fuzz/corpus/<target>/`), sorted by
+/// content (so a mutation run picks the same seeds on every machine), for the stable replay
+/// tests of every crate; panics when there are none (a moved corpus must not turn the
+/// replay into a test of nothing).
+pub fn corpus(target: &str) -> Vec<Vec<u8>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
+    let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.map(|e| {
+                let path = e.expect("a corpus entry").path();
+                std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    assert!(!seeds.is_empty(), "no seeds in {}", dir.display());
+    seeds.sort();
+    seeds
+}
+
+/// xorshift64*, the replay tests' mutation source: deterministic, so a failure reproduces.
+#[derive(Debug, Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

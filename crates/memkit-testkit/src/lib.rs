@@ -15,9 +15,15 @@
 //!   the first divergence; [`ops::compare_with`] lets the backend evict and lets the test
 //!   disturb the backend between ops (evict RAM, reopen a persistent store).
 //! - [`fuzz`]: op sequences decoded from raw bytes, for the engine-vs-model fuzz target and
-//!   its stable corpus replay.
+//!   its stable corpus replay; [`fuzz::corpus`] and [`fuzz::Rng`], the checked-in seeds and
+//!   the mutation source every crate's replay test uses.
 //! - [`interop`]: whether a test may skip for want of a real memcached (or tmux, or a Python
 //!   package): not under CI.
+//! - [`server`]: [`TestServer`], memkitd for a test, in-process (feature `server`: any
+//!   flags, its state inspectable) or as a child process (any argv; signals, stderr), on a
+//!   free loopback port or a UNIX socket, shut down on drop. The one way tests start memkitd.
+//! - [`memcached`]: [`memcached::spawn`], real memcached on a free loopback port, killed on
+//!   drop, under the interop policy. The one way tests start memcached.
 //!
 //! Entry points for a backend's own tests:
 //!
@@ -54,9 +60,12 @@ pub mod fuzz;
 #[cfg(feature = "docs")]
 pub mod generated;
 pub mod interop;
+pub mod memcached;
 pub mod model;
 pub mod ops;
+pub mod server;
 pub mod suite;
 
 pub use model::Model;
+pub use server::{Addr, TestServer};
 pub use suite::{Needs, Report, SuiteOptions, TimeControl, WallClock};

@@ -1,0 +1,153 @@
+//! [`TestServer`]: memkitd for a test, in this process or as a child process, shut down when
+//! dropped, with the address it serves on.
+//!
+//! - In-process (feature `server`), [`TestServer::start`]: memcached-style flags parsed as
+//!   memkitd parses them, the store memkitd would open (`--persist` included), served as
+//!   memkitd serves it (an acceptor runtime on a thread of its own, `-t` worker threads) on
+//!   127.0.0.1 (a free port, or [`TestServer::start_on`]'s) and, with `-s`, on that UNIX
+//!   socket too. Its [`Shared`](memkit_server::Shared) state is there to inspect. Dropping
+//!   it or [`TestServer::kill`] stops it and closes every connection, so a test can take a
+//!   server away under a client and start another on the same port.
+//! - A child process, [`TestServer::process`] or [`TestServer::launch`] for more control:
+//!   for what only a process shows (start-up, users, signals, RSS, crashes) and for crates
+//!   that must not link the server (memkit-tools). See [`process`] for how the binary is
+//!   found.
+//!
+//! The helpers both modes and [`crate::memcached`] use are here: [`free_port`],
+//! [`wait_for_tcp`].
+
+#[cfg(feature = "server")]
+mod inproc;
+pub mod process;
+
+use std::fmt;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub use process::{Launch, memkitd_bin};
+
+/// Where a test server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Addr {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl fmt::Display for Addr {
+    /// `127.0.0.1:PORT`, or the socket's path.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Addr::Tcp(a) => write!(f, "{a}"),
+            Addr::Unix(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// memkitd for one test; see the module notes.
+#[derive(Debug)]
+pub struct TestServer {
+    addr: Addr,
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    #[cfg(feature = "server")]
+    InProcess(inproc::InProcess),
+    Process(process::Running),
+}
+
+impl TestServer {
+    /// Where it listens: TCP on 127.0.0.1, or the UNIX socket of a child started with `-s`.
+    pub fn addr(&self) -> &Addr {
+        &self.addr
+    }
+
+    /// The TCP address. Panics for a child listening only on a UNIX socket.
+    pub fn tcp_addr(&self) -> SocketAddr {
+        match &self.addr {
+            Addr::Tcp(a) => *a,
+            Addr::Unix(p) => panic!("listening on {} only", p.display()),
+        }
+    }
+
+    /// The TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.tcp_addr().port()
+    }
+
+    /// The UNIX socket (`-s`), if any; an in-process server serves TCP beside it.
+    pub fn unix_path(&self) -> Option<&Path> {
+        match (&self.addr, &self.kind) {
+            (Addr::Unix(p), _) => Some(p),
+            #[cfg(feature = "server")]
+            (Addr::Tcp(_), Kind::InProcess(s)) => s.unix.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Stops it now: in-process, a graceful stop that closes every connection (bounded by
+    /// memkitd's 2 s drain); a child is killed (SIGKILL). Dropping it does the same.
+    pub fn kill(&mut self) {
+        match &mut self.kind {
+            #[cfg(feature = "server")]
+            Kind::InProcess(s) => s.stop_blocking(),
+            Kind::Process(p) => p.kill(),
+        }
+    }
+
+    /// The child's process. Panics for an in-process server.
+    pub fn child(&mut self) -> &mut process::Running {
+        match &mut self.kind {
+            Kind::Process(p) => p,
+            #[cfg(feature = "server")]
+            Kind::InProcess(_) => panic!("an in-process server has no process of its own"),
+        }
+    }
+
+    /// The child's process id. Panics for an in-process server.
+    pub fn pid(&mut self) -> u32 {
+        self.child().pid()
+    }
+
+    /// Sends `signal` to the child and waits (30 s at most) for it to exit: its status and
+    /// everything it wrote to standard error.
+    pub fn stop_with(&mut self, signal: i32) -> (std::process::ExitStatus, String) {
+        self.child().stop_with(signal)
+    }
+
+    /// Waits (30 s at most) for the child to exit by itself: its status and standard error.
+    pub fn wait_exit(&mut self) -> (std::process::ExitStatus, String) {
+        self.child().wait_exit()
+    }
+}
+
+/// A free loopback port (bound, read, released: another process can still take it, so the
+/// launchers retry with another when a bind fails).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// Waits until 127.0.0.1:`port` accepts a connection, for `within` at most and while
+/// `alive()` holds; whether it did.
+pub fn wait_for_tcp(port: u16, within: Duration, mut alive: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline && alive() {
+        let to = ([127, 0, 0, 1], port).into();
+        if TcpStream::connect_timeout(&to, Duration::from_millis(200)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Whether this process runs as root, where memcached and memkitd want `-u`.
+pub(crate) fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
