@@ -316,11 +316,11 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether memcached would accept an item of this shape under `-I`.
-    /// The rule is memcached's own formula, so the same value is accepted or refused by
-    /// memkit and by memcached.
+    /// Whether memcached would accept an item of this shape under `-I`: the rule the
+    /// decoder applies too ([`memkit_types::item_fits`]), so the same value is accepted or
+    /// refused by memkit's decoder, its engine and memcached.
     pub fn item_fits(&self, key_len: usize, value_len: usize, flags: u32) -> bool {
-        crate::shard::item_fits(self.item_size_max, key_len, value_len, flags)
+        memkit_types::item_fits(self.item_size_max, key_len, value_len, flags)
     }
 
     /// The item size limit (`-I`).
@@ -571,13 +571,13 @@ impl Engine {
     }
 
     /// Visits every live item: key, metadata (for `lru_crawler metadump`).
-    pub fn for_each_item(&self, mut f: impl FnMut(ItemMeta<'_>)) {
+    pub fn for_each_item(&self, mut f: impl FnMut(CrawledItem<'_>)) {
         let now = self.now();
         let now_unix = self.clock.now_secs();
         for s in self.shards.iter() {
             let shard = s.0.lock();
             shard.for_each_live(now, &mut |key, hdr, cas, age| {
-                f(ItemMeta {
+                f(CrawledItem {
                     key,
                     exptime_unix: (hdr.exptime != 0).then(|| self.epoch + u64::from(hdr.exptime)),
                     last_access_unix: now_unix.saturating_sub(u64::from(age)),
@@ -624,9 +624,12 @@ impl Engine {
     }
 }
 
-/// Metadata of one item, as `lru_crawler metadump` prints it.
+/// One live item as [`Engine::for_each_item`] walks them, for `lru_crawler metadump` and the
+/// size histograms: the key and absolute times. Not the protocol's `ItemMeta`, which holds
+/// what one meta reply reports of the item a request touched (relative TTL and idle time,
+/// the `W`/`X`/`Z` tokens) and no key.
 #[derive(Debug, Clone, Copy)]
-pub struct ItemMeta<'a> {
+pub struct CrawledItem<'a> {
     /// The key.
     pub key: &'a [u8],
     /// Absolute expiry, `None` for never.

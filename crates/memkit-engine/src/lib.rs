@@ -53,7 +53,7 @@ pub mod stats;
 
 pub use embedded::Embedded;
 pub use engine::{
-    Engine, EngineConfig, EvictHook, Evicted, ItemMeta, WarmError, WarmRestored, WarmSaved,
+    CrawledItem, Engine, EngineConfig, EvictHook, Evicted, WarmError, WarmRestored, WarmSaved,
 };
 pub use hook::{Change, Flush, Loaded, Record, StoreHook};
 pub use policy::EvictionPolicy;

@@ -41,7 +41,7 @@ pub(crate) struct ShardConfig {
     /// Evict when full (memcached's default) or refuse with out-of-memory (`-M`).
     pub evict: bool,
     pub class_sizes: std::sync::Arc<[u32]>,
-    /// `-I`, applied with memcached's formula (see `Engine::item_fits`).
+    /// `-I`, applied with memcached's formula ([`memkit_types::item_fits`]).
     pub item_size_max: usize,
     /// Told about each eviction, if set (memkitd's `watch evictions`).
     pub evict_hook: std::sync::Arc<std::sync::OnceLock<crate::engine::EvictHook>>,
@@ -60,21 +60,6 @@ pub(crate) struct Times {
 
 /// Called for each live item by [`Shard::for_each_live`]: key, header, CAS, age in seconds.
 pub(crate) type ItemVisitor<'a> = dyn FnMut(&[u8], &Header, u64, u32) + 'a;
-
-/// memcached's `sizeof(item)` plus the CAS field: what memcached counts against `-I` beyond
-/// key and value.
-const MEMCACHED_ITEM_OVERHEAD: usize = 48 + 8;
-
-/// Whether memcached would accept an item of this shape under `-I` (`item_size_ok`).
-pub(crate) fn item_fits(
-    item_size_max: usize,
-    key_len: usize,
-    value_len: usize,
-    flags: u32,
-) -> bool {
-    let suffix = if flags == 0 { 0 } else { 4 };
-    MEMCACHED_ITEM_OVERHEAD + key_len + 1 + suffix + value_len + 2 <= item_size_max
-}
 
 /// A borrowed view of an item during a read, before the shard lock is released.
 #[derive(Debug, Clone, Copy)]

@@ -263,7 +263,7 @@ impl<'a> Ctx<'a, '_> {
             _ => StoreCmd::Cas(self.num(parse_u64(t.get(5)), bad, noreply)?),
         };
         let vlen = data_len(vlen).ok_or_else(|| self.rej(bad, noreply))?;
-        if !limits.item_fits(key.len(), flags, vlen) {
+        if !limits.item_fits(key.len(), vlen, flags) {
             let mut r = self.rej(ErrorReply::TooLarge, noreply);
             if let DecodeError::Reject(r) = &mut r {
                 r.swallow = vlen as u64 + 2;
@@ -374,7 +374,7 @@ impl<'a> Ctx<'a, '_> {
             return swallow(e, None);
         }
         let key_len = crate::request::meta_key(key, flags.base64).map_or(key.len(), |k| k.len());
-        if !limits.item_fits(key_len, flags.client_flags.unwrap_or(0), vlen) {
+        if !limits.item_fits(key_len, vlen, flags.client_flags.unwrap_or(0)) {
             return swallow(ErrorReply::TooLarge, Some((key, flags.base64)));
         }
         let (data, total) = self.data_block(vlen, false)?;

@@ -59,9 +59,6 @@ pub use token::{MAX_TOKENS, Words};
 pub struct Limits {
     /// memcached's `-I`: the largest item, header and key included.
     pub max_item_size: usize,
-    /// Per-item overhead counted against `max_item_size`, as memcached's `item_make_header`
-    /// counts it (48-byte header + 8-byte CAS on 64-bit builds).
-    pub item_header: usize,
     /// Bytes without a newline after which only a multi-get may keep buffering (2048).
     pub max_line_len: usize,
     /// Cap on a multi-get line without a newline. memcached has none (it reallocs its read
@@ -73,7 +70,6 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_item_size: memkit_types::DEFAULT_ITEM_SIZE_MAX,
-            item_header: 56,
             max_line_len: 2048,
             max_multiget_line: 4 * 1024 * 1024,
         }
@@ -81,16 +77,10 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// Whether an item with this key length, client flags and value length fits: memcached's
-    /// `item_size_ok`, i.e. header + key + NUL + value + `\r\n` (+ 4 bytes of flags if
-    /// nonzero) within the item size.
-    pub fn item_fits(&self, key_len: usize, flags: u32, value_len: usize) -> bool {
-        let flags_len = if flags != 0 { 4 } else { 0 };
-        let total = self
-            .item_header
-            .saturating_add(key_len + 1)
-            .saturating_add(value_len)
-            .saturating_add(2 + flags_len);
-        total <= self.max_item_size
+    /// Whether an item with this key length, value length and client flags fits under
+    /// `max_item_size`: memcached's `item_size_ok`, the rule the engine applies too
+    /// ([`memkit_types::item_fits`]).
+    pub fn item_fits(&self, key_len: usize, value_len: usize, flags: u32) -> bool {
+        memkit_types::item_fits(self.max_item_size, key_len, value_len, flags)
     }
 }

@@ -87,7 +87,9 @@ pub enum MetaCmd {
     Arith,
 }
 
-/// What the server learned about the item, for the return flags.
+/// What the server learned about the item a meta request touched, for its return flags:
+/// values as the reply prints them (TTL and idle time relative to now). Not the engine's
+/// `CrawledItem`, which is one item of a crawl (key, absolute times).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ItemMeta {
     /// Value length in bytes (`s`, and the `VA` length).

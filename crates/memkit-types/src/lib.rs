@@ -11,6 +11,8 @@
 //! - [`item`]: what a read returns ([`Item`]), expiry ([`Exptime`]), and the option structs
 //!   that mirror the meta protocol (`mg`/`ms`/`md`/`ma` flags).
 //! - [`outcome`]: outcome enums; storage reports, the protocol renders.
+//! - [`size`]: memcached's item size rule ([`item_fits`]), which the decoder and the engine
+//!   both apply.
 //! - [`error`]: [`Error`], for what is not an outcome (bad input, out of memory, I/O).
 //! - [`clock`]: the injectable [`Clock`], with [`SystemClock`] and [`ManualClock`] for tests.
 //! - [`memcache`]: THE trait [`Memcache`], six required methods and the classic commands
@@ -26,6 +28,7 @@ pub mod item;
 pub mod key;
 pub mod memcache;
 pub mod outcome;
+pub mod size;
 
 pub use blocking::Blocking;
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -36,6 +39,7 @@ pub use item::{
 pub use key::{MAX_KEY_LEN, validate_key};
 pub use memcache::Memcache;
 pub use outcome::{ArithOutcome, DeleteOutcome, StoreOutcome, Stored};
+pub use size::{ITEM_HEADER, item_fits, item_total};
 
 /// Client flags: 32 opaque bits stored with each item.
 pub type Flags = u32;

@@ -7,11 +7,12 @@ use memkit_types::{
     StoreMode, StoreOptions, StoreOutcome, Stored, Ttl,
 };
 
-use super::{Dead, Found, ItemView, Shard, Times, item_fits};
+use super::{Dead, Found, ItemView, Shard, Times};
 use crate::arena::{Loc, seg_of};
 use crate::numeric;
 use crate::policy::Policy;
 use crate::segment::{FETCHED, Header, ItemAt, STALE, VISITED, WIN_SENT};
+use memkit_types::item_fits;
 
 impl Shard {
     /// `get`/`gets`/`gat`/`mg`: calls `f` with a view of the item while the lock is held.

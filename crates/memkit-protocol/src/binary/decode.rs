@@ -357,7 +357,7 @@ pub fn decode_request<'a>(
                     (kind, be32(extras), be32(&extras[4..]))
                 }
             };
-            if !limits.item_fits(klen, flags, vlen) {
+            if !limits.item_fits(klen, vlen, flags) {
                 let mut r = Reject {
                     opcode: h.opcode,
                     opaque: h.opaque,
@@ -401,7 +401,7 @@ pub fn decode_request<'a>(
                 return Err(reject(Status::Invalid, vlen as u64, false));
             }
             // memcached reads the data into an item: what does not fit one is ENOMEM.
-            if !limits.item_fits(klen, 0, vlen) {
+            if !limits.item_fits(klen, vlen, 0) {
                 return Err(reject(Status::OutOfMemory, vlen as u64, false));
             }
             let Some(data) = buf.get(head..head + vlen) else {
