@@ -380,8 +380,9 @@ impl Moved {
     }
 }
 
-/// A connection's whole life, as one task: registration with the worker's reactor, TLS
-/// (unless the listener is `notls:`), authentication and the request loop; its entry in
+/// A connection's whole life, as one task, and the entry of every connection: registration
+/// with the worker's reactor, then [`crate::tls::serve`] (a TLS listener under `-Z`),
+/// [`crate::auth::serve`] (`-Y`) or straight [`crate::connection::serve`]; its entry in
 /// `conns` and `curr_connections` are undone however the task ends (a runtime shutting
 /// down drops it). UNIX sockets are plain, as in memcached.
 ///
@@ -398,13 +399,21 @@ async fn connection_task(
     let Ok(accepted) = moved.and_then(Moved::register) else {
         return;
     };
-    let plain = sh.tls.is_none() && sh.auth.is_none();
-    match accepted {
-        Accepted::Tcp(s, _, false) if plain => crate::connection::serve(s, sh, id, stop).await,
-        Accepted::Unix(s) if plain => crate::connection::serve(s, sh, id, stop).await,
-        Accepted::Tcp(s, _, true) => Box::pin(crate::tls::serve(s, sh, id, stop)).await,
-        Accepted::Tcp(s, _, false) => Box::pin(crate::auth::serve(s, sh, id, stop)).await,
-        Accepted::Unix(s) => Box::pin(crate::auth::serve(s, sh, id, stop)).await,
+    // A listener's flag allows TLS (`notls:` clears it, an embedder's listener has it);
+    // only a loaded context (-Z) makes the connection TLS.
+    let tls = match &accepted {
+        Accepted::Tcp(_, _, true) => sh.tls.clone(),
+        _ => None,
+    };
+    let auth = sh.auth.is_some();
+    match (accepted, tls) {
+        (Accepted::Tcp(s, ..), Some(tls)) => {
+            Box::pin(crate::tls::serve(s, tls, sh, id, stop)).await
+        }
+        (Accepted::Tcp(s, ..), None) if auth => Box::pin(crate::auth::serve(s, sh, id, stop)).await,
+        (Accepted::Unix(s), _) if auth => Box::pin(crate::auth::serve(s, sh, id, stop)).await,
+        (Accepted::Tcp(s, ..), None) => crate::connection::serve(s, sh, id, stop).await,
+        (Accepted::Unix(s), _) => crate::connection::serve(s, sh, id, stop).await,
     }
 }
 

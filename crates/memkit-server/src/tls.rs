@@ -135,12 +135,16 @@ pub fn server_config(ssl: &SslSettings) -> Result<Arc<ServerConfig>, String> {
     Ok(Arc::new(config))
 }
 
-/// Serves an accepted connection: the TLS handshake first when `-Z` is on, then
-/// authentication (if `-Y`) and the request loop.
-pub async fn serve(stream: TcpStream, sh: Arc<Shared>, id: u64, stop: watch::Receiver<bool>) {
-    let Some(tls) = sh.tls.clone() else {
-        return crate::auth::serve(stream, sh, id, stop).await;
-    };
+/// Serves a connection accepted on a TLS listener: the handshake, bounded by
+/// `HANDSHAKE_TIMEOUT`, then [`crate::auth::serve`] over the encrypted stream and a
+/// `close_notify` at the end.
+pub async fn serve(
+    stream: TcpStream,
+    tls: Arc<Tls>,
+    sh: Arc<Shared>,
+    id: u64,
+    stop: watch::Receiver<bool>,
+) {
     let mut s = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
