@@ -209,213 +209,282 @@ fn be64(b: &[u8]) -> u64 {
 ///
 /// Never allocates, never panics, and waits for at most header + extras + key (under 66 KiB)
 /// before deciding, plus a value that fits `limits` for the commands that carry one.
+///
+/// The checks every frame gets come first ([`Frame::parse`]), then the shape checks of the
+/// opcode's family, each in memcached's order for it.
 pub fn decode_request<'a>(
     buf: &'a [u8],
     limits: &Limits,
     auth: Auth,
 ) -> Result<(Request<'a>, usize), DecodeError<'a>> {
-    let Some(h) = Header::parse(buf) else {
-        return Err(DecodeError::Incomplete);
-    };
-    if h.magic != REQUEST_MAGIC {
-        return Err(DecodeError::Close);
+    let f = Frame::parse(buf, auth)?;
+    match f.opcode {
+        op::VERSION | op::NOOP | op::QUIT | op::SASL_LIST_MECHS => f.bodiless(auth),
+        op::FLUSH => f.flush(),
+        op::GET | op::GETK | op::TOUCH | op::GAT | op::GATK => f.read(),
+        op::DELETE | op::INCREMENT | op::DECREMENT => f.delete_or_arith(),
+        op::SET | op::ADD | op::REPLACE | op::APPEND | op::PREPEND => f.store(buf, limits),
+        op::STAT => f.stat(),
+        op::SASL_AUTH | op::SASL_STEP => f.sasl(buf, limits, auth),
+        // memcached swallows the whole body length *after* extras and key: it over-reads by
+        // their length, and so must we, or the two would read the next request differently.
+        _ => Err(f.reject(Status::UnknownCommand, f.h.body_len.into(), false)),
     }
-    let (ext, klen, body) = (
-        usize::from(h.extras_len),
-        usize::from(h.key_len),
-        h.body_len as usize,
-    );
-    let head = HEADER_LEN + ext + klen;
-    if buf.len() < head {
-        return Err(DecodeError::Incomplete);
+}
+
+/// What [`decode_request`] returns.
+type Decoded<'a> = Result<(Request<'a>, usize), DecodeError<'a>>;
+
+/// A frame whose header, extras and key are in the buffer and passed the checks memcached
+/// makes of every request; what is left is its opcode's own shape.
+struct Frame<'a> {
+    h: Header,
+    /// The opcode with a quiet one mapped to its loud form.
+    opcode: u8,
+    quiet: bool,
+    ext: usize,
+    klen: usize,
+    body: usize,
+    /// Header, extras and key: what a command without a value uses.
+    head: usize,
+    extras: &'a [u8],
+    key: &'a [u8],
+    /// The body past extras and key.
+    vlen: usize,
+}
+
+impl<'a> Frame<'a> {
+    /// memcached's order: a whole header, the magic, extras and key read, lengths that add
+    /// up, authentication, the key's length.
+    fn parse(buf: &'a [u8], auth: Auth) -> Result<Frame<'a>, DecodeError<'a>> {
+        let Some(h) = Header::parse(buf) else {
+            return Err(DecodeError::Incomplete);
+        };
+        if h.magic != REQUEST_MAGIC {
+            return Err(DecodeError::Close);
+        }
+        let (ext, klen, body) = (
+            usize::from(h.extras_len),
+            usize::from(h.key_len),
+            h.body_len as usize,
+        );
+        let head = HEADER_LEN + ext + klen;
+        if buf.len() < head {
+            return Err(DecodeError::Incomplete);
+        }
+        let mut f = Frame {
+            h,
+            opcode: loud(h.opcode).unwrap_or(h.opcode),
+            quiet: loud(h.opcode).is_some(),
+            ext,
+            klen,
+            body,
+            head,
+            extras: &buf[HEADER_LEN..HEADER_LEN + ext],
+            key: &buf[HEADER_LEN + ext..head],
+            vlen: 0,
+        };
+        if klen > body || klen + ext > body {
+            return Err(f.reject(Status::UnknownCommand, 0, true));
+        }
+        if !auth.allows(h.opcode) {
+            return Err(f.reject(Status::AuthError, 0, true));
+        }
+        if klen > crate::MAX_KEY_LEN {
+            return Err(f.reject(Status::Invalid, 0, true));
+        }
+        f.vlen = body - klen - ext;
+        Ok(f)
     }
-    let reject = |status, swallow: u64, close| {
+
+    fn reject(&self, status: Status, swallow: u64, close: bool) -> DecodeError<'a> {
         DecodeError::Reject(Reject {
-            opcode: h.opcode,
-            opaque: h.opaque,
+            opcode: self.h.opcode,
+            opaque: self.h.opaque,
             status,
-            consumed: head,
+            consumed: self.head,
             swallow,
             close,
             unlink: None,
         })
-    };
-    if klen > body || klen + ext > body {
-        return Err(reject(Status::UnknownCommand, 0, true));
     }
-    if !auth.allows(h.opcode) {
-        return Err(reject(Status::AuthError, 0, true));
+
+    /// The request, with the header's opaque and CAS and the raw opcode (replies echo it).
+    fn done(&self, cmd: Command<'a>, used: usize) -> Decoded<'a> {
+        let request = Request {
+            opcode: self.h.opcode,
+            opaque: self.h.opaque,
+            cas: self.h.cas,
+            quiet: self.quiet,
+            cmd,
+        };
+        Ok((request, used))
     }
-    if klen > crate::MAX_KEY_LEN {
-        return Err(reject(Status::Invalid, 0, true));
+
+    /// A shape memcached refuses: `EINVAL`, and the connection closes.
+    fn bad<T>(&self) -> Result<T, DecodeError<'a>> {
+        Err(self.reject(Status::Invalid, 0, true))
     }
-    let extras = &buf[HEADER_LEN..HEADER_LEN + ext];
-    let key = &buf[HEADER_LEN + ext..head];
-    let quiet = loud(h.opcode).is_some();
-    let opcode = loud(h.opcode).unwrap_or(h.opcode);
-    let vlen = body - klen - ext;
-    let done = |cmd, used| {
-        Ok((
-            Request {
-                opcode: h.opcode,
-                opaque: h.opaque,
-                cas: h.cas,
-                quiet,
-                cmd,
-            },
-            used,
-        ))
-    };
-    let bad = || Err(reject(Status::Invalid, 0, true));
-    match opcode {
-        op::VERSION | op::NOOP | op::QUIT | op::SASL_LIST_MECHS => {
-            if ext != 0 || klen != 0 || body != 0 {
-                return bad();
-            }
-            let cmd = match opcode {
-                op::VERSION => Command::Version,
-                op::NOOP => Command::Noop,
-                op::QUIT => Command::Quit,
-                _ if !auth.sasl => return Err(reject(Status::UnknownCommand, 0, false)),
-                _ => Command::SaslListMechs,
-            };
-            done(cmd, head)
+
+    /// `VERSION`, `NOOP`, `QUIT`, `SASL_LIST_MECHS`: no extras, key or value.
+    fn bodiless(&self, auth: Auth) -> Decoded<'a> {
+        if self.ext != 0 || self.klen != 0 || self.body != 0 {
+            return self.bad();
         }
-        op::FLUSH => {
-            if klen != 0 || body != ext || (ext != 0 && ext != 4) {
-                return bad();
-            }
-            let delay = (ext == 4).then(|| be32(extras));
-            done(Command::Flush { delay }, head)
+        let cmd = match self.opcode {
+            op::VERSION => Command::Version,
+            op::NOOP => Command::Noop,
+            op::QUIT => Command::Quit,
+            _ if !auth.sasl => return Err(self.reject(Status::UnknownCommand, 0, false)),
+            _ => Command::SaslListMechs,
+        };
+        self.done(cmd, self.head)
+    }
+
+    /// `FLUSH`: no key, extras empty or a 4-byte delay.
+    fn flush(&self) -> Decoded<'a> {
+        let ext = self.ext;
+        if self.klen != 0 || self.body != ext || (ext != 0 && ext != 4) {
+            return self.bad();
         }
-        op::GET | op::GETK => {
-            if ext != 0 || body != klen || klen == 0 {
-                return bad();
+        let delay = (ext == 4).then(|| be32(self.extras));
+        self.done(Command::Flush { delay }, self.head)
+    }
+
+    /// `GET`/`GETK` (a key alone) and `TOUCH`/`GAT`/`GATK` (a key and a 4-byte expiry).
+    fn read(&self) -> Decoded<'a> {
+        let (key, opcode) = (self.key, self.opcode);
+        let cmd = if matches!(opcode, op::GET | op::GETK) {
+            if self.ext != 0 || self.body != self.klen || self.klen == 0 {
+                return self.bad();
             }
-            let with_key = opcode == op::GETK;
-            let cmd = Command::Get {
+            Command::Get {
                 key,
-                with_key,
+                with_key: opcode == op::GETK,
                 touch: None,
                 value: true,
-            };
-            done(cmd, head)
-        }
-        op::TOUCH | op::GAT | op::GATK => {
-            if ext != 4 || klen == 0 {
-                return bad();
             }
-            let cmd = Command::Get {
+        } else {
+            if self.ext != 4 || self.klen == 0 {
+                return self.bad();
+            }
+            Command::Get {
                 key,
                 with_key: opcode == op::GATK,
-                touch: Some(be32(extras)),
+                touch: Some(be32(self.extras)),
                 value: opcode != op::TOUCH,
-            };
-            done(cmd, head)
-        }
-        op::DELETE => {
-            if klen == 0 || ext != 0 || body != klen {
-                return bad();
             }
-            done(Command::Delete { key }, head)
-        }
-        op::INCREMENT | op::DECREMENT => {
-            if klen == 0 || ext != 20 || body != klen + 20 {
-                return bad();
+        };
+        self.done(cmd, self.head)
+    }
+
+    /// `DELETE` (a key alone) and `INCREMENT`/`DECREMENT` (a key and 20 bytes of delta,
+    /// initial value and expiry).
+    fn delete_or_arith(&self) -> Decoded<'a> {
+        let (key, klen, extras) = (self.key, self.klen, self.extras);
+        let cmd = if self.opcode == op::DELETE {
+            if klen == 0 || self.ext != 0 || self.body != klen {
+                return self.bad();
             }
-            let cmd = Command::Arith {
-                incr: opcode == op::INCREMENT,
+            Command::Delete { key }
+        } else {
+            if klen == 0 || self.ext != 20 || self.body != klen + 20 {
+                return self.bad();
+            }
+            Command::Arith {
+                incr: self.opcode == op::INCREMENT,
                 key,
                 delta: be64(extras),
                 initial: be64(&extras[8..]),
                 exptime: be32(&extras[16..]),
-            };
-            done(cmd, head)
-        }
-        op::SET | op::ADD | op::REPLACE | op::APPEND | op::PREPEND => {
-            let (kind, flags, exptime) = match opcode {
-                op::APPEND | op::PREPEND => {
-                    if klen == 0 || ext != 0 {
-                        return bad();
-                    }
-                    let kind = if opcode == op::APPEND {
-                        StoreKind::Append
-                    } else {
-                        StoreKind::Prepend
-                    };
-                    (kind, 0, 0)
+            }
+        };
+        self.done(cmd, self.head)
+    }
+
+    /// `SET`/`ADD`/`REPLACE` (8 bytes of flags and expiry) and `APPEND`/`PREPEND` (no
+    /// extras), then the item size rule, decided from the header before the value is read.
+    fn store(&self, buf: &'a [u8], limits: &Limits) -> Decoded<'a> {
+        let (opcode, klen) = (self.opcode, self.klen);
+        let (kind, flags, exptime) = match opcode {
+            op::APPEND | op::PREPEND => {
+                if klen == 0 || self.ext != 0 {
+                    return self.bad();
                 }
-                _ => {
-                    if ext != 8 || klen == 0 || body < klen + 8 {
-                        return bad();
-                    }
-                    let kind = match opcode {
-                        op::SET => StoreKind::Set,
-                        op::ADD => StoreKind::Add,
-                        _ => StoreKind::Replace,
-                    };
-                    (kind, be32(extras), be32(&extras[4..]))
-                }
-            };
-            if !limits.item_fits(klen, vlen, flags) {
-                let mut r = Reject {
-                    opcode: h.opcode,
-                    opaque: h.opaque,
-                    status: Status::TooLarge,
-                    consumed: head,
-                    swallow: vlen as u64,
-                    close: false,
-                    unlink: None,
+                let kind = if opcode == op::APPEND {
+                    StoreKind::Append
+                } else {
+                    StoreKind::Prepend
                 };
-                if opcode == op::SET {
-                    r.unlink = Some(key);
+                (kind, 0, 0)
+            }
+            _ => {
+                if self.ext != 8 || klen == 0 || self.body < klen + 8 {
+                    return self.bad();
                 }
-                return Err(DecodeError::Reject(r));
+                let kind = match opcode {
+                    op::SET => StoreKind::Set,
+                    op::ADD => StoreKind::Add,
+                    _ => StoreKind::Replace,
+                };
+                (kind, be32(self.extras), be32(&self.extras[4..]))
             }
-            let Some(data) = buf.get(head..head + vlen) else {
-                return Err(DecodeError::Incomplete);
-            };
-            let cmd = Command::Store {
-                kind,
-                key,
-                flags,
-                exptime,
-                data,
-            };
-            done(cmd, head + vlen)
+        };
+        let (head, vlen) = (self.head, self.vlen);
+        if !limits.item_fits(klen, vlen, flags) {
+            let mut e = self.reject(Status::TooLarge, vlen as u64, false);
+            if let DecodeError::Reject(r) = &mut e
+                && opcode == op::SET
+            {
+                r.unlink = Some(self.key);
+            }
+            return Err(e);
         }
-        op::STAT => {
-            if ext != 0 {
-                return bad();
-            }
-            done(Command::Stat { group: key }, head)
+        let Some(data) = buf.get(head..head + vlen) else {
+            return Err(DecodeError::Incomplete);
+        };
+        let cmd = Command::Store {
+            kind,
+            key: self.key,
+            flags,
+            exptime,
+            data,
+        };
+        self.done(cmd, head + vlen)
+    }
+
+    /// `STAT`: no extras; the key, if any, names the group.
+    fn stat(&self) -> Decoded<'a> {
+        if self.ext != 0 {
+            return self.bad();
         }
-        op::SASL_AUTH | op::SASL_STEP => {
-            if ext != 0 || klen == 0 {
-                return bad();
-            }
-            if !auth.sasl {
-                return Err(reject(Status::UnknownCommand, vlen as u64, false));
-            }
-            if klen > MAX_SASL_MECH_LEN {
-                return Err(reject(Status::Invalid, vlen as u64, false));
-            }
-            // memcached reads the data into an item: what does not fit one is ENOMEM.
-            if !limits.item_fits(klen, vlen, 0) {
-                return Err(reject(Status::OutOfMemory, vlen as u64, false));
-            }
-            let Some(data) = buf.get(head..head + vlen) else {
-                return Err(DecodeError::Incomplete);
-            };
-            let cmd = Command::SaslAuth {
-                step: opcode == op::SASL_STEP,
-                mech: key,
-                data,
-            };
-            done(cmd, head + vlen)
+        self.done(Command::Stat { group: self.key }, self.head)
+    }
+
+    /// `SASL_AUTH`/`SASL_STEP`: the mechanism as key, the credentials as value.
+    fn sasl(&self, buf: &'a [u8], limits: &Limits, auth: Auth) -> Decoded<'a> {
+        let (klen, vlen) = (self.klen, self.vlen);
+        if self.ext != 0 || klen == 0 {
+            return self.bad();
         }
-        // memcached swallows the whole body length *after* extras and key: it over-reads by
-        // their length, and so must we, or the two would read the next request differently.
-        _ => Err(reject(Status::UnknownCommand, h.body_len.into(), false)),
+        if !auth.sasl {
+            return Err(self.reject(Status::UnknownCommand, vlen as u64, false));
+        }
+        if klen > MAX_SASL_MECH_LEN {
+            return Err(self.reject(Status::Invalid, vlen as u64, false));
+        }
+        // memcached reads the data into an item: what does not fit one is ENOMEM.
+        if !limits.item_fits(klen, vlen, 0) {
+            return Err(self.reject(Status::OutOfMemory, vlen as u64, false));
+        }
+        let Some(data) = buf.get(self.head..self.head + vlen) else {
+            return Err(DecodeError::Incomplete);
+        };
+        let cmd = Command::SaslAuth {
+            step: self.opcode == op::SASL_STEP,
+            mech: self.key,
+            data,
+        };
+        self.done(cmd, self.head + vlen)
     }
 }
