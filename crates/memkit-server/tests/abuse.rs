@@ -5,61 +5,38 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// A memkitd child process on a free loopback port, killed (by its PID) when dropped.
+#[path = "support/daemon.rs"]
+mod daemon;
+
+use memkit_testkit::TestServer;
+
+/// The harness's memkitd child on a free loopback port, killed (by its PID) when dropped.
 struct Memkitd {
     addr: SocketAddr,
-    child: Child,
+    server: TestServer,
 }
 
 impl Memkitd {
+    /// Started with `args`, once it has said it is ready (so every listener accepts: a
+    /// probe connection could be reset while 10,000 sockets come and go next door).
     fn start(args: &[&str]) -> Memkitd {
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let child = Command::new(env!("CARGO_BIN_EXE_memkitd"))
-                .args(["-p", &port.to_string(), "-l", "127.0.0.1", "-U", "0"])
-                // Ignored unless run as root, where memkitd (as memcached) requires it.
-                .args(["-u", "root"])
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("memkitd starts");
-            let mut m = Memkitd {
-                addr: SocketAddr::from(([127, 0, 0, 1], port)),
-                child,
-            };
-            let until = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < until && m.child.try_wait().unwrap().is_none() {
-                // A probe that fails in any way (refused, reset, closed) means "not yet":
-                // while 10,000 sockets come and go in a neighbouring test, a connection
-                // made in the instant before the listener is up can be reset.
-                if let Ok(mut c) = Client::connect(m.addr)
-                    && c.try_ask("version\r\n", "\r\n")
-                        .is_ok_and(|r| r.starts_with("VERSION"))
-                {
-                    return m;
-                }
-                thread::sleep(Duration::from_millis(20));
-            }
-            let _ = m.child.kill();
+        let server = daemon::launch(args).start();
+        Memkitd {
+            addr: server.tcp_addr(),
+            server,
         }
-        panic!("memkitd did not start");
     }
 
     /// VmRSS in KiB.
     fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.server.pid())).unwrap();
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -111,13 +88,6 @@ impl Memkitd {
             assert!(Instant::now() < until, "stats refused until the deadline");
             thread::sleep(Duration::from_millis(100));
         }
-    }
-}
-
-impl Drop for Memkitd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

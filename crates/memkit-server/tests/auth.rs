@@ -1,18 +1,16 @@
 //! ASCII authentication (`-Y`) end to end: memkitd in-process on port 0, and the same
-//! conversations against real memcached 1.6.18 (`/usr/bin/memcached -Y`) so every expected
+//! conversations against real memcached 1.6.18 (`memcached -Y`) so every expected
 //! byte is memcached's own. memcached is skipped with a note when it is not installed,
 //! unless `CI=true` makes that a failure.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use memkit_server::{Args, Settings, Shared};
-
-const MEMCACHED: &str = "/usr/bin/memcached";
+use memkit_testkit::{TestServer, memcached};
 
 /// A file in the temp dir, removed on drop.
 struct TempFile(PathBuf);
@@ -31,98 +29,6 @@ impl TempFile {
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// memkitd on its own runtime and thread; stops when dropped.
-struct Memkitd {
-    port: u16,
-    shared: Arc<Shared>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Memkitd {
-    fn start(args: &[&str]) -> Memkitd {
-        let mut argv = vec!["memkitd"];
-        argv.extend_from_slice(args);
-        let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(argv));
-        let shared = Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let sh = shared.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let l = tokio::net::TcpListener::from_std(listener).unwrap();
-                memkit_server::run(l, sh, async move {
-                    let _ = rx.await;
-                })
-                .await;
-            });
-        });
-        Memkitd {
-            port,
-            shared,
-            stop: Some(tx),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Memkitd {
-    fn drop(&mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        let _ = self.thread.take().unwrap().join();
-    }
-}
-
-/// Real memcached as a child, killed by PID on drop.
-struct Memcached {
-    port: u16,
-    child: Child,
-}
-
-impl Memcached {
-    fn start(args: &[&str]) -> Option<Memcached> {
-        if !std::path::Path::new(MEMCACHED).exists() {
-            memkit_testkit::interop::skip(MEMCACHED);
-            return None;
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(MEMCACHED)
-            .args(["-l", "127.0.0.1", "-U", "0", "-u", "nobody", "-p"])
-            .arg(port.to_string())
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            // memcached is there (checked above): failing to start it is a failure, not a
-            // reason to drop the memcached half of the test.
-            .expect("start memcached");
-        let m = Memcached { port, child };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "memcached did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(m)
-    }
-}
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -217,9 +123,9 @@ fn run_script(port: u16) {
 #[test]
 fn memkitd_and_memcached_answer_the_same_bytes() {
     let f = TempFile::new("users-script", USERS);
-    let k = Memkitd::start(&["-Y", f.path()]);
-    run_script(k.port);
-    if let Some(m) = Memcached::start(&["-Y", f.path()]) {
+    let k = TestServer::start(&["-Y", f.path()]);
+    run_script(k.port());
+    if let Some(m) = memcached::spawn(&["-Y", f.path()]) {
         run_script(m.port);
     }
 }
@@ -227,9 +133,9 @@ fn memkitd_and_memcached_answer_the_same_bytes() {
 #[test]
 fn a_failure_keeps_the_connection_and_a_retry_succeeds() {
     let f = TempFile::new("users-retry", USERS);
-    let k = Memkitd::start(&["-Y", f.path()]);
-    let m = Memcached::start(&["-Y", f.path()]);
-    for port in std::iter::once(k.port).chain(m.as_ref().map(|m| m.port)) {
+    let k = TestServer::start(&["-Y", f.path()]);
+    let m = memcached::spawn(&["-Y", f.path()]);
+    for port in std::iter::once(k.port()).chain(m.as_ref().map(|m| m.port)) {
         let mut c = Conn::open(port);
         let bad: &[u8] = b"CLIENT_ERROR authentication failure\r\n";
         assert_eq!(c.ask(b"set a 0 0 5\r\nbob h\r\n", bad), bad);
@@ -261,7 +167,7 @@ fn a_failure_keeps_the_connection_and_a_retry_succeeds() {
             "stats' own login after the reset"
         );
     }
-    assert_eq!(k.shared.auth.as_ref().map(|a| a.path()), Some(f.path()));
+    assert_eq!(k.shared().auth.as_ref().map(|a| a.path()), Some(f.path()));
 }
 
 /// `stats` of an authenticated connection, as a lookup.
@@ -287,9 +193,9 @@ fn stats(port: u16) -> impl Fn(&str) -> String {
 #[test]
 fn junk_without_a_newline_closes_like_memcached() {
     let f = TempFile::new("users-junk", USERS);
-    let k = Memkitd::start(&["-Y", f.path()]);
-    let m = Memcached::start(&["-Y", f.path()]);
-    for port in std::iter::once(k.port).chain(m.as_ref().map(|m| m.port)) {
+    let k = TestServer::start(&["-Y", f.path()]);
+    let m = memcached::spawn(&["-Y", f.path()]);
+    for port in std::iter::once(k.port()).chain(m.as_ref().map(|m| m.port)) {
         let mut c = Conn::open(port);
         c.0.write_all(&[b'x'; 3000]).unwrap();
         assert!(c.closed(), "port {port}");
@@ -298,10 +204,10 @@ fn junk_without_a_newline_closes_like_memcached() {
 
 #[test]
 fn without_an_auth_file_nothing_changes() {
-    let k = Memkitd::start(&[]);
-    let mut c = Conn::open(k.port);
+    let k = TestServer::start(&[]);
+    let mut c = Conn::open(k.port());
     assert_eq!(c.ask(b"set k 0 0 1\r\nv\r\n", b"STORED\r\n"), b"STORED\r\n");
-    assert!(k.shared.auth.is_none());
+    assert!(k.shared().auth.is_none());
 }
 
 #[test]

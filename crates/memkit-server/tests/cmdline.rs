@@ -5,22 +5,15 @@
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::process::Command;
 use std::time::Duration;
 
 #[path = "support/daemon.rs"]
 mod daemon;
 
-use daemon::{Daemon, free_port, spawn, tempdir, wait_ready};
-use memkit_server::server::{Listener, run_listeners};
-use memkit_server::{Args, Settings, Shared};
+use daemon::{free_port, launch, spawn, tempdir, wait_ready};
+use memkit_testkit::TestServer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-
-fn settings(args: &[&str]) -> Settings {
-    let argv = std::iter::once("memkitd").chain(args.iter().copied());
-    Settings::from_args(<Args as clap::Parser>::parse_from(argv)).0
-}
 
 /// A binary request header (memcached's protocol_binary_request_header).
 fn bin_request(opcode: u8, extras: &[u8], key: &[u8]) -> Vec<u8> {
@@ -94,22 +87,11 @@ async fn binary_flush_status<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, opcod
     u16::from_be_bytes([r[6], r[7]])
 }
 
-async fn serve_tcp(args: &[&str]) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
-    let s = settings(args);
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let shared = Shared::new(Arc::new(memkit_server::engine_for(&s)), s);
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(memkit_server::run(l, shared, async move {
-        let _ = rx.await;
-    }));
-    (addr, tx)
-}
-
 #[tokio::test]
 async fn dash_f_refuses_flush_all_in_text_and_binary() {
     for (args, enabled) in [(&[][..], true), (&["-F"][..], false)] {
-        let (addr, _stop) = serve_tcp(args).await;
+        let s = TestServer::start(args);
+        let addr = s.tcp_addr();
         let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
         speak_all(&mut c, enabled).await;
         let mut b = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -138,16 +120,9 @@ async fn dash_f_refuses_flush_all_in_text_and_binary() {
 async fn unix_listener_serves_text_meta_and_binary() {
     let dir = tempdir();
     let path = dir.join("mk.sock");
-    let s = settings(&["-s", path.to_str().unwrap(), "-F"]);
-    let shared = Shared::new(Arc::new(memkit_server::engine_for(&s)), s);
-    let unix = tokio::net::UnixListener::bind(&path).unwrap();
-    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let tcp_addr = tcp.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let listeners = vec![Listener::Unix(unix), tcp.into()];
-    let task = tokio::spawn(async move {
-        run_listeners(listeners, shared, async move { drop(rx.await) }, None).await
-    });
+    // In-process, the UNIX socket is served beside the harness's TCP listener.
+    let s = TestServer::start(&["-s", path.to_str().unwrap(), "-F"]);
+    let tcp_addr = s.tcp_addr();
     let mut c = tokio::net::UnixStream::connect(&path).await.unwrap();
     speak_all(&mut c, false).await;
     let mut b = tokio::net::UnixStream::connect(&path).await.unwrap();
@@ -165,11 +140,7 @@ async fn unix_listener_serves_text_meta_and_binary() {
     // Both listeners at once: the TCP one still answers.
     let mut t = tokio::net::TcpStream::connect(tcp_addr).await.unwrap();
     assert_eq!(ask(&mut t, b"mn\r\n", lines(1)).await, b"MN\r\n");
-    tx.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), task)
-        .await
-        .unwrap()
-        .unwrap();
+    s.stop().await;
 }
 
 fn is_root() -> bool {
@@ -216,7 +187,7 @@ fn root_needs_dash_u_and_becomes_that_user() {
     // `nobody` exists on every Debian system; memcached would take it too.
     let d = spawn(&["-p", &port, "-l", "127.0.0.1", "-u", "nobody"]);
     wait_ready(|| std::net::TcpStream::connect(("127.0.0.1", port.parse().unwrap())));
-    let uid = status_field(d.0.id(), "Uid:");
+    let uid = status_field(d.pid(), "Uid:");
     assert_ne!(uid.split_whitespace().nth(1), Some("0"), "{uid}");
     let fields: Vec<&str> = uid.split_whitespace().skip(1).collect();
     assert!(
@@ -224,7 +195,7 @@ fn root_needs_dash_u_and_becomes_that_user() {
         "real, effective, saved, fs: {uid}"
     );
     assert_eq!(
-        status_field(d.0.id(), "Groups:").trim(),
+        status_field(d.pid(), "Groups:").trim(),
         "Groups:",
         "no supplementary groups"
     );
@@ -279,35 +250,26 @@ fn every_listen_address_is_listened_on() {
 fn open_files_limit_makes_room_for_dash_c() {
     use std::os::unix::process::CommandExt;
     let port = free_port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memkitd"));
-    cmd.args([
-        "-c",
-        "1000",
-        "-p",
-        &port.to_string(),
-        "-l",
-        "127.0.0.1",
-        "-u",
-        "root",
-    ])
-    .stdin(Stdio::null())
-    .stdout(Stdio::null());
-    // SAFETY: only setrlimit between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            let mut rl = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl);
-            rl.rlim_cur = 256;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
-            Ok(())
-        });
-    }
-    let d = Daemon(cmd.spawn().unwrap());
-    wait_ready(|| std::net::TcpStream::connect(("127.0.0.1", port)));
-    let limits = std::fs::read_to_string(format!("/proc/{}/limits", d.0.id())).unwrap();
+    let port_s = port.to_string();
+    let args = ["-c", "1000", "-p", &port_s, "-l", "127.0.0.1", "-u", "root"];
+    let d = launch(&args)
+        .command(|cmd| {
+            // SAFETY: only setrlimit between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    let mut rl = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl);
+                    rl.rlim_cur = 256;
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
+                    Ok(())
+                });
+            }
+        })
+        .start();
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", d.pid())).unwrap();
     let soft: u64 = limits
         .lines()
         .find(|l| l.starts_with("Max open files"))

@@ -13,10 +13,14 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+#[path = "support/daemon.rs"]
+mod daemon;
+
+use memkit_testkit::TestServer;
 
 const WRITERS: usize = 4;
 const SET_KEYS: u64 = 16;
@@ -275,51 +279,12 @@ fn verify(port: u16, w: usize, mut st: Acked) -> Acked {
     st
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start(dir: &std::path::Path) -> (Child, u16) {
-    for _ in 0..20 {
-        let port = free_port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_memkitd"))
-            .args([
-                "-p",
-                &port.to_string(),
-                "-l",
-                "127.0.0.1",
-                "-t",
-                "2",
-                // Ignored unless run as root, where memkitd (as memcached) requires it.
-                "-u",
-                "root",
-                "--persist",
-            ])
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn memkitd");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                break; // port taken after all, or the store failed to open
-            }
-            if let Ok(mut c) = Conn::connect(port)
-                && c.ask("version\r\n").is_ok_and(|v| v.starts_with("VERSION"))
-            {
-                return (child, port);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    panic!("memkitd did not start (does the store open?)");
+/// memkitd (two worker threads) over the store in `dir`, once it is ready: recovered and
+/// listening.
+fn start(dir: &std::path::Path) -> (TestServer, u16) {
+    let server = daemon::launch(&["-t", "2", "--persist", dir.to_str().unwrap()]).start();
+    let port = server.port();
+    (server, port)
 }
 
 #[test]
@@ -357,8 +322,7 @@ fn sigkill_under_concurrent_writes_loses_no_acknowledged_write() {
         seed = seed.rotate_left(7) ^ 0xA5A5_5A5A_0F0F_F0F0;
         // Kill at a random moment while the writers are busy.
         std::thread::sleep(Duration::from_millis(30 + seed % 300));
-        child.kill().expect("SIGKILL our memkitd");
-        let _ = child.wait();
+        child.kill(); // SIGKILL
         stop.store(true, Ordering::Relaxed);
         let crashed: Vec<Acked> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         let max_before = crashed.iter().map(|s| s.max_cas).max().unwrap_or(0);
@@ -379,8 +343,7 @@ fn sigkill_under_concurrent_writes_loses_no_acknowledged_write() {
             s.floor = max_before.max(s.max_cas);
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!(
         "crash test: {cycles} SIGKILL cycles, {total_ops} acknowledged writes verified, {:.1} s",

@@ -5,7 +5,6 @@
 #[path = "support/server_fuzz.rs"]
 mod server_fuzz;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// `MEMKIT_FUZZ_INPUT=path cargo test -p memkit-server --test fuzz_replay one_input`
@@ -19,23 +18,17 @@ fn one_input() {
 
 #[test]
 fn corpus_replays_clean() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/server_stream");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|rd| rd.filter_map(|e| Some(e.ok()?.path())).collect())
-        .unwrap_or_default();
-    assert!(!files.is_empty(), "no seeds in {}", dir.display());
-    files.sort();
+    let seeds = memkit_testkit::fuzz::corpus("server_stream");
     let h = server_fuzz::Harness::start();
     let started = Instant::now();
-    for f in &files {
-        let data = std::fs::read(f).unwrap();
-        h.one(&data);
+    for (i, data) in seeds.iter().enumerate() {
+        h.one(data);
         // A budget, not a sample: the corpus is sized to replay in a few seconds, and a
         // replay that slow means something regressed.
         assert!(
             started.elapsed() < Duration::from_secs(120),
-            "replay too slow at {}",
-            f.display()
+            "replay too slow at seed {i} of {}",
+            seeds.len()
         );
     }
 }

@@ -9,9 +9,10 @@ mod inproc;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use inproc::Server;
+use inproc::conn;
 use memkit_server::metrics::exposition;
 use memkit_server::{Args, Settings, Shared};
+use memkit_testkit::TestServer;
 use memkit_testkit::certs::TestPki;
 use tokio::io::AsyncWriteExt;
 
@@ -29,8 +30,8 @@ fn figure(sh: &Shared, name: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn process_figures_follow_the_process() {
-    let s = Server::start(&["-m", "256"]).await;
-    let sh = s.shared.clone();
+    let s = TestServer::start(&["-m", "256"]);
+    let sh = s.shared().clone();
     let cpu0 = figure(&sh, "process_cpu_seconds_total");
     let fds0 = figure(&sh, "process_open_fds");
     let rss0 = figure(&sh, "process_resident_memory_bytes");
@@ -38,7 +39,7 @@ async fn process_figures_follow_the_process() {
     // 40 connections, each answered once: at least 40 more descriptors (the server's ends).
     let mut conns = Vec::new();
     for _ in 0..40 {
-        let mut c = s.conn().await;
+        let mut c = conn(&s).await;
         c.ask(b"version\r\n", b"\r\n").await;
         conns.push(c);
     }
@@ -47,7 +48,7 @@ async fn process_figures_follow_the_process() {
     drop(conns);
 
     // 48 MiB of values: work for the CPU, pages for the resident set.
-    let mut c = s.conn().await;
+    let mut c = conn(&s).await;
     let value = vec![b'x'; 64 * 1024];
     let mut req = Vec::new();
     for i in 0..768 {
@@ -127,27 +128,27 @@ async fn tls_handshake_errors_and_auth_failures_are_counted() {
     let users = pki.dir().join("users");
     std::fs::write(&users, "alice:secret\n").unwrap();
     let opts = pki.server_opts(0);
-    let s = Server::start(&["-Z", "-o", &opts]).await;
-    let text = exposition(&s.shared);
+    let s = TestServer::start(&["-Z", "-o", &opts]);
+    let text = exposition(s.shared());
     assert_eq!(
         value(&text, "memcached_ssl_handshake_errors_total"),
         Some(0.0),
         "{text}"
     );
     // Plain text on a TLS port: not a ClientHello, the handshake fails.
-    let mut c = s.conn().await;
+    let mut c = conn(&s).await;
     c.0.write_all(b"version\r\n").await.unwrap();
     assert!(c.closed().await);
-    reaches(&s.shared, "memcached_ssl_handshake_errors_total", 1.0).await;
+    reaches(s.shared(), "memcached_ssl_handshake_errors_total", 1.0).await;
     s.stop().await;
 
-    let s = Server::start(&["-Y", users.to_str().unwrap()]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&["-Y", users.to_str().unwrap()]);
+    let mut c = conn(&s).await;
     let r = c.ask(b"set auth 0 0 11\r\nalice wrong\r\n", b"\r\n").await;
     assert_eq!(r, "CLIENT_ERROR authentication failure\r\n");
-    reaches(&s.shared, "memcached_auth_errors_total", 1.0).await;
-    reaches(&s.shared, "memcached_auth_commands_total", 1.0).await;
+    reaches(s.shared(), "memcached_auth_errors_total", 1.0).await;
+    reaches(s.shared(), "memcached_auth_commands_total", 1.0).await;
     // Without -Z there is no TLS series, as memcached has no such stat then.
-    assert!(!exposition(&s.shared).contains("memcached_ssl_handshake_errors_total"));
+    assert!(!exposition(s.shared()).contains("memcached_ssl_handshake_errors_total"));
     s.stop().await;
 }

@@ -13,8 +13,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+#[path = "support/daemon.rs"]
+mod daemon;
 
 use memkit_testkit::interop::skip;
 
@@ -109,11 +112,7 @@ fn exec_start() -> Vec<String> {
 fn unit_command_line_starts_and_notifies() {
     let mut argv = exec_start();
     assert_eq!(argv[0], "/usr/local/bin/memkitd");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = daemon::free_port();
     let p = argv
         .iter()
         .position(|a| a == "-p")
@@ -128,20 +127,21 @@ fn unit_command_line_starts_and_notifies() {
     std::fs::set_permissions(&sock_path, std::fs::Permissions::from_mode(0o666)).unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(50)))
         .unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_memkitd"));
-    cmd.args(&argv[1..])
-        .env_clear()
-        .env("NOTIFY_SOCKET", &sock_path)
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        // nobody:nogroup, as Debian has them; DynamicUser= allocates a fresh one instead.
-        cmd.uid(65534).gid(65534);
-    }
-    let mut child = cmd.spawn().unwrap();
+    let args: Vec<&str> = argv[1..].iter().map(String::as_str).collect();
+    let notify = sock_path.clone();
+    let mut d = daemon::launch(&args)
+        .no_wait()
+        .command(move |cmd| {
+            cmd.env_clear()
+                .env("NOTIFY_SOCKET", &notify)
+                .current_dir("/");
+            // SAFETY: geteuid cannot fail.
+            if unsafe { libc::geteuid() } == 0 {
+                // nobody:nogroup, as Debian has them; DynamicUser= allocates a fresh one.
+                cmd.uid(65534).gid(65534);
+            }
+        })
+        .start();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut buf = [0u8; 256];
     let notice = loop {
@@ -150,15 +150,8 @@ fn unit_command_line_starts_and_notifies() {
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) => panic!("{e}"),
         }
-        if let Some(st) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            panic!("memkitd exited ({st}) before READY=1: {err}");
+        if let Some(st) = d.child().try_wait() {
+            panic!("memkitd exited ({st}) before READY=1: {}", d.wait_exit().1);
         }
         assert!(Instant::now() < deadline, "no READY=1 within 20 s");
     };
@@ -176,8 +169,7 @@ fn unit_command_line_starts_and_notifies() {
     // The unit's -m 64 and -c 1024 are what the server runs with.
     assert!(got.contains("STAT maxbytes 67108864\r\n"), "{got}");
     assert!(got.contains("STAT maxconns 1024\r\n"), "{got}");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(d);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -4,20 +4,18 @@
 #[path = "support/inproc.rs"]
 mod inproc;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use inproc::{Conn, Server};
-use memkit_server::{Args, Settings, Shared};
+use inproc::{Conn, conn};
+use memkit_testkit::TestServer;
 use tokio::io::AsyncReadExt;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 #[tokio::test]
 async fn pipelined_requests_are_answered_in_order() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
     let mut req = Vec::new();
     let mut want = String::new();
     for i in 0..200 {
@@ -41,8 +39,8 @@ async fn pipelined_requests_are_answered_in_order() {
 
 #[tokio::test]
 async fn a_large_multi_get_returns_every_key() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
     let mut req = Vec::new();
     for i in 0..1000 {
         req.extend_from_slice(format!("set key:{i:04} 0 0 4\r\n{i:04}\r\n").as_bytes());
@@ -63,9 +61,9 @@ async fn a_large_multi_get_returns_every_key() {
 
 #[tokio::test]
 async fn bad_input_gets_memcached_errors_and_the_connection_goes_on() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
-    let mut neighbour = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
+    let mut neighbour = conn(&s).await;
     let reply = c
         .ask(b"bogus\r\nset k 0 0 2\r\nabcd\r\nincr\r\nmn\r\n", b"MN\r\n")
         .await;
@@ -88,9 +86,9 @@ async fn bad_input_gets_memcached_errors_and_the_connection_goes_on() {
 
 #[tokio::test]
 async fn a_huge_line_without_newline_closes_only_that_connection() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
-    let mut other = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
+    let mut other = conn(&s).await;
     c.send(&vec![b'a'; 10_000]).await;
     assert!(c.closed().await);
     assert_eq!(other.ask(b"mn\r\n", b"MN\r\n").await, "MN\r\n");
@@ -99,12 +97,12 @@ async fn a_huge_line_without_newline_closes_only_that_connection() {
 
 #[tokio::test]
 async fn the_connection_limit_is_enforced_like_memcached() {
-    let s = Server::start(&["-c", "2"]).await;
-    let mut a = s.conn().await;
-    let mut b = s.conn().await;
+    let s = TestServer::start(&["-c", "2"]);
+    let mut a = conn(&s).await;
+    let mut b = conn(&s).await;
     assert_eq!(a.ask(b"mn\r\n", b"MN\r\n").await, "MN\r\n");
     assert_eq!(b.ask(b"mn\r\n", b"MN\r\n").await, "MN\r\n");
-    let mut c = s.conn().await;
+    let mut c = conn(&s).await;
     assert_eq!(
         c.until(b"\r\n").await,
         b"ERROR Too many open connections\r\n"
@@ -114,7 +112,7 @@ async fn the_connection_limit_is_enforced_like_memcached() {
     // Once a slot frees, new connections are served again.
     let mut ok = false;
     for _ in 0..100 {
-        let mut d = s.conn().await;
+        let mut d = conn(&s).await;
         d.send(b"mn\r\n").await;
         if d.until(b"\r\n").await == b"MN\r\n" {
             ok = true;
@@ -131,8 +129,8 @@ async fn the_connection_limit_is_enforced_like_memcached() {
 
 #[tokio::test]
 async fn idle_connections_are_closed_after_the_idle_timeout() {
-    let s = Server::start(&["-o", "idle_timeout=1"]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&["-o", "idle_timeout=1"]);
+    let mut c = conn(&s).await;
     assert_eq!(c.ask(b"mn\r\n", b"MN\r\n").await, "MN\r\n");
     assert!(c.closed().await, "an idle connection is closed");
     s.stop().await;
@@ -140,28 +138,25 @@ async fn idle_connections_are_closed_after_the_idle_timeout() {
 
 #[tokio::test]
 async fn shutdown_needs_dash_a_and_then_stops_the_server() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
     assert_eq!(
         c.ask(b"shutdown\r\n", b"\r\n").await,
         "ERROR: shutdown not enabled\r\n"
     );
     s.stop().await;
 
-    let s = Server::start(&["-A"]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&["-A"]);
+    let mut c = conn(&s).await;
     c.send(b"shutdown\r\n").await;
     assert!(c.closed().await);
-    timeout(Duration::from_secs(5), s.task)
-        .await
-        .expect("server stopped by the command")
-        .unwrap();
+    s.stopped().await;
 }
 
 #[tokio::test]
 async fn graceful_shutdown_answers_requests_already_sent() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
     assert_eq!(c.ask(b"set a 0 0 1\r\n1\r\n", b"\r\n").await, "STORED\r\n");
     c.send(b"get a\r\n").await;
     let reply = c.until(b"END\r\n").await;
@@ -172,8 +167,8 @@ async fn graceful_shutdown_answers_requests_already_sent() {
 
 #[tokio::test]
 async fn stats_subcommands_and_metadump() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
     c.ask(
         b"set alpha 1 0 5\r\nhello\r\nset beta 0 100 3\r\nabc\r\nget alpha nope\r\n",
         b"END\r\n",
@@ -229,13 +224,13 @@ async fn stats_subcommands_and_metadump() {
 
 #[tokio::test]
 async fn watch_streams_fetches_and_mutations() {
-    let s = Server::start(&[]).await;
-    let mut w = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut w = conn(&s).await;
     assert_eq!(
         w.ask(b"watch fetchers mutations\r\n", b"OK\r\n").await,
         "OK\r\n"
     );
-    let mut c = s.conn().await;
+    let mut c = conn(&s).await;
     // The subscription is registered when the watcher's OK is written; keep sending until
     // the events show up rather than sleeping a guessed amount.
     let mut seen = String::new();
@@ -265,12 +260,12 @@ async fn watch_streams_fetches_and_mutations() {
 
 #[tokio::test]
 async fn concurrent_clients_increment_exactly() {
-    let s = Server::start(&["-t", "2"]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&["-t", "2"]);
+    let mut c = conn(&s).await;
     c.ask(b"set ctr 0 0 1\r\n0\r\n", b"\r\n").await;
     let mut tasks = Vec::new();
     for _ in 0..8 {
-        let mut conn = s.conn().await;
+        let mut conn = conn(&s).await;
         tasks.push(tokio::spawn(async move {
             for _ in 0..250 {
                 conn.ask(b"incr ctr 1\r\n", b"\r\n").await;
@@ -284,16 +279,16 @@ async fn concurrent_clients_increment_exactly() {
         c.ask(b"get ctr\r\n", b"END\r\n").await,
         "VALUE ctr 0 4\r\n2000\r\nEND\r\n"
     );
-    assert_eq!(s.shared.engine.stats().counters.incr_hits, 2000);
+    assert_eq!(s.shared().engine.stats().counters.incr_hits, 2000);
     s.stop().await;
 }
 
 #[tokio::test]
 async fn watch_evictions_reports_evicted_keys() {
-    let s = Server::start(&["-m", "8"]).await;
-    let mut w = s.conn().await;
+    let s = TestServer::start(&["-m", "8"]);
+    let mut w = conn(&s).await;
     assert_eq!(w.ask(b"watch evictions\r\n", b"OK\r\n").await, "OK\r\n");
-    let mut c = s.conn().await;
+    let mut c = conn(&s).await;
     let value = vec![b'v'; 1000];
     let mut seen = String::new();
     let mut i = 0u32;
@@ -325,25 +320,8 @@ async fn watch_evictions_reports_evicted_keys() {
 /// acceptor on another. Sockets move to their worker's reactor; counts and shutdown hold.
 #[tokio::test]
 async fn connections_on_pinned_worker_threads() {
-    let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(["memkitd"]));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let shared = Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
-    let workers = Arc::new(memkit_server::server::Workers::start(2).unwrap());
-    let (tx, rx) = oneshot::channel::<()>();
-    let sh = shared.clone();
-    let w = workers.clone();
-    let task = tokio::spawn(async move {
-        memkit_server::server::run_on(
-            listener,
-            sh,
-            async move {
-                let _ = rx.await;
-            },
-            Some(&w),
-        )
-        .await
-    });
+    let s = TestServer::start(&["-t", "2"]);
+    let (addr, shared) = (s.tcp_addr(), s.shared().clone());
     let mut c = Conn(TcpStream::connect(addr).await.unwrap());
     c.ask(b"set ctr 0 0 1\r\n0\r\n", b"\r\n").await;
     let mut tasks = Vec::new();
@@ -367,11 +345,7 @@ async fn connections_on_pinned_worker_threads() {
     let stats = c.ask(b"stats\r\n", b"END\r\n").await;
     assert!(stats.contains("STAT curr_connections 9\r\n"), "{stats}");
     // Shutdown with nine connections still open: each worker closes its own.
-    tx.send(()).unwrap();
-    timeout(Duration::from_secs(5), task)
-        .await
-        .expect("server stops")
-        .unwrap();
+    s.stop().await;
     assert!(c.closed().await);
     for mut conn in open {
         assert!(conn.closed().await);
@@ -383,5 +357,4 @@ async fn connections_on_pinned_worker_threads() {
             .load(std::sync::atomic::Ordering::Relaxed),
         0
     );
-    drop(workers);
 }

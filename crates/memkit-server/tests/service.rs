@@ -7,8 +7,13 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "support/daemon.rs"]
+mod daemon;
+
+use daemon::free_port;
+use memkit_testkit::TestServer;
 
 fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("memkit-service-{name}-{}", std::process::id()));
@@ -17,69 +22,35 @@ fn tempdir(name: &str) -> PathBuf {
     d
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
-/// memkitd on 127.0.0.1:`port` with `args` and `env`, standard error captured; killed when
-/// dropped.
-struct Daemon(Child);
-
-impl Daemon {
-    fn spawn(port: u16, args: &[&str], env: &[(&str, &str)]) -> Daemon {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_memkitd"));
-        cmd.args(["-p", &port.to_string(), "-l", "127.0.0.1"])
-            .args(args);
-        if is_root() {
-            cmd.args(["-u", "root"]);
-        }
-        cmd.env_remove("RUST_LOG").env_remove("NOTIFY_SOCKET");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn memkitd");
-        Daemon(child)
+/// memkitd on 127.0.0.1:`port` with `args` and `env`, standard error captured, not waited
+/// for (the tests watch its start-up); killed when dropped.
+fn spawn(port: u16, args: &[&str], env: &[(&str, &str)]) -> TestServer {
+    let p = port.to_string();
+    let mut argv = vec!["-p", &p, "-l", "127.0.0.1"];
+    argv.extend_from_slice(args);
+    if is_root() {
+        argv.extend(["-u", "root"]);
     }
-
-    /// SIGTERM, then everything it wrote to standard error.
-    fn stop(mut self) -> String {
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.0.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "memkitd did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mut err = String::new();
-        self.0
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        err
+    let mut launch = daemon::launch(&argv).no_wait();
+    for (k, v) in env {
+        launch = launch.env(k, v);
     }
+    launch.start()
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// SIGTERM, then everything it wrote to standard error.
+fn stop(mut d: TestServer) -> String {
+    let (status, err) = d.stop_with(libc::SIGTERM);
+    assert!(
+        status.code().is_some(),
+        "memkitd did not stop on SIGTERM: {status}"
+    );
+    err
 }
 
 /// A datagram socket standing in for systemd's notify socket.
@@ -125,7 +96,7 @@ fn ready_arrives_once_the_port_accepts() {
     let dir = tempdir("ready");
     let (sock, path) = notify_socket(&dir);
     let port = free_port();
-    let d = Daemon::spawn(port, &[], &[("NOTIFY_SOCKET", &path)]);
+    let d = spawn(port, &[], &[("NOTIFY_SOCKET", &path)]);
     let deadline = Instant::now() + Duration::from_secs(20);
     let notice = loop {
         if let Some(n) = try_notice(&sock) {
@@ -137,7 +108,7 @@ fn ready_arrives_once_the_port_accepts() {
     let mut s = connect(port).expect("the port accepts when READY=1 arrives");
     assert!(notice.lines().any(|l| l == "READY=1"), "{notice:?}");
     assert!(
-        notice.lines().any(|l| l == format!("MAINPID={}", d.0.id())),
+        notice.lines().any(|l| l == format!("MAINPID={}", d.pid())),
         "{notice:?}"
     );
     assert!(ask(&mut s, "version\r\n", "\r\n").starts_with("VERSION "));
@@ -171,7 +142,7 @@ fn persist_refuses_connections_until_ready() {
         "-P",
         pidfile.to_str().unwrap(),
     ];
-    let d = Daemon::spawn(port, &args, &[("NOTIFY_SOCKET", &path)]);
+    let d = spawn(port, &args, &[("NOTIFY_SOCKET", &path)]);
 
     // Until the FIFO is written, memkitd waits between bind and listen.
     let held = Instant::now();
@@ -213,13 +184,13 @@ fn persist_refuses_connections_until_ready() {
     };
     assert!(notice.contains("READY=1"), "{notice:?}");
     let pid = std::fs::read_to_string(&pidfile).expect("pid file by READY=1");
-    assert_eq!(pid.trim(), d.0.id().to_string());
+    assert_eq!(pid.trim(), d.pid().to_string());
     let mut s = connect(port).expect("accepts after READY=1");
     let auth = ask(&mut s, "set auth 0 0 11\r\nuser secret\r\n", "\r\n");
     assert_eq!(auth, "STORED\r\n");
     let got = ask(&mut s, "get key-42\r\n", "END\r\n");
     assert!(got.starts_with("VALUE key-42 0 "), "{got:?}");
-    let err = d.stop();
+    let err = stop(d);
     assert!(err.contains("recovered"), "{err}");
     eprintln!(
         "refused before READY=1: {held_refusals} while held, {} while recovering; {}",
@@ -257,11 +228,11 @@ fn lines_of(err: &str) -> Vec<&str> {
 fn rust_log_filters() {
     let run = |args: &[&str], rust_log: &str| {
         let port = free_port();
-        let d = Daemon::spawn(port, args, &[("RUST_LOG", rust_log)]);
+        let d = spawn(port, args, &[("RUST_LOG", rust_log)]);
         let mut s = wait_accepting(port);
         ask(&mut s, "version\r\n", "\r\n");
         drop(s);
-        d.stop()
+        stop(d)
     };
     // -C: a flag that draws a start-up warning.
     let quiet = run(&["-vv", "-C"], "error");
@@ -289,11 +260,11 @@ fn rust_log_filters() {
 #[test]
 fn json_lines_parse() {
     let port = free_port();
-    let d = Daemon::spawn(port, &["--log-format", "json", "-vv", "-C"], &[]);
+    let d = spawn(port, &["--log-format", "json", "-vv", "-C"], &[]);
     let mut s = wait_accepting(port);
     ask(&mut s, "version\r\n", "\r\n");
     drop(s);
-    let err = d.stop();
+    let err = stop(d);
     let events: Vec<serde_json::Value> = lines_of(&err)
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))

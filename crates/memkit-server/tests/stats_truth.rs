@@ -8,7 +8,8 @@ mod inproc;
 
 use std::time::Duration;
 
-use inproc::{Conn, Server};
+use inproc::{Conn, conn};
+use memkit_testkit::TestServer;
 use tokio::io::AsyncReadExt;
 use tokio::time::timeout;
 
@@ -53,8 +54,8 @@ async fn bin_reply(c: &mut Conn) -> Vec<u8> {
 
 #[tokio::test]
 async fn detail_counts_every_encoding_while_on() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
     // Off by default: nothing is counted.
     c.ask(b"set user:0 0 0 1\r\nx\r\n", b"STORED\r\n").await;
     assert_eq!(c.ask(b"stats detail dump\r\n", b"END\r\n").await, "END\r\n");
@@ -82,7 +83,7 @@ async fn detail_counts_every_encoding_while_on() {
     .await;
     // Binary (its own connection: the first byte picks the protocol): SET (flags and
     // exptime as extras), GET hit, DELETE.
-    let mut b = s.conn().await;
+    let mut b = conn(&s).await;
     for frame in [
         bin(0x01, b"sess:1", &[0; 8], b"v"),
         bin(0x00, b"sess:1", &[], &[]),
@@ -119,8 +120,8 @@ async fn detail_counts_every_encoding_while_on() {
 
 #[tokio::test]
 async fn dash_d_sets_the_delimiter_and_turns_detail_on() {
-    let s = Server::start(&["-D", "/"]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&["-D", "/"]);
+    let mut c = conn(&s).await;
     let settings = c.ask(b"stats settings\r\n", b"END\r\n").await;
     assert!(
         settings.contains("STAT detail_enabled yes\r\n"),
@@ -144,8 +145,8 @@ async fn dash_d_sets_the_delimiter_and_turns_detail_on() {
 
 #[tokio::test]
 async fn per_class_command_counters_are_measured() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
     // Small items: class 1 (96 bytes).
     c.ask(
         b"set k 0 0 1\r\n5\r\nget k\r\nget nope\r\nincr k 2\r\ndecr k 1\r\ntouch k 100\r\ngets k\r\n",
@@ -211,8 +212,8 @@ fn class_sum(items: &str, field: &str) -> u64 {
 
 #[tokio::test]
 async fn per_class_expired_unfetched() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
     c.ask(b"set fetched 0 1 1\r\nx\r\nget fetched\r\n", b"END\r\n")
         .await;
     c.ask(b"set lonely 0 1 1\r\nx\r\n", b"STORED\r\n").await;
@@ -234,8 +235,8 @@ async fn per_class_expired_unfetched() {
 #[tokio::test]
 async fn per_class_evicted_counts() {
     // -m 2 with 20 KB values: the store evicts long before the loop ends.
-    let s = Server::start(&["-m", "2"]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&["-m", "2"]);
+    let mut c = conn(&s).await;
     let value = "v".repeat(20_000);
     for i in 0..400 {
         let get = if i % 2 == 0 {
@@ -266,11 +267,11 @@ async fn per_class_evicted_counts() {
 
 #[tokio::test]
 async fn watch_counters_follow_the_stream() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
     let general = c.ask(b"stats\r\n", b"END\r\n").await;
     assert_eq!(stat(&general, "log_watchers"), Some(0));
-    let mut w = s.conn().await;
+    let mut w = conn(&s).await;
     w.ask(b"watch fetchers\r\n", b"OK\r\n").await;
     c.ask(b"set wk 0 0 1\r\nx\r\n", b"STORED\r\n").await;
     // Gets until the watcher has seen 5 lines (it is subscribed once its OK is written).
@@ -312,26 +313,26 @@ async fn watch_counters_follow_the_stream() {
 
 #[tokio::test]
 async fn idle_kicks_count_connections_closed_by_the_idle_timeout() {
-    let s = Server::start(&["-o", "idle_timeout=1"]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&["-o", "idle_timeout=1"]);
+    let mut c = conn(&s).await;
     let general = c.ask(b"stats\r\n", b"END\r\n").await;
     assert_eq!(stat(&general, "idle_kicks"), Some(0), "{general}");
     assert!(c.closed().await, "an idle connection is closed");
-    let mut c = s.conn().await;
+    let mut c = conn(&s).await;
     let general = c.ask(b"stats\r\n", b"END\r\n").await;
     assert_eq!(stat(&general, "idle_kicks"), Some(1), "{general}");
     s.stop().await;
     // Without a timeout memcached does not report it.
-    let s = Server::start(&[]).await;
-    let general = s.conn().await.ask(b"stats\r\n", b"END\r\n").await;
+    let s = TestServer::start(&[]);
+    let general = conn(&s).await.ask(b"stats\r\n", b"END\r\n").await;
     assert_eq!(stat(&general, "idle_kicks"), None);
     s.stop().await;
 }
 
 #[tokio::test]
 async fn mgdump_lists_live_keys_as_meta_gets() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
     // `AAEC` is base64 for the bytes 0 1 2: a key only meta's `b` can write.
     c.ask(
         b"set plain 0 0 1\r\nx\r\nset gone 0 0 1\r\nx\r\ndelete gone\r\nms AAEC 1 b\r\ny\r\nmn\r\n",
@@ -345,9 +346,9 @@ async fn mgdump_lists_live_keys_as_meta_gets() {
         "{dump}"
     );
     s.stop().await;
-    let s = Server::start(&["-X"]).await;
+    let s = TestServer::start(&["-X"]);
     assert_eq!(
-        s.conn()
+        conn(&s)
             .await
             .ask(b"lru_crawler mgdump hash\r\n", b"\r\n")
             .await,
@@ -358,10 +359,10 @@ async fn mgdump_lists_live_keys_as_meta_gets() {
 
 #[tokio::test]
 async fn the_exporter_has_only_measured_figures() {
-    let s = Server::start(&[]).await;
-    let mut c = s.conn().await;
+    let s = TestServer::start(&[]);
+    let mut c = conn(&s).await;
     c.ask(b"set k 0 0 1\r\nx\r\nget k\r\n", b"END\r\n").await;
-    let text = memkit_server::metrics::exposition(&s.shared);
+    let text = memkit_server::metrics::exposition(s.shared());
     assert!(
         text.contains(
             "memcached_slab_commands_total{slab=\"1\",command=\"get\",status=\"hit\"} 1\n"

@@ -2,14 +2,11 @@
 //! to by a rustls client. Client-certificate modes: 0 (none), 1 (request), 2 (require).
 //! The client crate's tests run the same conversations against real memcached `-Z`.
 
-#[path = "support/inproc.rs"]
-mod inproc;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use inproc::Server;
 use memkit_server::{Args, Settings, Shared};
+use memkit_testkit::TestServer;
 use memkit_testkit::certs::TestPki;
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
@@ -115,8 +112,8 @@ async fn works(addr: std::net::SocketAddr, pki: &TestPki, cert: ClientCert) -> b
 async fn get_and_set_over_tls() {
     let pki = TestPki::generate();
     let opts = pki.server_opts(0);
-    let s = Server::start(&["-Z", "-o", &opts]).await;
-    let mut c = tls_connect(s.addr, client_config(&pki, ClientCert::None))
+    let s = TestServer::start(&["-Z", "-o", &opts]);
+    let mut c = tls_connect(s.tcp_addr(), client_config(&pki, ClientCert::None))
         .await
         .unwrap();
     // A value larger than one TLS record, pipelined with its get.
@@ -140,7 +137,7 @@ async fn get_and_set_over_tls() {
         .unwrap();
     assert!(n.is_ok(), "clean close: {n:?}");
     assert!(
-        works(s.addr, &pki, ClientCert::Good).await,
+        works(s.tcp_addr(), &pki, ClientCert::Good).await,
         "a certificate nobody asked for"
     );
     s.stop().await;
@@ -152,8 +149,8 @@ async fn binary_protocol_over_tls() {
     use memkit_protocol::binary::{Status, decode_response, encode_request, op};
     let pki = TestPki::generate();
     let opts = pki.server_opts(0);
-    let s = Server::start(&["-Z", "-o", &opts]).await;
-    let mut c = tls_connect(s.addr, client_config(&pki, ClientCert::None))
+    let s = TestServer::start(&["-Z", "-o", &opts]);
+    let mut c = tls_connect(s.tcp_addr(), client_config(&pki, ClientCert::None))
         .await
         .unwrap();
     let big = vec![b'y'; 100_000];
@@ -201,12 +198,12 @@ async fn binary_protocol_over_tls() {
 async fn plaintext_clients_get_nothing_from_a_tls_port() {
     let pki = TestPki::generate();
     let opts = pki.server_opts(0);
-    let s = Server::start(&["-Z", "-o", &opts]).await;
-    let mut c = TcpStream::connect(s.addr).await.unwrap();
+    let s = TestServer::start(&["-Z", "-o", &opts]);
+    let mut c = TcpStream::connect(s.tcp_addr()).await.unwrap();
     let r = ask(&mut c, b"set k 0 0 1\r\nv\r\nget k\r\n", b"END\r\n").await;
     assert!(r.is_err(), "plaintext got an answer: {r:?}");
     let st = ask(
-        &mut tls_connect(s.addr, client_config(&pki, ClientCert::None))
+        &mut tls_connect(s.tcp_addr(), client_config(&pki, ClientCert::None))
             .await
             .unwrap(),
         b"stats\r\n",
@@ -226,17 +223,17 @@ async fn plaintext_clients_get_nothing_from_a_tls_port() {
 async fn verify_mode_2_requires_a_client_certificate_from_the_ca() {
     let pki = TestPki::generate();
     let opts = pki.server_opts(2);
-    let s = Server::start(&["-Z", "-o", &opts]).await;
+    let s = TestServer::start(&["-Z", "-o", &opts]);
     assert!(
-        !works(s.addr, &pki, ClientCert::None).await,
+        !works(s.tcp_addr(), &pki, ClientCert::None).await,
         "no certificate"
     );
     assert!(
-        !works(s.addr, &pki, ClientCert::Rogue).await,
+        !works(s.tcp_addr(), &pki, ClientCert::Rogue).await,
         "another CA's certificate"
     );
-    assert!(works(s.addr, &pki, ClientCert::Good).await);
-    let tls = s.shared.tls.as_ref().unwrap();
+    assert!(works(s.tcp_addr(), &pki, ClientCert::Good).await);
+    let tls = s.shared().tls.as_ref().unwrap();
     assert_eq!(
         tls.handshake_errors
             .load(std::sync::atomic::Ordering::Relaxed),
@@ -249,10 +246,10 @@ async fn verify_mode_2_requires_a_client_certificate_from_the_ca() {
 async fn verify_mode_1_checks_a_certificate_only_when_one_is_sent() {
     let pki = TestPki::generate();
     let opts = pki.server_opts(1);
-    let s = Server::start(&["-Z", "-o", &opts]).await;
-    assert!(works(s.addr, &pki, ClientCert::None).await);
-    assert!(works(s.addr, &pki, ClientCert::Good).await);
-    assert!(!works(s.addr, &pki, ClientCert::Rogue).await);
+    let s = TestServer::start(&["-Z", "-o", &opts]);
+    assert!(works(s.tcp_addr(), &pki, ClientCert::None).await);
+    assert!(works(s.tcp_addr(), &pki, ClientCert::Good).await);
+    assert!(!works(s.tcp_addr(), &pki, ClientCert::Rogue).await);
     s.stop().await;
 }
 
@@ -262,8 +259,8 @@ async fn tls_and_auth_together() {
     let users = pki.dir().join("users");
     std::fs::write(&users, "alice:secret\n").unwrap();
     let opts = pki.server_opts(0);
-    let s = Server::start(&["-Z", "-o", &opts, "-Y", users.to_str().unwrap()]).await;
-    let mut c = tls_connect(s.addr, client_config(&pki, ClientCert::None))
+    let s = TestServer::start(&["-Z", "-o", &opts, "-Y", users.to_str().unwrap()]);
+    let mut c = tls_connect(s.tcp_addr(), client_config(&pki, ClientCert::None))
         .await
         .unwrap();
     let r = ask(&mut c, b"get k\r\n", b"\r\n").await.unwrap();

@@ -1,55 +1,18 @@
-//! The in-process server the integration tests share: memkitd on 127.0.0.1:0 with a
-//! shutdown future, and a raw connection with reads bounded in time.
+//! The in-process server the integration tests share is the harness's
+//! ([`memkit_testkit::TestServer::start`]); here is a raw connection to it with reads
+//! bounded in time.
 #![allow(dead_code)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use memkit_server::{Args, Settings, Shared};
+use memkit_testkit::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use tokio::net::TcpStream;
 use tokio::time::timeout;
 
-pub struct Server {
-    pub addr: std::net::SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    pub task: JoinHandle<()>,
-    pub shared: Arc<Shared>,
-}
-
-impl Server {
-    pub async fn start(args: &[&str]) -> Server {
-        let mut argv = vec!["memkitd"];
-        argv.extend_from_slice(args);
-        let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(argv));
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let shared = Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(memkit_server::run(listener, shared.clone(), async move {
-            let _ = rx.await;
-        }));
-        Server {
-            addr,
-            stop: Some(tx),
-            task,
-            shared,
-        }
-    }
-
-    pub async fn conn(&self) -> Conn {
-        Conn(TcpStream::connect(self.addr).await.unwrap())
-    }
-
-    pub async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        timeout(Duration::from_secs(5), self.task)
-            .await
-            .expect("server stops")
-            .unwrap();
-    }
+/// A raw connection to `s`.
+pub async fn conn(s: &TestServer) -> Conn {
+    Conn(TcpStream::connect(s.tcp_addr()).await.unwrap())
 }
 
 pub struct Conn(pub TcpStream);

@@ -48,6 +48,7 @@ impl TestServer {
         let addr = tcp.local_addr().expect("local address");
         let (stop, stop_rx) = oneshot::channel::<()>();
         let (done_tx, done) = oneshot::channel::<()>();
+        let (ready_tx, ready) = std::sync::mpsc::channel::<()>();
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("memkitd-test-{}", addr.port()))
@@ -63,6 +64,7 @@ impl TestServer {
                     if let Some(u) = unix_sock {
                         listeners.push(Listener::Unix(u.listen().expect("listen -s")));
                     }
+                    let _ = ready_tx.send(());
                     let stop = async move {
                         let _ = stop_rx.await;
                     };
@@ -73,6 +75,9 @@ impl TestServer {
                 let _ = done_tx.send(());
             })
             .expect("spawn the server thread");
+        // Every listener listens before the test connects (a UNIX socket is bound here but
+        // listens on the server's thread).
+        ready.recv().expect("the server thread starts");
         TestServer {
             addr: Addr::Tcp(addr),
             kind: Kind::InProcess(InProcess {

@@ -107,8 +107,12 @@ impl TestServer {
     }
 
     /// The child's process id. Panics for an in-process server.
-    pub fn pid(&mut self) -> u32 {
-        self.child().pid()
+    pub fn pid(&self) -> u32 {
+        match &self.kind {
+            Kind::Process(p) => p.pid(),
+            #[cfg(feature = "server")]
+            Kind::InProcess(_) => panic!("an in-process server has no process of its own"),
+        }
     }
 
     /// Sends `signal` to the child and waits (30 s at most) for it to exit: its status and
