@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use crate::auth::Prefixed;
 use crate::config::Protocol;
 use crate::dispatch::{Action, REPLY_CHUNK, Step, dispatch, resume};
-use crate::server::Shared;
+use crate::server::{ConnLive, ConnState, Shared};
 
 /// The protocol a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +88,7 @@ pub async fn serve<S: Transport>(
             }
             // Boxed, as every rare path: an idle connection's future is its memory.
             Action::Watch(mask) => {
+                conn.live.set(ConnState::Watch);
                 return Box::pin(watch_stream(conn.stream, &conn.sh, mask)).await;
             }
         }
@@ -122,8 +123,8 @@ struct Conn<S> {
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
     /// When the last complete request arrived; read only when an idle timeout is set.
     last_request: Instant,
-    /// `stats conns`' last command time, shared with the connection registry.
-    last_cmd: Arc<std::sync::atomic::AtomicU64>,
+    /// `stats conns`' figures for this connection, shared with the connection registry.
+    live: Arc<ConnLive>,
 }
 
 impl<S: Transport> Conn<S> {
@@ -136,12 +137,12 @@ impl<S: Transport> Conn<S> {
         let durable = sh.persist.clone().filter(|p| p.acks_wait());
         let idle =
             (sh.settings.idle_timeout > 0).then(|| Duration::from_secs(sh.settings.idle_timeout));
-        let last_cmd = sh
+        let live = sh
             .conns
             .lock()
             .get(&id)
-            .map(|c| c.last_cmd.clone())
-            .unwrap_or_default();
+            .map(|c| c.live.clone())
+            .unwrap_or_else(|| Arc::new(ConnLive::new(0)));
         Conn {
             stream,
             id,
@@ -156,7 +157,7 @@ impl<S: Transport> Conn<S> {
             idle,
             timer: idle.map(|d| Box::pin(tokio::time::sleep(d))),
             last_request: Instant::now(),
-            last_cmd,
+            live,
             sh,
         }
     }
@@ -243,10 +244,14 @@ impl<S: Transport> Conn<S> {
             return false;
         }
         self.must_sync = false;
+        if self.out.is_empty() {
+            return true;
+        }
+        self.live.set(ConnState::Write);
         let stall = self.timer.as_mut().zip(self.idle);
-        write_out(&mut self.stream, &self.sh, &mut self.out, stall)
-            .await
-            .is_ok()
+        let written = write_out(&mut self.stream, &self.sh, &mut self.out, stall).await;
+        self.live.set(ConnState::ParseCmd);
+        written.is_ok()
     }
 
     /// Reads what has arrived; when nothing has, gives the buffers back and waits. `false`
@@ -271,12 +276,20 @@ impl<S: Transport> Conn<S> {
                 Ok(n) => {
                     self.sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
                     let now = self.sh.uptime_secs.load(Relaxed);
-                    self.last_cmd.store(now, Relaxed);
+                    self.live.last_cmd.store(now, Relaxed);
+                    self.live.set(ConnState::ParseCmd);
                     return true;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(_) => return false,
             }
+            self.live.set(if self.swallow > 0 {
+                ConnState::Swallow
+            } else if self.rbuf.is_empty() {
+                ConnState::Waiting
+            } else {
+                ConnState::Read
+            });
             pool::release(&mut self.rbuf, &mut self.out);
             if let (Some(t), Some(d)) = (self.timer.as_mut(), self.idle) {
                 t.as_mut().reset(self.last_request + d);

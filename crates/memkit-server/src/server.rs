@@ -70,10 +70,82 @@ pub struct ConnInfo {
     pub local: SocketAddr,
     /// The `-s` socket's path for a UNIX connection (`peer` and `local` are then unused).
     pub unix: Option<Arc<str>>,
-    pub state: &'static str,
-    /// Seconds since server start of the connection's last read: an atomic the
-    /// connection updates without taking the registry lock.
-    pub last_cmd: Arc<AtomicU64>,
+    /// What changes as the connection runs, written by its task without the registry lock.
+    pub live: Arc<ConnLive>,
+}
+
+/// A connection's `stats conns` figures that change from request to request.
+#[derive(Debug)]
+pub struct ConnLive {
+    /// Seconds since server start of the connection's last read.
+    pub last_cmd: AtomicU64,
+    state: AtomicU8,
+}
+
+/// Where a connection is, under memcached's names for its states (`state_text`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ConnState {
+    /// Accepted, nothing read yet.
+    NewCmd,
+    /// Between requests, waiting for the next one.
+    Waiting,
+    /// Holds part of a request and waits for the rest.
+    Read,
+    /// Answering what it has read.
+    ParseCmd,
+    /// Writing replies out.
+    Write,
+    /// Discarding a refused store's data block as it arrives.
+    Swallow,
+    /// Streaming `watch` log lines.
+    Watch,
+}
+
+impl ConnState {
+    const ALL: [ConnState; 7] = [
+        ConnState::NewCmd,
+        ConnState::Waiting,
+        ConnState::Read,
+        ConnState::ParseCmd,
+        ConnState::Write,
+        ConnState::Swallow,
+        ConnState::Watch,
+    ];
+
+    /// memcached's name for the state.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConnState::NewCmd => "conn_new_cmd",
+            ConnState::Waiting => "conn_waiting",
+            ConnState::Read => "conn_read",
+            ConnState::ParseCmd => "conn_parse_cmd",
+            ConnState::Write => "conn_write",
+            ConnState::Swallow => "conn_swallow",
+            ConnState::Watch => "conn_watch",
+        }
+    }
+}
+
+impl ConnLive {
+    pub(crate) fn new(uptime_secs: u64) -> Self {
+        ConnLive {
+            last_cmd: AtomicU64::new(uptime_secs),
+            state: AtomicU8::new(ConnState::NewCmd as u8),
+        }
+    }
+
+    /// Records where the connection is: a relaxed byte store, as `stats conns` is a snapshot
+    /// that may be a request behind.
+    #[inline]
+    pub fn set(&self, state: ConnState) {
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    /// Where the connection last said it was.
+    pub fn state(&self) -> ConnState {
+        ConnState::ALL[self.state.load(Ordering::Relaxed) as usize]
+    }
 }
 
 /// Everything connections share.
@@ -338,7 +410,7 @@ pub async fn run_listeners(
                 };
                 shared.conns.lock().insert(
                     id,
-                    ConnInfo { peer, local, unix, state: "conn_parse_cmd", last_cmd: Arc::new(AtomicU64::new(shared.started.elapsed().as_secs())) },
+                    ConnInfo { peer, local, unix, live: Arc::new(ConnLive::new(shared.started.elapsed().as_secs())) },
                 );
                 // The socket moves to the worker's own reactor: registered with the
                 // acceptor's, every readiness event would cross threads.
@@ -528,5 +600,84 @@ mod tests {
         let task = connection_task(Ok(Moved::Tcp(socket, addr, false)), sh, 0, rx);
         let size = std::mem::size_of_val(&task);
         assert!(size <= 1024, "a connection's task holds {size} bytes");
+    }
+
+    /// `stats conns` names where each connection is, as memcached's `state_text` does: the
+    /// asking one answering, an idle one waiting, one holding half a request reading, one
+    /// discarding a refused value swallowing, one streaming `watch` lines watching.
+    #[tokio::test]
+    async fn stats_conns_shows_each_connections_state() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::net::TcpStream;
+
+        let settings = crate::Settings::default();
+        let sh = Shared::new(Arc::new(crate::engine_for(&settings)), settings);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(crate::run(listener, sh.clone(), async move {
+            let _ = rx.await;
+        }));
+        async fn ask(c: &mut TcpStream, req: &[u8], end: &[u8]) -> String {
+            c.write_all(req).await.unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !got.ends_with(end) {
+                let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+                    .await
+                    .expect("reply in time")
+                    .unwrap();
+                assert!(n > 0, "closed; got {:?}", String::from_utf8_lossy(&got));
+                got.extend_from_slice(&buf[..n]);
+            }
+            String::from_utf8(got).unwrap()
+        }
+        let mut asker = TcpStream::connect(addr).await.unwrap();
+        let mut idle = TcpStream::connect(addr).await.unwrap();
+        assert!(
+            ask(&mut idle, b"version\r\n", b"\r\n")
+                .await
+                .starts_with("VERSION ")
+        );
+        let mut partial = TcpStream::connect(addr).await.unwrap();
+        partial.write_all(b"get half").await.unwrap();
+        let mut swallowing = TcpStream::connect(addr).await.unwrap();
+        let refused = ask(&mut swallowing, b"set big 0 0 2000000\r\nxx", b"\r\n").await;
+        assert_eq!(refused, "SERVER_ERROR object too large for cache\r\n");
+        let mut watcher = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(ask(&mut watcher, b"watch\r\n", b"\r\n").await, "OK\r\n");
+
+        // Each connection's state is stored by its own task: wait until all have settled.
+        let want = [
+            "conn_parse_cmd",
+            "conn_waiting",
+            "conn_read",
+            "conn_swallow",
+            "conn_watch",
+        ];
+        let mut states = Vec::new();
+        for _ in 0..100 {
+            let conns = ask(&mut asker, b"stats conns\r\n", b"END\r\n").await;
+            states = conns
+                .lines()
+                .filter_map(|l| l.split_once(":state ").map(|(_, s)| s.to_string()))
+                .collect::<Vec<_>>();
+            states.sort();
+            let mut sorted = want.map(String::from).to_vec();
+            sorted.sort();
+            if states == sorted {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut sorted = want.map(String::from).to_vec();
+        sorted.sort();
+        assert_eq!(states, sorted);
+        let _ = tx.send(());
+        drop((idle, partial, swallowing, watcher));
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("server stops")
+            .unwrap();
     }
 }

@@ -437,14 +437,18 @@ fn conns(sh: &Shared, out: &mut Vec<u8>) {
         };
         write_stat(out, &format!("{id}:addr"), addr.as_bytes());
         write_stat(out, &format!("{id}:listen_addr"), listen.as_bytes());
-        write_stat(out, &format!("{id}:state"), c.state.as_bytes());
+        write_stat(
+            out,
+            &format!("{id}:state"),
+            c.live.state().name().as_bytes(),
+        );
         write_stat_u64(
             out,
             &format!("{id}:secs_since_last_cmd"),
             sh.started
                 .elapsed()
                 .as_secs()
-                .saturating_sub(c.last_cmd.load(Relaxed)),
+                .saturating_sub(c.live.last_cmd.load(Relaxed)),
         );
     }
 }
