@@ -5,35 +5,11 @@
 #[path = "support/engine_fuzz.rs"]
 mod engine_fuzz;
 
-use std::path::PathBuf;
-
 use engine_fuzz::engine_vs_model;
+use memkit_testkit::fuzz::Rng;
 
 fn corpus() -> Vec<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/engine_model");
-    let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(&dir)
-        .map(|rd| {
-            rd.filter_map(|e| std::fs::read(e.ok()?.path()).ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    assert!(!seeds.is_empty(), "no seeds in {}", dir.display());
-    seeds.sort();
-    seeds
-}
-
-/// xorshift64*: deterministic, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+    memkit_testkit::fuzz::corpus("engine_model")
 }
 
 /// `MEMKIT_FUZZ_INPUT=path cargo test -p memkit-engine --test fuzz_replay one_input`
@@ -64,7 +40,7 @@ fn mutations_of_the_corpus_agree_too() {
             match rng.below(4) {
                 0 if !v.is_empty() => {
                     let i = rng.below(v.len());
-                    v[i] = rng.next() as u8;
+                    v[i] = rng.next_u64() as u8;
                 }
                 1 => {
                     // Splice in part of another seed: ops recombine.

@@ -3,41 +3,11 @@
 //! binary protocol), then mutate them with a fixed-seed generator for a bounded number of
 //! rounds. `cargo +nightly fuzz run decode_request` (or `decode_binary`) explores further.
 
-use std::path::PathBuf;
-
 use memkit_protocol::check::{fuzz_binary, fuzz_one};
+use memkit_testkit::fuzz::{Rng, corpus as seeds};
 
 fn corpus() -> Vec<Vec<u8>> {
     seeds("decode_request")
-}
-
-fn seeds(target: &str) -> Vec<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
-    let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(&dir)
-        .map(|rd| {
-            rd.filter_map(|e| std::fs::read(e.ok()?.path()).ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    assert!(!seeds.is_empty(), "no seeds in {}", dir.display());
-    seeds.sort();
-    seeds
-}
-
-/// xorshift64*: deterministic, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 const INTERESTING: &[&[u8]] = &[
@@ -68,7 +38,7 @@ fn mutate(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
         match rng.below(5) {
             0 if !v.is_empty() => {
                 let i = rng.below(v.len());
-                v[i] = rng.next() as u8;
+                v[i] = rng.next_u64() as u8;
             }
             1 => {
                 let s = INTERESTING[rng.below(INTERESTING.len())];
