@@ -288,22 +288,7 @@ fn noreply(out: &mut Vec<u8>, on: bool) {
 /// Encodes a request the way a client sends it (single spaces, `\r\n` endings).
 pub fn encode_request(req: &Request<'_>, out: &mut Vec<u8>) {
     match *req {
-        Request::Get { cas, touch, keys } => {
-            out.extend_from_slice(match (touch.is_some(), cas) {
-                (false, false) => b"get".as_slice(),
-                (false, true) => b"gets",
-                (true, false) => b"gat",
-                (true, true) => b"gats",
-            });
-            if let Some(t) = touch {
-                out.push(b' ');
-                write_i64(out, i64::from(t));
-            }
-            for k in keys.iter() {
-                out.push(b' ');
-                out.extend_from_slice(k);
-            }
-        }
+        Request::Get { cas, touch, keys } => retrieval(out, cas, touch, keys),
         Request::Store {
             cmd,
             key,
@@ -312,19 +297,7 @@ pub fn encode_request(req: &Request<'_>, out: &mut Vec<u8>) {
             data,
             noreply: nr,
         } => {
-            out.extend_from_slice(cmd.name());
-            out.push(b' ');
-            out.extend_from_slice(key);
-            out.push(b' ');
-            write_u64(out, u64::from(flags));
-            out.push(b' ');
-            write_i64(out, i64::from(exptime));
-            out.push(b' ');
-            write_u64(out, data.len() as u64);
-            if let StoreCmd::Cas(c) = cmd {
-                out.push(b' ');
-                write_u64(out, c);
-            }
+            storage(out, cmd, key, flags, exptime, data.len());
             noreply(out, nr);
             out.extend_from_slice(b"\r\n");
             out.extend_from_slice(data);
@@ -357,6 +330,88 @@ pub fn encode_request(req: &Request<'_>, out: &mut Vec<u8>) {
             out.extend_from_slice(key);
             noreply(out, nr);
         }
+        Request::MetaGet { .. }
+        | Request::MetaSet { .. }
+        | Request::MetaDelete { .. }
+        | Request::MetaArith { .. }
+        | Request::MetaNoop
+        | Request::MetaDebug { .. } => meta_request(req, out),
+        Request::FlushAll { .. }
+        | Request::Verbosity { .. }
+        | Request::CacheMemlimit { .. }
+        | Request::Version
+        | Request::Quit
+        | Request::Shutdown(_)
+        | Request::Stats { .. }
+        | Request::Admin { .. } => admin(req, out),
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `get`/`gets`/`gat`/`gats`: the touch's expiry comes before the keys.
+fn retrieval(out: &mut Vec<u8>, cas: bool, touch: Option<i32>, keys: Words<'_>) {
+    out.extend_from_slice(match (touch.is_some(), cas) {
+        (false, false) => b"get".as_slice(),
+        (false, true) => b"gets",
+        (true, false) => b"gat",
+        (true, true) => b"gats",
+    });
+    if let Some(t) = touch {
+        out.push(b' ');
+        write_i64(out, i64::from(t));
+    }
+    words(out, keys);
+}
+
+/// A storage command's line up to its length (and `cas`'s unique), before `noreply`.
+fn storage(out: &mut Vec<u8>, cmd: StoreCmd, key: &[u8], flags: u32, exptime: i32, len: usize) {
+    out.extend_from_slice(cmd.name());
+    out.push(b' ');
+    out.extend_from_slice(key);
+    out.push(b' ');
+    write_u64(out, u64::from(flags));
+    out.push(b' ');
+    write_i64(out, i64::from(exptime));
+    out.push(b' ');
+    write_u64(out, len as u64);
+    if let StoreCmd::Cas(c) = cmd {
+        out.push(b' ');
+        write_u64(out, c);
+    }
+}
+
+/// The meta commands (`mg`, `ms`, `md`, `ma`, `mn`, `me`), without the final `\r\n`;
+/// [`encode_request`] routes only these here.
+fn meta_request(req: &Request<'_>, out: &mut Vec<u8>) {
+    match *req {
+        Request::MetaGet { key, flags } => meta(out, b"mg ", key, &flags),
+        Request::MetaDelete { key, flags } => meta(out, b"md ", key, &flags),
+        Request::MetaArith { key, flags } => meta(out, b"ma ", key, &flags),
+        Request::MetaSet { key, flags, data } => {
+            out.extend_from_slice(b"ms ");
+            out.extend_from_slice(key);
+            out.push(b' ');
+            write_u64(out, data.len() as u64);
+            flags.encode(out);
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(data);
+        }
+        Request::MetaNoop => out.extend_from_slice(b"mn"),
+        Request::MetaDebug { key, base64 } => {
+            out.extend_from_slice(b"me ");
+            out.extend_from_slice(key);
+            if base64 {
+                out.extend_from_slice(b" b");
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The commands that touch no item (`flush_all`, `verbosity`, `stats`, ...), without the
+/// final `\r\n`; [`encode_request`] routes only these here.
+fn admin(req: &Request<'_>, out: &mut Vec<u8>) {
+    match *req {
         Request::FlushAll { delay, noreply: nr } => {
             out.extend_from_slice(b"flush_all");
             if let Some(d) = delay {
@@ -393,28 +448,8 @@ pub fn encode_request(req: &Request<'_>, out: &mut Vec<u8>) {
             out.extend_from_slice(cmd.name());
             words(out, args);
         }
-        Request::MetaGet { key, flags } => meta(out, b"mg ", key, &flags),
-        Request::MetaDelete { key, flags } => meta(out, b"md ", key, &flags),
-        Request::MetaArith { key, flags } => meta(out, b"ma ", key, &flags),
-        Request::MetaSet { key, flags, data } => {
-            out.extend_from_slice(b"ms ");
-            out.extend_from_slice(key);
-            out.push(b' ');
-            write_u64(out, data.len() as u64);
-            flags.encode(out);
-            out.extend_from_slice(b"\r\n");
-            out.extend_from_slice(data);
-        }
-        Request::MetaNoop => out.extend_from_slice(b"mn"),
-        Request::MetaDebug { key, base64 } => {
-            out.extend_from_slice(b"me ");
-            out.extend_from_slice(key);
-            if base64 {
-                out.extend_from_slice(b" b");
-            }
-        }
+        _ => {}
     }
-    out.extend_from_slice(b"\r\n");
 }
 
 fn words(out: &mut Vec<u8>, w: Words<'_>) {
