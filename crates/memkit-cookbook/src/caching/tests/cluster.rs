@@ -10,6 +10,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use memkit_client::{ClientConfig, Cluster, ClusterConfig, Distribution, Placement, ServerSpec};
+use memkit_testkit::TestServer;
 use memkit_types::Memcache;
 
 use super::net::{
@@ -131,9 +132,7 @@ async fn hot_copies_on_every_server_memkitd() {
     let cluster = cluster(&ports);
     hot_copies_on_every_server("memkitd", &cluster, false).await;
     hot_copies_on_every_server("memkitd", &cluster, true).await;
-    for (rt, _) in servers {
-        rt.shutdown_background();
-    }
+    drop(servers);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,11 +241,11 @@ async fn master_after_tag_server_restart(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn master_after_tag_server_restart_memkitd() {
-    let mut servers: Vec<Option<tokio::runtime::Runtime>> = Vec::new();
+    let mut servers: Vec<Option<TestServer>> = Vec::new();
     let mut ports = Vec::new();
     for _ in 0..SERVERS {
-        let (rt, port) = start_memkitd();
-        servers.push(Some(rt));
+        let (server, port) = start_memkitd();
+        servers.push(Some(server));
         ports.push(port);
     }
     let c = cluster(&ports);
@@ -255,9 +254,7 @@ async fn master_after_tag_server_restart_memkitd() {
         servers[i] = Some(start_memkitd_on(ports[i]).0);
     })
     .await;
-    for rt in servers.into_iter().flatten() {
-        rt.shutdown_background();
-    }
+    drop(servers);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

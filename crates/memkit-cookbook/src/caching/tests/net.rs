@@ -1,20 +1,18 @@
 //! The caching techniques through memkit-client against in-process memkitd and real
-//! memcached 1.6 (`/usr/bin/memcached`, started on a free loopback port, killed by PID).
+//! memcached 1.6 (the test harness's: free loopback ports, stopped on drop).
 //! Real time here: the loader really takes 200 ms; the assertions are about counts and
 //! sources, never about durations.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use memkit_client::{Client, ClientConfig, Cluster, ClusterConfig, ServerSpec};
+use memkit_testkit::{TestServer, memcached};
 use memkit_types::{DeleteOptions, Exptime, GetOptions, Memcache};
 
 use crate::caching::stampede::run;
 use crate::caching::{Cache, Policy, Protection, Source, copy_key, tag_key};
 
-const MEMCACHED: &str = "/usr/bin/memcached";
 const CALLERS: usize = 1000;
 const LOADER: Duration = Duration::from_millis(200);
 /// The loader of the stale-serving runs: long enough that most of the 1000 callers start while
@@ -22,110 +20,38 @@ const LOADER: Duration = Duration::from_millis(200);
 /// after the load had finished, which answers them fresh hits instead of stale ones).
 const STALE_LOADER: Duration = Duration::from_secs(1);
 
-pub(super) struct Memcached(Child);
+pub(super) use memkit_testkit::memcached::Memcached;
 
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-pub(super) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_for(port: u16) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
+/// memcached on a free port; `None` when it is not installed (a failure under CI).
 pub(super) fn start_memcached() -> Option<(Memcached, u16)> {
-    if !std::path::Path::new(MEMCACHED).exists() {
-        memkit_testkit::interop::skip(MEMCACHED);
-        return None;
-    }
-    let port = free_port();
-    Some((start_memcached_on(port), port))
+    memcached::spawn(&[]).map(|m| {
+        let port = m.port;
+        (m, port)
+    })
 }
 
 /// memcached on `port` (also the port of one just killed: memcached binds with
 /// SO_REUSEADDR). Call only when it is installed.
 pub(super) fn start_memcached_on(port: u16) -> Memcached {
-    let child = Command::new(MEMCACHED)
-        .args([
-            "-l",
-            "127.0.0.1",
-            "-U",
-            "0",
-            "-m",
-            "64",
-            "-u",
-            "nobody",
-            "-p",
-        ])
-        .arg(port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("memcached is installed but did not start");
-    let m = Memcached(child);
-    assert!(wait_for(port), "memcached did not start");
-    m
+    memcached::spawn_on(port, &[]).expect("memcached is installed")
 }
 
-/// memkitd on its own runtime, dropped (all sockets closed) with the returned guard.
-pub(super) fn start_memkitd() -> (tokio::runtime::Runtime, u16) {
+/// memkitd in-process on a free port, stopped (every socket closed) when dropped.
+pub(super) fn start_memkitd() -> (TestServer, u16) {
     start_memkitd_on(0)
 }
 
 /// memkitd on `port` (0: a free one), with an empty store; a fresh server can take the port
-/// of one just stopped ([`stop_memkitd`]): the bind is retried for up to 5 s.
-pub(super) fn start_memkitd_on(port: u16) -> (tokio::runtime::Runtime, u16) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let listener = loop {
-        match TcpListener::bind(("127.0.0.1", port)) {
-            Ok(l) => break l,
-            Err(e) if Instant::now() < deadline => {
-                eprintln!("binding 127.0.0.1:{port}: {e}; retrying");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => panic!("binding 127.0.0.1:{port}: {e}"),
-        }
-    };
-    let port = listener.local_addr().unwrap().port();
-    listener.set_nonblocking(true).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.spawn(async move {
-        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-        let settings = memkit_server::Settings::default();
-        let shared =
-            memkit_server::Shared::new(Arc::new(memkit_server::engine_for(&settings)), settings);
-        memkit_server::run(listener, shared, std::future::pending()).await;
-    });
-    (rt, port)
+/// of one just stopped ([`stop_memkitd`]).
+pub(super) fn start_memkitd_on(port: u16) -> (TestServer, u16) {
+    let s = TestServer::start_on(port, &[]);
+    let port = s.port();
+    (s, port)
 }
 
-/// Stops an in-process memkitd and returns once its listener and connections are closed
-/// (its runtime shut down on another thread: a runtime cannot be dropped inside another).
-pub(super) fn stop_memkitd(rt: tokio::runtime::Runtime) {
-    std::thread::spawn(move || rt.shutdown_timeout(Duration::from_secs(2)))
-        .join()
-        .unwrap();
+/// Stops an in-process memkitd and returns once its listener and connections are closed.
+pub(super) fn stop_memkitd(server: TestServer) {
+    drop(server);
 }
 
 pub(super) fn client(port: u16) -> Client {
@@ -377,9 +303,8 @@ pub(super) async fn master_after_tag_loss<M: Memcache + Clone + 'static>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn master_after_tag_loss_memkitd() {
-    let (rt, port) = start_memkitd();
+    let (_server, port) = start_memkitd();
     master_after_tag_loss("memkitd", &Cache::new(client(port))).await;
-    rt.shutdown_background();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -392,10 +317,9 @@ async fn master_after_tag_loss_real_memcached() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refresh_rechecks_memkitd() {
-    let (rt, port) = start_memkitd();
+    let (_server, port) = start_memkitd();
     let clock = Arc::new(memkit_types::SystemClock);
     super::policies::refresh_rechecks("memkitd", client(port), clock).await;
-    rt.shutdown_background();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -409,9 +333,8 @@ async fn refresh_rechecks_real_memcached() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_is_not_a_herd_memkitd() {
-    let (rt, port) = start_memkitd();
+    let (_server, port) = start_memkitd();
     no_herd_on_timeout("memkitd", client(port)).await;
-    rt.shutdown_background();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,9 +347,8 @@ async fn timeout_is_not_a_herd_real_memcached() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caching_against_memkitd() {
-    let (rt, port) = start_memkitd();
+    let (_server, port) = start_memkitd();
     suite("memkitd", client(port)).await;
-    rt.shutdown_background();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -442,11 +364,11 @@ async fn caching_against_real_memcached() {
 /// server holding the first copy is shut down and both entries are still read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicated_entry_survives_a_dead_server() {
-    let mut servers: Vec<Option<tokio::runtime::Runtime>> = Vec::new();
+    let mut servers: Vec<Option<TestServer>> = Vec::new();
     let mut specs = Vec::new();
     for _ in 0..3 {
-        let (rt, port) = start_memkitd();
-        servers.push(Some(rt));
+        let (server, port) = start_memkitd();
+        servers.push(Some(server));
         specs.push(ServerSpec::new("127.0.0.1", port));
     }
     let cluster = Cluster::new(
@@ -485,7 +407,7 @@ async fn replicated_entry_survives_a_dead_server() {
     let f = by_cluster.fetch(&key2, &one, load(1)).await.unwrap();
     assert_eq!((f.value, f.source), (1, Source::Computed));
 
-    servers[dead].take().unwrap().shutdown_background();
+    stop_memkitd(servers[dead].take().unwrap());
     let gone = cluster.client(dead).get(copy_key(&key, 0).as_bytes()).await;
     assert!(gone.is_err(), "server {dead} is down: {gone:?}");
     for round in 0..5 {
@@ -503,7 +425,4 @@ async fn replicated_entry_survives_a_dead_server() {
         );
     }
     assert_eq!((copies.stats().loads, by_cluster.stats().loads), (1, 1));
-    for rt in servers.into_iter().flatten() {
-        rt.shutdown_background();
-    }
 }
