@@ -25,24 +25,29 @@ impl Shard {
         exptime: impl Fn(memkit_types::Exptime) -> u32,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Option<R>> {
-        self.stats.counters.cmd_get += 1;
-        if opts.touch.is_some() {
-            self.stats.counters.cmd_touch += 1;
-        }
         let (mut e, at) = match self.lookup(h, key, now) {
             Found::Live(e, at) => (e, at),
             found => return self.get_miss(h, key, found, opts, now, exptime, f),
         };
-        self.stats.counters.get_hits += 1;
+        // As memcached: a hit that touches counts as a touch only, not as a get.
+        let touched = opts.touch.is_some();
+        let counters = &mut self.stats.counters;
+        if touched {
+            counters.cmd_touch += 1;
+            counters.touch_hits += 1;
+        } else {
+            counters.cmd_get += 1;
+            counters.get_hits += 1;
+        }
         let class = self.stats.class_counters(at.header.logical_len());
-        class.get_hits += 1;
-        if opts.touch.is_some() {
+        if touched {
             class.touch_hits += 1;
+        } else {
+            class.get_hits += 1;
         }
         let ttl_before = ttl_of(at.header.exptime, now);
         let mut hdr = at.header;
         if let Some(t) = opts.touch {
-            self.stats.counters.touch_hits += 1;
             let new_exp = exptime(t);
             if let Some(new) = self.set_exptime(h, key, e, &at, new_exp, now)? {
                 e = new;
@@ -111,9 +116,15 @@ impl Shard {
                 Dead::Flushed => self.stats.counters.get_flushed += 1,
             }
         }
-        self.stats.counters.get_misses += 1;
-        if opts.touch.is_some() {
-            self.stats.counters.touch_misses += 1;
+        // memcached counts a missed `gat` (or binary GAT) as a touch, and a missed `mg` as a
+        // get whatever its flags: its meta handler knows it touches only once it has the item.
+        let counters = &mut self.stats.counters;
+        if opts.touch.is_some() && opts.classic {
+            counters.cmd_touch += 1;
+            counters.touch_misses += 1;
+        } else {
+            counters.cmd_get += 1;
+            counters.get_misses += 1;
         }
         let Some(ttl) = opts.vivify else {
             return Ok(None);
