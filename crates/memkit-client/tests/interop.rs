@@ -72,11 +72,8 @@ fn servers(n: usize, with_11211: bool) -> Option<Vec<Server>> {
         if out.len() % 2 == 1 {
             out.push(Server::Memkitd(Memkitd::start()));
         } else {
-            let Some(m) = Memcached::start() else {
-                skip("memcached");
-                return None;
-            };
-            out.push(Server::Memcached(m));
+            // No memcached: skipped with a note by the harness (a failure under CI).
+            out.push(Server::Memcached(Memcached::start()?));
         }
     }
     Some(out)

@@ -1,87 +1,52 @@
-//! Test servers: memkitd in-process on its own runtime (so a test can kill it), real
-//! memcached as a child process killed by PID on drop. Loopback only, free ports, bounded
-//! waits.
+//! Test servers, the harness's (`memkit_testkit`): memkitd in-process (so a test can kill
+//! it) and real memcached as a child process killed by PID on drop, each with the
+//! `ServerSpec` the client takes. Loopback only, free ports, bounded waits.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::net::TcpStream;
+use std::time::Duration;
 
 use memkit_client::{ClientConfig, ServerSpec};
+use memkit_testkit::{TestServer, memcached};
 
+pub use memkit_testkit::server::free_port;
+
+/// Where Debian installs memcached (the harness finds it on `PATH`).
 pub const MEMCACHED: &str = "/usr/bin/memcached";
-
-/// A free loopback port (bound, read, released).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Whether something accepts on `port`.
 pub fn port_open(port: u16) -> bool {
     TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)).is_ok()
 }
 
-fn wait_for(port: u16) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if port_open(port) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-/// memkitd on its own runtime; `kill` drops the runtime, closing every socket at once.
+/// memkitd in-process; `kill` (or a drop) stops it and closes every socket at once.
+#[derive(Debug)]
 pub struct Memkitd {
     pub port: u16,
-    rt: Option<tokio::runtime::Runtime>,
+    server: TestServer,
 }
 
 impl Memkitd {
     pub fn start() -> Memkitd {
-        Self::start_on(0).expect("bind a free port")
+        Self::start_with(&[])
     }
 
-    /// On a given port (0: any); `None` if it cannot be bound.
+    /// On a given port (0: any), the bind retried while the port is still held.
     pub fn start_on(port: u16) -> Option<Memkitd> {
-        Self::start_args(port, &[])
+        Some(Self::from(TestServer::start_on(port, &[])))
     }
 
     /// With memcached-style flags (`-Y FILE`, `-Z -o ssl_...`).
     pub fn start_with(args: &[&str]) -> Memkitd {
-        Self::start_args(0, args).expect("bind a free port")
+        Self::from(TestServer::start(args))
     }
 
-    fn start_args(port: u16, args: &[&str]) -> Option<Memkitd> {
-        let mut argv = vec!["memkitd"];
-        argv.extend_from_slice(args);
-        let (settings, _) = memkit_server::Settings::from_args(
-            <memkit_server::Args as clap::Parser>::parse_from(argv),
-        );
-        let listener = TcpListener::bind(("127.0.0.1", port)).ok()?;
-        let port = listener.local_addr().ok()?.port();
-        listener.set_nonblocking(true).ok()?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .ok()?;
-        rt.spawn(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-            let shared = memkit_server::Shared::new(
-                Arc::new(memkit_server::engine_for(&settings)),
-                settings,
-            );
-            memkit_server::run(listener, shared, std::future::pending()).await;
-        });
-        Some(Memkitd { port, rt: Some(rt) })
+    fn from(server: TestServer) -> Memkitd {
+        Memkitd {
+            port: server.port(),
+            server,
+        }
     }
 
     pub fn spec(&self) -> ServerSpec {
@@ -89,73 +54,38 @@ impl Memkitd {
     }
 
     pub fn kill(&mut self) {
-        if let Some(rt) = self.rt.take() {
-            // Dropping a runtime blocks, which an async test may not do on its own thread.
-            std::thread::spawn(move || rt.shutdown_timeout(Duration::from_secs(2)))
-                .join()
-                .expect("memkitd runtime shut down");
-        }
+        self.server.kill();
     }
 }
 
-impl Drop for Memkitd {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A real memcached child process, killed by PID on drop.
+/// Real memcached, killed by PID on drop.
+#[derive(Debug)]
 pub struct Memcached {
     pub port: u16,
-    child: Option<Child>,
+    server: memcached::Memcached,
 }
 
 impl Memcached {
-    /// On a free port; `None` (with a note) when memcached is not installed, a failure under CI.
+    /// On a free port; `None` (with a note) when memcached is not installed, a failure
+    /// under CI.
     pub fn start() -> Option<Memcached> {
-        Self::start_on(free_port())
+        Self::start_with(&[])
     }
 
     pub fn start_on(port: u16) -> Option<Memcached> {
-        Self::start_args(port, &[])
+        memcached::spawn_on(port, &[]).map(Self::from)
     }
 
     /// On a free port with extra flags (`-Y FILE`, `-Z -o ssl_...`).
     pub fn start_with(args: &[&str]) -> Option<Memcached> {
-        Self::start_args(free_port(), args)
+        memcached::spawn(args).map(Self::from)
     }
 
-    fn start_args(port: u16, args: &[&str]) -> Option<Memcached> {
-        if !std::path::Path::new(MEMCACHED).exists() {
-            memkit_testkit::interop::skip(MEMCACHED);
-            return None;
+    fn from(server: memcached::Memcached) -> Memcached {
+        Memcached {
+            port: server.port,
+            server,
         }
-        let child = Command::new(MEMCACHED)
-            .args([
-                "-l",
-                "127.0.0.1",
-                "-U",
-                "0",
-                "-m",
-                "64",
-                "-u",
-                "nobody",
-                "-p",
-            ])
-            .arg(port.to_string())
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            // memcached is there (checked above): failing to start it is a failure, not a
-            // reason to drop the memcached half of the test.
-            .expect("start memcached");
-        let m = Memcached {
-            port,
-            child: Some(child),
-        };
-        assert!(wait_for(port), "memcached did not start on {port}");
-        Some(m)
     }
 
     pub fn spec(&self) -> ServerSpec {
@@ -163,16 +93,7 @@ impl Memcached {
     }
 
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        self.kill();
+        self.server.kill();
     }
 }
 
