@@ -12,28 +12,30 @@
 //!   also runs in the binary protocol: the same requests as `GET`/`SET` frames, right after
 //!   the text cell (`loadgen`'s `binary` module).
 //! - **latency**: p50/p99/p999 at a fixed offered load (a fraction of the slower server's
-//!   depth-1 throughput measured just before), open loop, on the fitting key space.
-//! - **memory**: fill `-m 64` with 100-byte values, then `curr_items` and VmRSS / VmHWM.
+//!   depth-1 throughput measured just before), open loop, on the fitting key space (module
+//!   `latency`).
+//! - **memory**: fill `-m 64` with 100-byte values, then `curr_items` and VmRSS / VmHWM
+//!   (module `capacity`, with the hit ratio).
 //! - **hit-ratio**: one Zipf(0.99) trace over 10x more distinct keys than memcached holds,
 //!   replayed as get-then-set-on-miss against both servers at the same `-m`.
 //! - **memaslap**: `memcaslap` (libmemcached-tools), 90/10, against both servers, also with
 //!   `--binary` (module `memaslap`).
 //!
-//! Only one server is driven at a time; the other idles.
+//! Only one server is driven at a time; the other idles. The command line is module `cli`;
+//! this file holds the configuration, the result rows and the throughput part.
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use clap::ValueEnum;
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
-
-use crate::loadgen::{self, Closed, Open, Proto, Shape, Source, Tally};
+use crate::loadgen::{self, Closed, Proto, Shape, Source, Tally};
 use crate::procs::{self, Kind, Server, Spec};
-use crate::workload::{Dist, KeyGen, Zipf};
+use crate::workload::{Dist, KeyGen};
+use clap::ValueEnum;
 
+mod capacity;
 mod cli;
+mod latency;
 mod memaslap;
 
 pub use cli::{ServerArgs, main};
@@ -597,189 +599,6 @@ impl Ctx<'_> {
                     row.hit.set(kind, t.hit_ratio());
                 }
             }
-        }
-        Ok(row)
-    }
-
-    fn latency(
-        &mut self,
-        servers: &[Server; 2],
-        threads: usize,
-        report: &ServerReport,
-    ) -> io::Result<LatRow> {
-        let cfg = self.cfg;
-        let sat = report
-            .tp
-            .iter()
-            .find(|r| r.threads == threads && r.depth == 1 && r.workload == TpWorkload::Fits)
-            .map(|r| r.rate.memcached.min(r.rate.memkitd));
-        let offered = sat.map_or(cfg.latency_default_rate, |s| {
-            (s * cfg.latency_fraction).max(1000.0)
-        });
-        let mut row = LatRow {
-            threads,
-            offered,
-            achieved: Pair::default(),
-            p50: Pair::default(),
-            p99: Pair::default(),
-            p999: Pair::default(),
-            cpu_per_m: Pair::default(),
-        };
-        // One run's p99 swings by 2-10x with what else the two cores schedule (the load
-        // generator shares them), so each server gets several runs, alternating, and its
-        // figures are the medians.
-        let mut runs: [Vec<loadgen::Latency>; 2] = [Vec::new(), Vec::new()];
-        let mut cpu = [0.0; 2];
-        for round in 0..cfg.latency_rounds.max(1) {
-            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-            for i in order {
-                let s = &servers[i];
-                let open = Open {
-                    conns: cfg.conns,
-                    rate: offered,
-                    duration: cfg.latency_secs,
-                    max_requests: (offered * cfg.latency_secs.as_secs_f64() * 1.1) as u64 + 1000,
-                    get_pct: 90,
-                    dist: Dist::Uniform(cfg.keys_fit),
-                    seed: cfg.seed ^ 0x1a7 ^ ((round as u64) << 8),
-                };
-                let cpu0 = s.cpu_secs()?;
-                let l = self
-                    .rt
-                    .block_on(loadgen::open_loop(s.addr, open, self.shape))?;
-                cpu[i] += s.cpu_secs()? - cpu0;
-                (self.log)(&format!(
-                    "-t {threads} latency at {offered:.0} req/s round {round}: {} p50 {:.0} p99 {:.0} p999 {:.0} max {:.0} µs, achieved {:.0}",
-                    s.kind.name(),
-                    l.p50,
-                    l.p99,
-                    l.p999,
-                    l.max,
-                    l.tally.rate()
-                ));
-                runs[i].push(l);
-            }
-        }
-        for (i, s) in servers.iter().enumerate() {
-            let median = |f: fn(&loadgen::Latency) -> f64| {
-                let mut v: Vec<f64> = runs[i].iter().map(f).collect();
-                v.sort_by(f64::total_cmp);
-                v[v.len() / 2]
-            };
-            let requests: u64 = runs[i].iter().map(|l| l.tally.requests).sum();
-            row.achieved.set(s.kind, median(|l| l.tally.rate()));
-            row.p50.set(s.kind, median(|l| l.p50));
-            row.p99.set(s.kind, median(|l| l.p99));
-            row.p999.set(s.kind, median(|l| l.p999));
-            row.cpu_per_m
-                .set(s.kind, cpu[i] / requests.max(1) as f64 * 1e6);
-        }
-        Ok(row)
-    }
-
-    fn memory(&mut self) -> io::Result<MemRow> {
-        let cfg = self.cfg;
-        let mean_key = cfg.keys.mean_len().round() as usize;
-        let slab_items =
-            crate::slab::items_that_fit(cfg.fill_memory_mb << 20, mean_key, cfg.value_len) as u64;
-        let sets = (slab_items as f64 * cfg.fill_factor) as u64;
-        let spec = Spec {
-            threads: *cfg.threads.iter().max().unwrap_or(&1),
-            memory_mb: cfg.fill_memory_mb,
-        };
-        let mut row = MemRow {
-            memory_mb: cfg.fill_memory_mb,
-            sets,
-            items: Pair::default(),
-            rss: Pair::default(),
-            hwm: Pair::default(),
-            evictions: Pair::default(),
-            slab_math_items: slab_items,
-        };
-        for kind in KINDS {
-            let s = Server::start(kind, self.bins.of(kind), spec)?;
-            // A second 1M past the fill's keys: the fill is written in order, so after it the
-            // newest items are retained; count whatever the server holds.
-            let t = self.fill(&s, 1 << 40, (1 << 40) + sets)?;
-            std::thread::sleep(Duration::from_millis(300));
-            let st = s.stats()?;
-            let num = |k: &str| st.get(k).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-            let (rss, hwm) = s.rss()?;
-            (self.log)(&format!(
-                "memory: {} after {} sets ({} errors): curr_items {}, evictions {}, RSS {:.1} MiB, peak {:.1} MiB",
-                kind.name(),
-                t.sets,
-                t.errors,
-                num("curr_items"),
-                num("evictions"),
-                rss as f64 / 1048576.0,
-                hwm as f64 / 1048576.0
-            ));
-            row.items.set(kind, num("curr_items"));
-            row.evictions.set(kind, num("evictions"));
-            row.rss.set(kind, rss as f64);
-            row.hwm.set(kind, hwm as f64);
-        }
-        Ok(row)
-    }
-
-    fn hit_ratio(&mut self) -> io::Result<HitRow> {
-        let cfg = self.cfg;
-        let mean_key = cfg.keys.mean_len().round() as usize;
-        let fit = crate::slab::items_that_fit(cfg.hit_memory_mb << 20, mean_key, cfg.value_len);
-        let keys = (fit as f64 * cfg.hit_keys_factor) as u64;
-        let requests = (keys as f64 * cfg.hit_requests_factor) as usize;
-        let zipf = Zipf::new(keys, cfg.zipf_s);
-        let mut rng = SmallRng::seed_from_u64(cfg.seed ^ 0x2195);
-        // Key numbers scattered over a large range, so the hot keys are not neighbours.
-        let trace: std::sync::Arc<Vec<u32>> = std::sync::Arc::new(
-            (0..requests)
-                .map(|_| (zipf.sample(&mut rng) - 1) as u32)
-                .collect(),
-        );
-        let spec = Spec {
-            threads: *cfg.threads.iter().max().unwrap_or(&1),
-            memory_mb: cfg.hit_memory_mb,
-        };
-        let mut row = HitRow {
-            memory_mb: cfg.hit_memory_mb,
-            keys,
-            requests: requests as u64,
-            miss: Pair::default(),
-            items: Pair::default(),
-            secs: Pair::default(),
-        };
-        // Few connections and a shallow pipeline keep the replay close to trace order.
-        let conns = 8;
-        for kind in KINDS {
-            let s = Server::start(kind, self.bins.of(kind), spec)?;
-            let closed = Closed {
-                conns,
-                depth: 8,
-                duration: Duration::from_secs(3600),
-                max_requests: u64::MAX / 2,
-                seed: cfg.seed,
-                proto: Proto::Text,
-            };
-            let tr = trace.clone();
-            let (t, _) = self.closed(&s, closed, |i| Source::Trace {
-                trace: tr.clone(),
-                next: i,
-                step: conns,
-            })?;
-            let items = s.stat_u64("curr_items")?;
-            (self.log)(&format!(
-                "hit ratio: {} miss {:.4} over {} gets ({} errors), {} items, {:.1} s",
-                kind.name(),
-                t.miss_ratio(),
-                t.gets,
-                t.errors,
-                items,
-                t.secs
-            ));
-            row.miss.set(kind, t.miss_ratio());
-            row.items.set(kind, items as f64);
-            row.secs.set(kind, t.secs);
         }
         Ok(row)
     }

@@ -262,33 +262,8 @@ impl ServerReport {
         }
     }
 
-    /// The run as markdown: the ratio table, the targets, notes.
-    pub fn to_markdown(&self) -> String {
-        let c = &self.config;
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "memcached {} vs memkitd {}; {} client connections (tokio, {} threads, in the bench \
-             process); keys {}-{} B, values {} B; -m {} for throughput, latency and memcaslap; \
-             {:.1} s per cell per server, bounded at {} requests, {} alternating round(s), best \
-             round reported (CPU and hits from that round).\n",
-            self.versions.memcached,
-            self.versions.memkitd,
-            c.conns,
-            c.client_threads,
-            c.keys.min_len,
-            c.keys.max_len,
-            c.value_len,
-            c.memory_mb,
-            c.cell.as_secs_f64(),
-            c.cell_max_requests,
-            c.rounds,
-        );
-        o.push_str(
-            "| measure | load | -t | depth | memcached | memkitd | memkitd / memcached | target | status |\n\
-             |---|---|---:|---:|---:|---:|---:|---|---|\n",
-        );
-        self.tp_rows(&mut o);
+    /// The latency rows: percentiles and CPU at the offered load.
+    fn lat_rows(&self, o: &mut String) {
         for l in &self.lat {
             let load = format!("open loop, {:.0} req/s offered, 90/10, keys fit", l.offered);
             for (name, p, target) in [
@@ -316,6 +291,11 @@ impl ServerReport {
                 l.cpu_per_m.ratio(),
             );
         }
+    }
+
+    /// The memory rows: items retained, RSS after the fill, peak RSS against its bound.
+    fn mem_rows(&self, o: &mut String) {
+        let c = &self.config;
         if let Some(m) = &self.mem {
             let load = format!("{} sets into -m {}", m.sets, m.memory_mb);
             let bound = 1.1 * m.memory_mb as f64 + 32.0;
@@ -344,6 +324,11 @@ impl ServerReport {
                 mark(mib(m.hwm.memkitd) <= bound),
             );
         }
+    }
+
+    /// The hit-ratio rows: miss ratio and items held at the end of the trace.
+    fn hit_rows(&self, o: &mut String) {
+        let c = &self.config;
         if let Some(h) = &self.hit {
             let load = format!(
                 "Zipf({}) trace, {} gets over {} keys, get then set on miss, -m {}",
@@ -366,6 +351,38 @@ impl ServerReport {
                 h.items.ratio(),
             );
         }
+    }
+
+    /// The run as markdown: the ratio table, the targets, notes.
+    pub fn to_markdown(&self) -> String {
+        let c = &self.config;
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "memcached {} vs memkitd {}; {} client connections (tokio, {} threads, in the bench \
+             process); keys {}-{} B, values {} B; -m {} for throughput, latency and memcaslap; \
+             {:.1} s per cell per server, bounded at {} requests, {} alternating round(s), best \
+             round reported (CPU and hits from that round).\n",
+            self.versions.memcached,
+            self.versions.memkitd,
+            c.conns,
+            c.client_threads,
+            c.keys.min_len,
+            c.keys.max_len,
+            c.value_len,
+            c.memory_mb,
+            c.cell.as_secs_f64(),
+            c.cell_max_requests,
+            c.rounds,
+        );
+        o.push_str(
+            "| measure | load | -t | depth | memcached | memkitd | memkitd / memcached | target | status |\n\
+             |---|---|---:|---:|---:|---:|---:|---|---|\n",
+        );
+        self.tp_rows(&mut o);
+        self.lat_rows(&mut o);
+        self.mem_rows(&mut o);
+        self.hit_rows(&mut o);
         self.memaslap_rows(&mut o);
         o.push_str(&binary::table(self));
         o.push_str("\n| target | this run | status |\n|---|---|---|\n");
