@@ -126,14 +126,17 @@ fn snapshot(e: &Engine, n: usize) -> HashMap<Vec<u8>, Option<Seen>> {
 #[test]
 fn every_live_item_comes_back_with_its_cas_flags_ttl_and_bits() {
     for policy in [EvictionPolicy::S3Fifo, EvictionPolicy::Sieve] {
-        round_trip(policy);
+        for clear in [false, true] {
+            round_trip(policy, clear);
+        }
     }
 }
 
-fn round_trip(policy: EvictionPolicy) {
+/// With `clear`, [`Engine::warm_save_and_clear`], which leaves the saved engine empty.
+fn round_trip(policy: EvictionPolicy, clear: bool) {
     const N: usize = 20_000;
     let clock = ManualClock::default();
-    let path = scratch(&format!("roundtrip-{policy:?}"));
+    let path = scratch(&format!("roundtrip-{policy:?}-{clear}"));
     let cfg = || EngineConfig {
         eviction: policy,
         ..config(64, &clock)
@@ -142,10 +145,18 @@ fn round_trip(policy: EvictionPolicy) {
         let e = Engine::new(cfg());
         fill(&e, &clock, N);
         let before = snapshot(&e, N);
-        let saved = e.warm_save(&path).unwrap();
+        let saved = match clear {
+            false => e.warm_save(&path).unwrap(),
+            true => e.warm_save_and_clear(&path).unwrap(),
+        };
         let live = before.values().filter(|s| s.is_some()).count() as u64;
         assert_eq!(saved.items, live);
         assert_eq!(saved.bytes, std::fs::metadata(&path).unwrap().len());
+        if clear {
+            assert_cleared(&e, &before);
+        } else {
+            assert_eq!(e.stats().counters.curr_items, live);
+        }
         before
     };
     clock.advance(100);
@@ -210,6 +221,25 @@ fn round_trip(policy: EvictionPolicy) {
     }
     assert!(e.stats().counters.evictions > 0, "{policy:?}");
     assert_eq!(peek(&e, b"more:49999").unwrap().value, big);
+}
+
+/// Empty, its memory given back, and still working: a key written again gets a CAS above
+/// the one it had (CAS values rise per shard).
+fn assert_cleared(e: &Engine, before: &HashMap<Vec<u8>, Option<Seen>>) {
+    let stats = e.stats();
+    assert_eq!(stats.counters.curr_items, 0);
+    assert_eq!(stats.segments, 0, "no segment left mapped");
+    assert!(before.keys().all(|k| peek(e, k).is_none()));
+    let opts = StoreOptions::new(StoreMode::Set, 0, Exptime::NEVER);
+    let derived = before
+        .iter()
+        .filter_map(|(k, s)| Some((k, s.as_ref()?.cas)))
+        .filter(|&(_, c)| c < 1_000_000_000_000);
+    for (key, old) in derived.take(200) {
+        let cas = e.store(key, b"v", &opts).unwrap().cas;
+        assert!(cas > old, "{cas} <= {old}");
+        e.delete(key, &DeleteOptions::default()).unwrap();
+    }
 }
 
 #[test]

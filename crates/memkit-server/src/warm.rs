@@ -98,7 +98,7 @@ pub fn save_on_stop(shared: &Shared, stop: &Stop) {
     if !stop.is_graceful() || shared.persist.is_some() {
         return;
     }
-    match shared.engine.warm_save(path) {
+    match shared.engine.warm_save_and_clear(path) {
         Ok(s) => tracing::info!(
             target: crate::log::LIFECYCLE,
             "warm restart: saved {} items ({:.1} MiB) to {} in {} ms",

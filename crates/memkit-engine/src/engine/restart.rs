@@ -23,7 +23,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::hash::BuildHasher;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
@@ -317,28 +317,6 @@ impl Write for AtWriter<'_> {
     }
 }
 
-/// Reads `[pos, end)` of a file with positioned reads, checksumming what it reads (in the
-/// long runs a buffered reader asks for).
-struct AtReader<'a> {
-    file: &'a File,
-    pos: u64,
-    end: u64,
-    crc: crc32fast::Hasher,
-}
-
-impl Read for AtReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = (buf.len() as u64).min(self.end - self.pos) as usize;
-        if n == 0 {
-            return Ok(0);
-        }
-        let got = self.file.read_at(&mut buf[..n], self.pos)?;
-        self.crc.update(&buf[..got]);
-        self.pos += got as u64;
-        Ok(got)
-    }
-}
-
 /// The state the save threads share.
 struct Dump<'a> {
     engine: &'a Engine,
@@ -347,6 +325,8 @@ struct Dump<'a> {
     now: u32,
     lens: Mutex<Vec<u64>>,
     barrier: Barrier,
+    /// Empty each shard once its section is written ([`Engine::warm_save_and_clear`]).
+    clear: bool,
 }
 
 impl Dump<'_> {
@@ -369,7 +349,8 @@ impl Dump<'_> {
         self.barrier.wait();
         let lens = self.lens.lock().clone();
         let mut out = Vec::with_capacity(mine.len());
-        for ((&i, shard), (locs, bytes)) in mine.iter().zip(&guards).zip(&lists) {
+        let budget = e.memory_limit.load(std::sync::atomic::Ordering::Relaxed) / n;
+        for ((&i, shard), (locs, bytes)) in mine.iter().zip(&mut guards).zip(&lists) {
             let offset = header_len(n) as u64 + lens[..i].iter().sum::<u64>();
             let mut w = AtWriter::new(self.file, offset);
             shard.warm_write(locs, e.epoch, &mut w)?;
@@ -392,6 +373,9 @@ impl Dump<'_> {
                     crc,
                 },
             ));
+            if self.clear {
+                shard.warm_clear(budget);
+            }
         }
         Ok(out)
     }
@@ -407,41 +391,122 @@ struct Loaded {
 
 /// Records read per batch: their index buckets are fetched together before they are put in.
 const BATCH: usize = 32;
+/// Bytes read between two checksum updates and page releases.
+const RELEASE_STEP: u64 = 4 << 20;
 
-/// A section's records as they are read: each one's key and value appended to `data`.
-struct Records {
-    consumed: u64,
-    max_seq: u64,
-    data: Vec<u8>,
+/// The file, mapped: records are read in place (no copy into a buffer), and once read and
+/// checksummed, the pages are given back (`MADV_REMOVE`; the file is already unlinked), so
+/// the segments the records are copied into largely reuse them instead of taking as much
+/// memory again (on a VM whose free memory goes back to the host, 1 against 4 s a GiB).
+/// When the file could only be opened read-only, nothing is given back until it is closed.
+///
+/// Each restore thread reads and releases only inside its own sections, and never the pages
+/// a section shares with its neighbours; a slice handed out is dropped before its pages are
+/// released.
+struct Mapped {
+    raw: memmap2::MmapRaw,
+    release: bool,
 }
 
-impl Records {
-    fn next(&mut self, r: &mut impl Read, item_size_max: usize) -> Result<RecordHead, WarmError> {
-        let short = |_| WarmError::Corrupt("a record runs past the end of its section".into());
-        let mut head = [0u8; RECORD_HEAD];
-        r.read_exact(&mut head).map_err(short)?;
-        let mut rec = RecordHead::decode(&head, item_size_max)
-            .ok_or_else(|| WarmError::Corrupt("a record no save writes".into()))?;
-        self.consumed += RECORD_HEAD as u64;
-        if rec.explicit_cas {
-            let mut cas = [0u8; 8];
-            r.read_exact(&mut cas).map_err(short)?;
-            rec.cas = Some(u64::from_le_bytes(cas));
-            self.consumed += 8;
+impl Mapped {
+    fn open(file: &File, writable: bool) -> io::Result<Mapped> {
+        let raw = match writable {
+            true => memmap2::MmapRaw::map_raw(file)?,
+            false => memmap2::MmapOptions::new().map_raw_read_only(file)?,
+        };
+        Ok(Mapped {
+            raw,
+            release: writable,
+        })
+    }
+
+    /// `len` bytes at `at`, which the header's layout check put inside the file and no
+    /// [`Self::release`] has reached.
+    fn bytes(&self, at: u64, len: usize) -> &[u8] {
+        debug_assert!(at as usize + len <= self.raw.len());
+        // SAFETY: in bounds (above); the pages are mapped and not released (the caller's
+        // order: see the type's comment); nothing in this process writes to the mapping.
+        unsafe { std::slice::from_raw_parts(self.raw.as_ptr().add(at as usize), len) }
+    }
+
+    /// Gives back the whole pages of `[from, to)`.
+    fn release(&self, from: u64, to: u64) {
+        const PAGE: u64 = 4096;
+        let (from, to) = (from.next_multiple_of(PAGE), to / PAGE * PAGE);
+        if !self.release || to <= from {
+            return;
         }
-        let start = self.data.len();
-        self.data.resize(start + rec.klen + rec.vlen, 0);
-        r.read_exact(&mut self.data[start..]).map_err(short)?;
-        self.consumed += (rec.klen + rec.vlen) as u64;
+        // SAFETY: in bounds; no slice into these pages is alive, and none is made again (a
+        // section is read once, front to back). A file system without MADV_REMOVE keeps
+        // the pages until the file is closed, which is all a failure costs.
+        let _ = unsafe {
+            self.raw.unchecked_advise_range(
+                memmap2::UncheckedAdvice::Remove,
+                from as usize,
+                (to - from) as usize,
+            )
+        };
+    }
+}
+
+/// A section's records as they are read: where the next one starts, the checksum of what
+/// has been read and released so far, and the highest sequence number seen.
+struct Cursor<'a> {
+    map: &'a Mapped,
+    pos: u64,
+    end: u64,
+    checked: u64,
+    crc: crc32fast::Hasher,
+    max_seq: u64,
+}
+
+impl Cursor<'_> {
+    /// The next record's head and where its key starts (its value follows the key).
+    fn next(&mut self, item_size_max: usize) -> Result<(RecordHead, u64), WarmError> {
+        let short = || WarmError::Corrupt("a record runs past the end of its section".into());
+        if self.end - self.pos < RECORD_HEAD as u64 {
+            return Err(short());
+        }
+        let head: &[u8; RECORD_HEAD] = self.map.bytes(self.pos, RECORD_HEAD).try_into().unwrap();
+        let mut rec = RecordHead::decode(head, item_size_max)
+            .ok_or_else(|| WarmError::Corrupt("a record no save writes".into()))?;
+        self.pos += RECORD_HEAD as u64;
+        if rec.explicit_cas {
+            if self.end - self.pos < 8 {
+                return Err(short());
+            }
+            rec.cas = Some(u64_at(self.map.bytes(self.pos, 8), 0));
+            self.pos += 8;
+        }
+        let kv = (rec.klen + rec.vlen) as u64;
+        if self.end - self.pos < kv {
+            return Err(short());
+        }
+        let key_at = self.pos;
+        self.pos += kv;
         self.max_seq = self.max_seq.max(rec.seq);
-        Ok(rec)
+        Ok((rec, key_at))
+    }
+
+    /// Checksums what was read since the last call and gives its pages back; with `all`,
+    /// the end of the section, else only once [`RELEASE_STEP`] bytes have been read.
+    fn checkpoint(&mut self, all: bool) {
+        if !all && self.pos - self.checked < RELEASE_STEP {
+            return;
+        }
+        let read = self
+            .map
+            .bytes(self.checked, (self.pos - self.checked) as usize);
+        self.crc.update(read);
+        self.map.release(self.checked, self.pos);
+        self.checked = self.pos;
     }
 }
 
 /// The state the restore threads share.
 struct Load<'a> {
     engine: &'a Engine,
-    file: &'a File,
+    map: &'a Mapped,
     header: &'a FileHeader,
     threads: usize,
 }
@@ -474,31 +539,23 @@ impl Load<'_> {
         let corrupt = |m: &str| WarmError::Corrupt(m.to_string());
         let mut shard = e.shards[i].0.lock();
         shard.warm_presize(&st, sec.items as usize);
-        let mut r = BufReader::with_capacity(
-            CHUNK,
-            AtReader {
-                file: self.file,
-                pos: sec.offset,
-                end: sec.offset + sec.len,
-                crc: crc32fast::Hasher::new(),
-            },
-        );
         let (now, now_unix) = (e.now(), e.clock.now_secs());
-        let mut read = Records {
-            consumed: 0,
+        let mut cur = Cursor {
+            map: self.map,
+            pos: sec.offset,
+            end: sec.offset + sec.len,
+            checked: sec.offset,
+            crc: crc32fast::Hasher::new(),
             max_seq: 0,
-            data: Vec::new(),
         };
-        let mut batch: Vec<(RecordHead, u64, u32, usize)> = Vec::with_capacity(BATCH);
+        let mut batch: Vec<(RecordHead, u64, u32, u64)> = Vec::with_capacity(BATCH);
         let mut left = sec.items;
         while left > 0 {
             batch.clear();
-            read.data.clear();
             while batch.len() < BATCH && left > 0 {
                 left -= 1;
-                let start = read.data.len();
-                let rec = read.next(&mut r, e.item_size_max)?;
-                let h = e.hasher.hash_one(&read.data[start..start + rec.klen]);
+                let (rec, key_at) = cur.next(e.item_size_max)?;
+                let h = e.hasher.hash_one(self.map.bytes(key_at, rec.klen));
                 if ((h >> 32) & e.shard_mask) as usize != i {
                     return Err(corrupt("a key in another shard's section"));
                 }
@@ -510,27 +567,29 @@ impl Load<'_> {
                     }
                     d => (d - e.epoch).min(u64::from(u32::MAX - 1)) as u32,
                 };
-                batch.push((rec, h, exptime, start));
+                batch.push((rec, h, exptime, key_at));
             }
             shard.index.prefetch(batch.iter().map(|b| b.1));
-            for (rec, h, exptime, start) in &batch {
-                let (key, value) =
-                    read.data[*start..*start + rec.klen + rec.vlen].split_at(rec.klen);
+            for (rec, h, exptime, key_at) in &batch {
+                let (key, value) = self
+                    .map
+                    .bytes(*key_at, rec.klen + rec.vlen)
+                    .split_at(rec.klen);
                 match shard.warm_install(*h, rec, *exptime, key, value, now) {
                     Ok(()) => total.items += 1,
                     Err(_) => total.dropped += 1,
                 }
             }
+            cur.checkpoint(false);
         }
-        let (consumed, max_seq) = (read.consumed, read.max_seq);
-        if consumed != sec.len {
+        if cur.pos != cur.end {
             return Err(corrupt("bytes after the last record"));
         }
-        // Every record was read, so the reader has read (and checksummed) the whole section.
-        if r.into_inner().crc.finalize() != sec.crc {
+        cur.checkpoint(true);
+        if cur.crc.finalize() != sec.crc {
             return Err(corrupt("checksum does not match"));
         }
-        shard.warm_finish(&st, max_seq, now);
+        shard.warm_finish(&st, cur.max_seq, now);
         Ok(())
     }
 }
@@ -540,6 +599,21 @@ impl Engine {
     /// then renamed over `path`. Each shard stays locked while it is written (one thread a
     /// core, each over its own shards): meant for a server that has stopped serving.
     pub fn warm_save(&self, path: &Path) -> io::Result<WarmSaved> {
+        self.save_to(path, false)
+    }
+
+    /// [`Engine::warm_save`] for a process about to exit: each shard is emptied, and its
+    /// memory given back, as soon as its section is written, so the file's pages are largely
+    /// the ones the cache just gave up rather than more memory (on a VM whose free memory
+    /// goes back to the host, the difference between 1 and 4 s a GiB), and the exit has
+    /// little left to unmap. The engine is empty afterwards (after a failed save, the shards
+    /// written before the failure are); the CAS values it issues next are still above
+    /// every earlier one.
+    pub fn warm_save_and_clear(&self, path: &Path) -> io::Result<WarmSaved> {
+        self.save_to(path, true)
+    }
+
+    fn save_to(&self, path: &Path, clear: bool) -> io::Result<WarmSaved> {
         let started = Instant::now();
         let tmp = tmp_path(path);
         let file = OpenOptions::new()
@@ -547,7 +621,7 @@ impl Engine {
             .create(true)
             .truncate(true)
             .open(&tmp)?;
-        let written = self.write_snapshot(&file).and_then(|h| {
+        let written = self.write_snapshot(&file, clear).and_then(|h| {
             file.sync_all()?;
             fs::rename(&tmp, path)?;
             // The rename itself is durable once the directory is synced (a disk file
@@ -567,7 +641,7 @@ impl Engine {
         })
     }
 
-    fn write_snapshot(&self, file: &File) -> io::Result<FileHeader> {
+    fn write_snapshot(&self, file: &File, clear: bool) -> io::Result<FileHeader> {
         let n = self.shards.len();
         let threads = threads_for(n);
         let dump = Dump {
@@ -577,6 +651,7 @@ impl Engine {
             now: self.now(),
             lens: Mutex::new(vec![0; n]),
             barrier: Barrier::new(threads),
+            clear,
         };
         let parts: Vec<io::Result<Vec<(usize, Section)>>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
@@ -631,7 +706,14 @@ impl Engine {
 fn restore(cfg: EngineConfig, path: &Path) -> Result<(Engine, WarmRestored), WarmError> {
     let started = Instant::now();
     let _ = fs::remove_file(tmp_path(path)); // a save cut short
-    let file = File::open(path).map_err(|e| match e.kind() {
+    // Read and write, so that pages can be given back as they are read (see `Mapped`).
+    let open = |write: bool| OpenOptions::new().read(true).write(write).open(path);
+    let (file, writable) = match open(true) {
+        Ok(f) => (Ok(f), true),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => (open(false), false),
+        Err(e) => (Err(e), false),
+    };
+    let file = file.map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => WarmError::Missing,
         _ => WarmError::Io(format!("could not be opened: {e}")),
     })?;
@@ -662,10 +744,11 @@ fn restore(cfg: EngineConfig, path: &Path) -> Result<(Engine, WarmRestored), War
         )));
     }
     header.check_layout(file_len)?;
+    let map = Mapped::open(&file, writable).map_err(io)?;
     let threads = threads_for(engine.shards.len());
     let load = Load {
         engine: &engine,
-        file: &file,
+        map: &map,
         header: &header,
         threads,
     };

@@ -164,6 +164,16 @@ impl Shard {
         Ok(())
     }
 
+    /// After its section is written at a stop: the shard empty, with `budget`, and all its
+    /// memory (segments, large blocks, index) given back at once. The write sequence stays,
+    /// so a CAS issued later is still above every earlier one.
+    pub(crate) fn warm_clear(&mut self, budget: usize) {
+        let mut empty = Shard::new(self.cfg.clone(), self.id, self.shard_bits, self.hasher);
+        empty.set_budget(budget);
+        empty.seq = self.seq;
+        *self = empty;
+    }
+
     /// The section state to save with the records.
     pub(crate) fn warm_state(&self) -> ShardState {
         ShardState {
