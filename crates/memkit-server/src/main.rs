@@ -148,6 +148,11 @@ fn serve(
     let pidfile = settings.pidfile.clone();
     let daemon_pidfile = pidfile.clone().filter(|_| settings.daemonize);
     let code = runtime.block_on(async move {
+        // Handled from before the store opens, so that a stop asked for while a warm restart
+        // restores or `--persist` recovers is not the signal's default action (death, and
+        // with `-e` the cache lost): the server stops, and saves, once the store is open.
+        let stop = memkit_server::warm::Stop::new();
+        let mut signals = Box::pin(stop.or_usr1(shutdown_signal()));
         let (engine, persist) = match backend_for(&settings) {
             Ok(b) => b,
             Err(e) => {
@@ -156,18 +161,7 @@ fn serve(
             }
         };
         if let (Some(p), Some(dir)) = (&persist, &settings.persist) {
-            let r = &p.recovery;
-            tracing::info!(
-                target: LIFECYCLE,
-                "persistent store {}: recovered ~{} items, {} bytes on disk, in {} ms \
-                 (durability {}, CAS above {})",
-                dir.display(),
-                r.items,
-                r.bytes_on_disk,
-                r.elapsed.as_millis(),
-                settings.durability,
-                r.cas_floor
-            );
+            log_recovery(&p.recovery, dir, &settings);
         }
         let metrics_addr = settings.metrics_addr.clone();
         let persist = persist.map(|p| p.store);
@@ -178,6 +172,10 @@ fn serve(
                 return code;
             }
         };
+        if stop_pending(&mut signals).await {
+            memkit_server::warm::save_on_stop(&shared, &stop);
+            return 0;
+        }
         if let Some(auth) = shared.auth.clone() {
             drop(tokio::spawn(reload_on_hup(auth)));
         }
@@ -205,8 +203,6 @@ fn serve(
             process::write_pid(path);
         }
         notify::ready();
-        let stop = memkit_server::warm::Stop::new();
-        let signals = stop.or_usr1(shutdown_signal());
         run_listeners(listeners, shared.clone(), signals, Some(&workers)).await;
         memkit_server::warm::save_on_stop(&shared, &stop);
         0
@@ -216,6 +212,31 @@ fn serve(
         let _ = std::fs::remove_file(p);
     }
     code
+}
+
+fn log_recovery(r: &memkit_persist::Recovery, dir: &std::path::Path, settings: &Settings) {
+    tracing::info!(
+        target: LIFECYCLE,
+        "persistent store {}: recovered ~{} items, {} bytes on disk, in {} ms \
+         (durability {}, CAS above {})",
+        dir.display(),
+        r.items,
+        r.bytes_on_disk,
+        r.elapsed.as_millis(),
+        settings.durability,
+        r.cas_floor
+    );
+}
+
+/// Whether a stop signal came while the store was opening (the runtime hears of it at its
+/// next turn, which `yield_now` gives it): then the server stops without listening.
+async fn stop_pending(signals: &mut std::pin::Pin<Box<impl Future<Output = ()>>>) -> bool {
+    tokio::task::yield_now().await;
+    tokio::select! {
+        biased;
+        _ = signals.as_mut() => true,
+        _ = std::future::ready(()) => false,
+    }
 }
 
 /// The sockets bound before the runtime started, listening now and registered with it.
@@ -235,17 +256,25 @@ fn listen(tcp: Vec<bind::Tcp>, unix: Option<bind::Unix>) -> Result<Vec<Listener>
     Ok(out)
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// Resolves at SIGINT or SIGTERM. Both are handled from this call on (not from the first
+/// poll): one that arrives before the future is awaited is kept for it.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    async fn next(s: Option<Signal>) {
+        match s {
+            Some(mut s) => drop(s.recv().await),
+            None => std::future::pending().await,
+        }
     }
-    tracing::info!("signal received, shutting down");
+    let term = signal(SignalKind::terminate()).ok();
+    let int = signal(SignalKind::interrupt()).ok();
+    async move {
+        tokio::select! {
+            _ = next(int) => {}
+            _ = next(term) => {}
+        }
+        tracing::info!("signal received, shutting down");
+    }
 }
 
 /// memcached re-reads the auth file on SIGHUP; a file that fails to load keeps the old one.

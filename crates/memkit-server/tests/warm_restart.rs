@@ -337,3 +337,82 @@ fn damaged_file_or_changed_flags_start_empty_with_the_reason() {
         assert!(err.contains(reason), "{what}: {err}");
     }
 }
+
+/// `n` `set`s of `size`-byte values, noreply and pipelined, then `mn` to know they are in.
+fn fill_quiet(port: u16, n: usize, size: usize) {
+    let mut c = Conn::open(port);
+    let value = vec![b'v'; size];
+    let mut req = Vec::with_capacity(1 << 20);
+    for i in 0..n {
+        write!(req, "set fill:{i} {i} 0 {size} noreply\r\n").unwrap();
+        req.extend_from_slice(&value);
+        req.extend_from_slice(b"\r\n");
+        if req.len() >= 1 << 20 || i + 1 == n {
+            c.w.write_all(&req).unwrap();
+            req.clear();
+        }
+    }
+    c.w.write_all(b"mn\r\n").unwrap();
+    assert_eq!(c.line(), "MN");
+}
+
+/// Starts memkitd on `file` and, as soon as the restore has it open (it unlinks the file
+/// then), sends `signal`: the restore is under way, the sockets do not listen yet.
+fn signal_during_restore(file: &Path, signal: libc::c_int) -> (std::process::ExitStatus, String) {
+    let (mut d, _) = start(file, &["-m", "256", "-v"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while file.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the restore never opened the file"
+        );
+        std::hint::spin_loop();
+    }
+    d.stop_with(signal)
+}
+
+#[test]
+fn a_stop_during_the_restore_waits_for_it_and_loses_nothing() {
+    // About 190 MiB of records: a restore that takes a moment.
+    const N: usize = 400_000;
+    let file = tempdir().join("cache");
+    let (mut d, port) = start(&file, &["-m", "256"]);
+    fill_quiet(port, N, 400);
+    let items = Conn::open(port).curr_items();
+    assert!(items > N as u64 * 9 / 10, "{items}");
+    graceful_stop(&mut d);
+    // SIGUSR1 while restoring: once the restore is done, a graceful stop that saves it all
+    // again, without ever listening. Before the handler was installed first, the signal's
+    // default action killed the process (and the cache: the file is unlinked once open).
+    let (status, err) = signal_during_restore(&file, libc::SIGUSR1);
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        err.contains(&format!("restored {items} items"))
+            && err.contains("Gracefully stopping")
+            && err.contains(&format!("saved {items} items")),
+        "{err}"
+    );
+    assert!(
+        !err.contains("listening on"),
+        "stopped before listening: {err}"
+    );
+    let (mut d, port) = start(&file, &["-m", "256"]);
+    let mut c = Conn::open(port);
+    assert_eq!(c.curr_items(), items);
+    assert_eq!(
+        c.get_all(&[&format!("fill:{}", N - 1)])[0]
+            .as_ref()
+            .unwrap()
+            .1,
+        (N - 1) as u32
+    );
+    graceful_stop(&mut d);
+    // SIGTERM while restoring: a plain stop, once the restore is done (exit 0, nothing saved).
+    let (status, err) = signal_during_restore(&file, libc::SIGTERM);
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        err.contains("signal received") && !err.contains("saved"),
+        "{err}"
+    );
+    assert!(!file.exists());
+}
