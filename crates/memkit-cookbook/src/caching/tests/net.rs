@@ -84,9 +84,15 @@ async fn suite(name: &str, mc: Client) {
     let wait = Policy::ttl(Duration::from_secs(30))
         .no_jitter()
         .max_wait(Duration::from_secs(3));
+    lock_policy(name, &cache, &wait).await;
+    leases(name, &cache, &mc, &wait).await;
+    tags(name, &cache, &mc).await;
+}
 
+/// The rebuild lock: a cold key, a soft-expired key with waiting, then with stale serving.
+async fn lock_policy(name: &str, cache: &Cache<Client>, wait: &Policy) {
     // Lock policy, cold key: exactly one load, nobody stale, nobody timed out.
-    let r = run(&cache, "net:cold", &wait, CALLERS, LOADER).await;
+    let r = run(cache, "net:cold", wait, CALLERS, LOADER).await;
     eprintln!(
         "{name} lock/wait cold: {r:?}",
         r = (r.loads, r.hits, r.waited, r.computed, r.stale, r.errors)
@@ -103,7 +109,7 @@ async fn suite(name: &str, mc: Client) {
     let soft = Policy::ttl(Duration::from_millis(50)).no_jitter();
     cache.put("net:expired", &soft, &0u64).await.unwrap();
     tokio::time::sleep(Duration::from_millis(80)).await;
-    let r = run(&cache, "net:expired", &wait, CALLERS, LOADER).await;
+    let r = run(cache, "net:expired", wait, CALLERS, LOADER).await;
     eprintln!(
         "{name} lock/wait expired: {r:?}",
         r = (r.loads, r.hits, r.waited, r.computed, r.stale, r.errors)
@@ -119,7 +125,7 @@ async fn suite(name: &str, mc: Client) {
     cache.put("net:stale", &short, &0u64).await.unwrap();
     tokio::time::sleep(Duration::from_millis(80)).await;
     let r = run(
-        &cache,
+        cache,
         "net:stale",
         &wait.clone().serve_stale(),
         CALLERS,
@@ -131,10 +137,13 @@ async fn suite(name: &str, mc: Client) {
         r = (r.loads, r.computed, r.stale, r.hits, r.errors)
     );
     assert_stale_served(name, &r);
+}
 
-    // Leases (mg N/R, W/X/Z), cold: one load.
+/// Leases (`mg N/R`, `W/X/Z`): a cold key, then one marked stale server-side.
+async fn leases(name: &str, cache: &Cache<Client>, mc: &Client, wait: &Policy) {
+    // Cold: one load.
     let lease = wait.clone().protection(Protection::Lease);
-    let r = run(&cache, "net:lease", &lease, CALLERS, LOADER).await;
+    let r = run(cache, "net:lease", &lease, CALLERS, LOADER).await;
     eprintln!(
         "{name} lease cold: {r:?}",
         r = (r.loads, r.waited, r.computed, r.errors)
@@ -151,7 +160,7 @@ async fn suite(name: &str, mc: Client) {
     };
     mc.delete_with(b"net:lease", &o).await.unwrap();
     let r = run(
-        &cache,
+        cache,
         "net:lease",
         &lease.clone().serve_stale(),
         CALLERS,
@@ -163,8 +172,10 @@ async fn suite(name: &str, mc: Client) {
         r = (r.loads, r.computed, r.stale, r.hits, r.errors)
     );
     assert_stale_served(name, &r);
+}
 
-    // Tags: exactly the carriers, also after the tag key is evicted.
+/// Tags: exactly the carriers are invalidated, also after a tag key is evicted.
+async fn tags(name: &str, cache: &Cache<Client>, mc: &Client) {
     let pa = Policy::ttl(Duration::from_secs(60)).tags(["a"]);
     let pab = Policy::ttl(Duration::from_secs(60)).tags(["a", "b"]);
     let pb = Policy::ttl(Duration::from_secs(60)).tags(["b"]);
