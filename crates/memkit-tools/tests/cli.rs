@@ -76,10 +76,7 @@ fn everyday_verbs_over_a_pool() {
     );
 
     // A dead server: a clear error and status 2 (network), not a hang.
-    let dead = format!("127.0.0.1:{}", {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    });
+    let dead = common::dead_addr();
     let o = memkit(&dead, &["set", "k", "v"], None);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
