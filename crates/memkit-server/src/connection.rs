@@ -141,8 +141,8 @@ impl<S: Transport> Conn<S> {
             .conns
             .lock()
             .get(&id)
-            .map(|c| c.live.clone())
-            .unwrap_or_else(|| Arc::new(ConnLive::new(0)));
+            .cloned()
+            .unwrap_or_else(|| Arc::new(ConnLive::new(0, None, false)));
         Conn {
             stream,
             id,

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -63,23 +64,27 @@ impl Counters {
     }
 }
 
-/// What `stats conns` shows of a connection.
-#[derive(Debug, Clone)]
-pub struct ConnInfo {
-    pub peer: SocketAddr,
-    pub local: SocketAddr,
-    /// The `-s` socket's path for a UNIX connection (`peer` and `local` are then unused).
-    pub unix: Option<Arc<str>>,
-    /// What changes as the connection runs, written by its task without the registry lock.
-    pub live: Arc<ConnLive>,
-}
-
-/// A connection's `stats conns` figures that change from request to request.
+/// A connection as `stats conns` shows it. Its state and last command time are written by
+/// its task without the registry lock; its addresses are read from the socket when asked
+/// for, as keeping them cost every connection about 150 bytes (the registry's entries were
+/// six times larger) for a command operators run by hand.
 #[derive(Debug)]
 pub struct ConnLive {
     /// Seconds since server start of the connection's last read.
     pub last_cmd: AtomicU64,
     state: AtomicU8,
+    /// The connection's socket; `None` for a connection not made by the acceptor.
+    fd: Option<RawFd>,
+    unix: bool,
+}
+
+/// A connection's addresses, as the socket gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnAddrs {
+    /// The peer's and the listener's address.
+    Tcp(SocketAddr, SocketAddr),
+    /// The `-s` socket's path (a UNIX client has no address of its own).
+    Unix(Option<std::path::PathBuf>),
 }
 
 /// Where a connection is, under memcached's names for its states (`state_text`).
@@ -128,10 +133,37 @@ impl ConnState {
 }
 
 impl ConnLive {
-    pub(crate) fn new(uptime_secs: u64) -> Self {
+    pub(crate) fn new(uptime_secs: u64, fd: Option<RawFd>, unix: bool) -> Self {
         ConnLive {
             last_cmd: AtomicU64::new(uptime_secs),
             state: AtomicU8::new(ConnState::NewCmd as u8),
+            fd,
+            unix,
+        }
+    }
+
+    /// The connection's addresses, read from its socket; `None` once the socket is gone.
+    ///
+    /// The descriptor is the connection's own for as long as its registry entry exists,
+    /// except between its close and the entry's removal at the end of its task: a socket
+    /// opened in that moment may be reported in its place, a `stats conns` snapshot taken
+    /// as a connection leaves.
+    pub fn addrs(&self) -> Option<ConnAddrs> {
+        use std::mem::ManuallyDrop;
+        use std::os::fd::FromRawFd;
+        let fd = self.fd?;
+        if self.unix {
+            // SAFETY: borrowed, never closed (ManuallyDrop); a descriptor that is no longer
+            // a socket makes getsockname fail, which is reported as gone.
+            let s = ManuallyDrop::new(unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) });
+            let local = s.local_addr().ok()?;
+            Some(ConnAddrs::Unix(
+                local.as_pathname().map(|p| p.to_path_buf()),
+            ))
+        } else {
+            // SAFETY: as above.
+            let s = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
+            Some(ConnAddrs::Tcp(s.peer_addr().ok()?, s.local_addr().ok()?))
         }
     }
 
@@ -163,7 +195,7 @@ pub struct Shared {
     pub uptime_secs: AtomicU64,
     pub counters: Counters,
     pub verbosity: AtomicU8,
-    pub conns: Mutex<HashMap<u64, ConnInfo>>,
+    pub conns: Mutex<HashMap<u64, Arc<ConnLive>>>,
     pub watchers: Watchers,
     /// Per-prefix statistics (`stats detail`).
     pub detail: crate::detail::Detail,
@@ -397,21 +429,15 @@ pub async fn run_listeners(
                 let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
                 shared.counters.curr_connections.fetch_add(1, Ordering::Relaxed);
                 shared.counters.total_connections.fetch_add(1, Ordering::Relaxed);
-                let none = SocketAddr::from(([0, 0, 0, 0], 0));
-                let (peer, local, unix) = match &accepted {
-                    Accepted::Tcp(s, peer, _) => {
+                let (fd, unix) = match &accepted {
+                    Accepted::Tcp(s, ..) => {
                         let _ = s.set_nodelay(true);
-                        (*peer, s.local_addr().unwrap_or(*peer), None)
+                        (s.as_raw_fd(), false)
                     }
-                    Accepted::Unix(s) => {
-                        let path = s.local_addr().ok().and_then(|a| a.as_pathname().map(|p| p.to_string_lossy().into()));
-                        (none, none, path)
-                    }
+                    Accepted::Unix(s) => (s.as_raw_fd(), true),
                 };
-                shared.conns.lock().insert(
-                    id,
-                    ConnInfo { peer, local, unix, live: Arc::new(ConnLive::new(shared.started.elapsed().as_secs())) },
-                );
+                let live = ConnLive::new(shared.started.elapsed().as_secs(), Some(fd), unix);
+                shared.conns.lock().insert(id, Arc::new(live));
                 // The socket moves to the worker's own reactor: registered with the
                 // acceptor's, every readiness event would cross threads.
                 let moved = match accepted {

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use memkit_engine::EngineStats;
 use memkit_protocol::render::{write_end, write_stat, write_stat_u64};
 
-use crate::server::Shared;
+use crate::server::{ConnAddrs, Shared};
 
 /// Writes the reply to `stats [args]`.
 pub fn write_stats(sh: &Shared, args: &[&[u8]], out: &mut Vec<u8>) {
@@ -430,25 +430,31 @@ fn conns(sh: &Shared, out: &mut Vec<u8>) {
         std::net::SocketAddr::V4(_) => format!("tcp:{a}"),
         std::net::SocketAddr::V6(_) => format!("tcp6:{a}"),
     };
-    for (id, c) in sh.conns.lock().iter() {
-        let (addr, listen) = match &c.unix {
-            Some(path) => ("?:<AF 0>".to_string(), format!("unix:{path}")),
-            None => (tcp(&c.peer), tcp(&c.local)),
+    let conns: Vec<_> = sh
+        .conns
+        .lock()
+        .iter()
+        .map(|(id, c)| (*id, c.clone()))
+        .collect();
+    for (id, c) in conns {
+        let (addr, listen) = match c.addrs() {
+            Some(ConnAddrs::Unix(path)) => (
+                "?:<AF 0>".to_string(),
+                format!("unix:{}", path.unwrap_or_default().display()),
+            ),
+            Some(ConnAddrs::Tcp(peer, local)) => (tcp(&peer), tcp(&local)),
+            None => continue,
         };
         write_stat(out, &format!("{id}:addr"), addr.as_bytes());
         write_stat(out, &format!("{id}:listen_addr"), listen.as_bytes());
-        write_stat(
-            out,
-            &format!("{id}:state"),
-            c.live.state().name().as_bytes(),
-        );
+        write_stat(out, &format!("{id}:state"), c.state().name().as_bytes());
         write_stat_u64(
             out,
             &format!("{id}:secs_since_last_cmd"),
             sh.started
                 .elapsed()
                 .as_secs()
-                .saturating_sub(c.live.last_cmd.load(Relaxed)),
+                .saturating_sub(c.last_cmd.load(Relaxed)),
         );
     }
 }
