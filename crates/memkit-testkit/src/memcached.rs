@@ -74,8 +74,14 @@ pub fn spawn(args: &[&str]) -> Option<Memcached> {
 
 /// [`spawn`] on `port` (the port of one just killed, say).
 pub fn spawn_on(port: u16, args: &[&str]) -> Option<Memcached> {
+    spawn_env(port, args, &[])
+}
+
+/// [`spawn_on`] with environment variables (`SASL_CONF_PATH` for `-S`, say).
+pub fn spawn_env(port: u16, args: &[&str], env: &[(&str, &str)]) -> Option<Memcached> {
     let bin = binary()?;
     let mut cmd = Command::new(&bin);
+    cmd.envs(env.iter().copied());
     cmd.args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()]);
     if is_root() {
         cmd.args(["-u", "nobody"]);
