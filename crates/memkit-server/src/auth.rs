@@ -28,7 +28,6 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use parking_lot::RwLock;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::sync::watch;
 
 use crate::server::Shared;
 
@@ -280,17 +279,12 @@ fn strtoul(tok: &[u8]) -> Option<u64> {
 }
 
 /// Serves a connection: authentication first when `-Y` is on, then the request loop.
-pub async fn serve<S: crate::connection::Transport>(
-    mut stream: S,
-    sh: Arc<Shared>,
-    id: u64,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn serve<S: crate::connection::Transport>(mut stream: S, sh: Arc<Shared>, id: u64) {
     let Some(auth) = sh.auth.clone() else {
-        return crate::connection::serve(stream, sh, id, stop).await;
+        return crate::connection::serve(stream, sh, id).await;
     };
-    if let Some(rest) = authenticate(&mut stream, &sh, &auth, &mut stop).await {
-        crate::connection::serve(Prefixed::new(rest, stream), sh, id, stop).await;
+    if let Some(rest) = authenticate(&mut stream, &sh, &auth).await {
+        crate::connection::serve(Prefixed::new(rest, stream), sh, id).await;
     }
 }
 
@@ -300,7 +294,6 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     sh: &Shared,
     auth: &Auth,
-    stop: &mut watch::Receiver<bool>,
 ) -> Option<BytesMut> {
     let idle =
         (sh.settings.idle_timeout > 0).then(|| Duration::from_secs(sh.settings.idle_timeout));
@@ -322,22 +315,17 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
         }
         write(stream, sh, &out).await.ok()?;
         out.clear();
-        if *stop.borrow_and_update() {
+        // A stopping server shuts the socket's reading side, which ends a waiting read.
+        if sh.stopping() {
             return None;
         }
-        let read = async {
-            match idle {
-                Some(d) => tokio::time::timeout(d, stream.read_buf(&mut buf))
-                    .await
-                    .unwrap_or(Ok(0)),
-                None => stream.read_buf(&mut buf).await,
-            }
-        };
-        let n = tokio::select! {
-            biased;
-            _ = stop.changed() => return None,
-            r = read => r.ok()?,
-        };
+        let n = match idle {
+            Some(d) => tokio::time::timeout(d, stream.read_buf(&mut buf))
+                .await
+                .unwrap_or(Ok(0)),
+            None => stream.read_buf(&mut buf).await,
+        }
+        .ok()?;
         if n == 0 {
             return None;
         }

@@ -49,31 +49,10 @@ enum Wire {
 const FLUSH_AT: usize = REPLY_CHUNK;
 
 /// Serves one connection until the client leaves, sends `quit`, goes idle for longer than
-/// `-o idle_timeout`, or the server stops (`stop` turns true: requests already read are
+/// `-o idle_timeout`, or the server stops ([`Shared::stopping`]: requests already read are
 /// answered first). Generic over the stream (TCP, TLS, [`crate::auth::Prefixed`]) so each
 /// kind gets its own compiled loop: plain TCP pays nothing for the others.
-pub async fn serve<S: Transport>(
-    stream: S,
-    sh: Arc<Shared>,
-    id: u64,
-    mut stop: watch::Receiver<bool>,
-) {
-    let changed = stop.clone();
-    // Built once and polled first at every read: re-creating `changed()` per read would
-    // register and drop a waiter on a channel every connection shares.
-    let stopped = async move {
-        while !*stop.borrow_and_update() {
-            if stop.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::pin!(stopped);
-    let mut stopped = Stop {
-        wait: stopped,
-        changed,
-        armed: false,
-    };
+pub async fn serve<S: Transport>(stream: S, sh: Arc<Shared>, id: u64) {
     let mut conn = Conn::new(stream, sh, id);
     loop {
         let Some(action) = conn.answer().await else {
@@ -92,7 +71,7 @@ pub async fn serve<S: Transport>(
                 return Box::pin(watch_stream(conn.stream, &conn.sh, mask)).await;
             }
         }
-        if !conn.read(&mut stopped).await {
+        if !conn.read().await {
             return;
         }
     }
@@ -256,15 +235,13 @@ impl<S: Transport> Conn<S> {
 
     /// Reads what has arrived; when nothing has, gives the buffers back and waits. `false`
     /// when the connection is done: the client left, the socket failed, it stayed idle past
-    /// `-o idle_timeout`, or the server is stopping (`stopped` ready).
-    async fn read<F: Future<Output = ()>>(&mut self, stopped: &mut Stop<'_, F>) -> bool {
+    /// `-o idle_timeout`, or the server is stopping.
+    async fn read(&mut self) -> bool {
         loop {
-            // Polled first, as before every read: a client that keeps sending must not
-            // keep a stopping server waiting.
-            if std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *stopped).poll(cx)))
-                .await
-                .is_ready()
-            {
+            // Checked before every read: a client that keeps sending must not keep a
+            // stopping server waiting. A connection waiting below is woken by the stop
+            // shutting its socket's reading side.
+            if self.sh.stopping() {
                 return false;
             }
             if self.rbuf.capacity() - self.rbuf.len() < pool::MIN_ROOM {
@@ -294,19 +271,16 @@ impl<S: Transport> Conn<S> {
             if let (Some(t), Some(d)) = (self.timer.as_mut(), self.idle) {
                 t.as_mut().reset(self.last_request + d);
             }
-            let timer = &mut self.timer;
-            let expired = std::future::poll_fn(|cx| match timer.as_mut() {
-                Some(t) => t.as_mut().poll(cx),
-                None => Poll::Pending,
-            });
-            let ready = tokio::select! {
-                biased;
-                _ = &mut *stopped => return false,
-                r = self.stream.readable() => r,
-                () = expired => {
-                    self.sh.counters.idle_kicks.fetch_add(1, Relaxed);
-                    return false;
-                }
+            let ready = match self.timer.as_mut() {
+                None => self.stream.readable().await,
+                Some(timer) => tokio::select! {
+                    biased;
+                    r = self.stream.readable() => r,
+                    () = timer.as_mut() => {
+                        self.sh.counters.idle_kicks.fetch_add(1, Relaxed);
+                        return false;
+                    }
+                },
             };
             if ready.is_err() {
                 return false;
@@ -315,29 +289,6 @@ impl<S: Transport> Conn<S> {
                 self.rbuf = pool::take_read();
             }
         }
-    }
-}
-
-/// The server's stop signal as a connection waits for it. Its waiter is registered by the
-/// first poll and then re-polled only once the channel has changed: the task's waker stays
-/// the same, and re-polling a registered waiter takes the channel's lock, which cost about
-/// 6% of the instructions of a small request at one request in flight.
-struct Stop<'a, F> {
-    wait: Pin<&'a mut F>,
-    changed: watch::Receiver<bool>,
-    armed: bool,
-}
-
-impl<F: Future<Output = ()>> Future for Stop<'_, F> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = &mut *self;
-        if this.armed && !this.changed.has_changed().unwrap_or(true) {
-            return Poll::Pending;
-        }
-        this.armed = true;
-        this.wait.as_mut().poll(cx)
     }
 }
 

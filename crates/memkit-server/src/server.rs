@@ -8,7 +8,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use memkit_engine::Engine;
@@ -142,6 +142,16 @@ impl ConnLive {
         }
     }
 
+    /// Shuts the reading side of the connection's socket (a stopping server).
+    fn shut_reading(&self) {
+        if let Some(fd) = self.fd {
+            // SAFETY: shutdown(2) takes any descriptor and changes no memory; on one that is
+            // no longer this connection's (see `addrs`) it fails or ends a read early, and
+            // the server is stopping every connection anyway.
+            unsafe { libc::shutdown(fd, libc::SHUT_RD) };
+        }
+    }
+
     /// The connection's addresses, read from its socket; `None` once the socket is gone.
     ///
     /// The descriptor is the connection's own for as long as its registry entry exists,
@@ -201,6 +211,8 @@ pub struct Shared {
     pub detail: crate::detail::Detail,
     pub class_sizes: Vec<u32>,
     next_conn: AtomicU64,
+    /// Set when the server stops: connections answer what they have read and leave.
+    stopping: AtomicBool,
     /// Notified by the `shutdown` command.
     pub shutdown: Notify,
     /// ASCII authentication (`-Y`); `None` when off.
@@ -210,6 +222,24 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Whether the server is stopping: a connection checks before each read, so one whose
+    /// client keeps sending still leaves.
+    #[inline]
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// Tells every connection to leave once it has answered what it has read: the flag, and
+    /// the reading side of each socket shut, which wakes a connection waiting for input
+    /// with an end of file. A connection so holds nothing for the stop signal while idle (a
+    /// channel's waiter per connection cost 180 bytes of every idle connection's task).
+    fn stop_connections(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        for c in self.conns.lock().values() {
+            c.shut_reading();
+        }
+    }
+
     /// State for a server over `engine` with `settings`.
     pub fn new(engine: Arc<Engine>, settings: Settings) -> Arc<Shared> {
         Self::with_persist(engine, None, settings)
@@ -268,6 +298,7 @@ impl Shared {
             watchers: Watchers::default(),
             class_sizes,
             next_conn: AtomicU64::new(16),
+            stopping: AtomicBool::new(false),
             shutdown: Notify::new(),
             auth,
             tls,
@@ -390,7 +421,6 @@ pub async fn run_listeners(
     workers: Option<&Workers>,
 ) {
     let reclaimer = tokio::spawn(reclaim_expired(shared.clone()));
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     let mut next = 0;
     loop {
@@ -444,7 +474,7 @@ pub async fn run_listeners(
                     Accepted::Tcp(s, peer, tls) => s.into_std().map(|s| Moved::Tcp(s, peer, tls)),
                     Accepted::Unix(s) => s.into_std().map(Moved::Unix),
                 };
-                let task = connection_task(moved, shared.clone(), id, stop_rx.clone());
+                let task = connection_task(moved, shared.clone(), id);
                 match workers {
                     Some(workers) => drop(workers.pick().spawn(task)),
                     None => drop(tokio::spawn(task)),
@@ -453,7 +483,7 @@ pub async fn run_listeners(
         }
     }
     drop(listeners);
-    let _ = stop_tx.send(true);
+    shared.stop_connections();
     reclaimer.abort();
     let deadline = Instant::now() + Duration::from_secs(2);
     while shared.counters.curr_connections.load(Ordering::Relaxed) > 0 && Instant::now() < deadline
@@ -487,12 +517,7 @@ impl Moved {
 /// An idle connection costs what its task holds, and a future is sized for its largest
 /// state: one function with no wrapper layers, and TLS (the handshake, rustls' buffers) and
 /// the auth phase boxed, keep a plain connection's task at `connection::serve`'s size.
-async fn connection_task(
-    moved: std::io::Result<Moved>,
-    sh: Arc<Shared>,
-    id: u64,
-    stop: tokio::sync::watch::Receiver<bool>,
-) {
+async fn connection_task(moved: std::io::Result<Moved>, sh: Arc<Shared>, id: u64) {
     let _registered = Registered { sh: sh.clone(), id };
     let Ok(accepted) = moved.and_then(Moved::register) else {
         return;
@@ -505,13 +530,11 @@ async fn connection_task(
     };
     let auth = sh.auth.is_some();
     match (accepted, tls) {
-        (Accepted::Tcp(s, ..), Some(tls)) => {
-            Box::pin(crate::tls::serve(s, tls, sh, id, stop)).await
-        }
-        (Accepted::Tcp(s, ..), None) if auth => Box::pin(crate::auth::serve(s, sh, id, stop)).await,
-        (Accepted::Unix(s), _) if auth => Box::pin(crate::auth::serve(s, sh, id, stop)).await,
-        (Accepted::Tcp(s, ..), None) => crate::connection::serve(s, sh, id, stop).await,
-        (Accepted::Unix(s), _) => crate::connection::serve(s, sh, id, stop).await,
+        (Accepted::Tcp(s, ..), Some(tls)) => Box::pin(crate::tls::serve(s, tls, sh, id)).await,
+        (Accepted::Tcp(s, ..), None) if auth => Box::pin(crate::auth::serve(s, sh, id)).await,
+        (Accepted::Unix(s), _) if auth => Box::pin(crate::auth::serve(s, sh, id)).await,
+        (Accepted::Tcp(s, ..), None) => crate::connection::serve(s, sh, id).await,
+        (Accepted::Unix(s), _) => crate::connection::serve(s, sh, id).await,
     }
 }
 
@@ -621,11 +644,60 @@ mod tests {
         let socket = std::net::TcpStream::connect(addr).unwrap();
         let settings = crate::Settings::default();
         let sh = Shared::new(Arc::new(crate::engine_for(&settings)), settings);
-        let (_tx, rx) = tokio::sync::watch::channel(false);
         let _entered = rt.enter();
-        let task = connection_task(Ok(Moved::Tcp(socket, addr, false)), sh, 0, rx);
+        let task = connection_task(Ok(Moved::Tcp(socket, addr, false)), sh, 0);
         let size = std::mem::size_of_val(&task);
+        eprintln!("connection task: {size} bytes");
         assert!(size <= 1024, "a connection's task holds {size} bytes");
+    }
+
+    /// A stopping server wakes its idle connections (their sockets' reading side shut) and
+    /// cuts off one whose client keeps sending, instead of waiting out its drain deadline.
+    #[tokio::test]
+    async fn a_stop_ends_idle_and_busy_connections_at_once() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::net::TcpStream;
+
+        let settings = crate::Settings::default();
+        let sh = Shared::new(Arc::new(crate::engine_for(&settings)), settings);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(crate::run(listener, sh.clone(), async move {
+            let _ = rx.await;
+        }));
+        let mut idle = TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 64];
+        idle.write_all(b"version\r\n").await.unwrap();
+        assert!(idle.read(&mut buf).await.unwrap() > 0);
+        let busy = TcpStream::connect(addr).await.unwrap();
+        let (mut busy_rd, mut busy_wr) = busy.into_split();
+        let sender =
+            tokio::spawn(async move { while busy_wr.write_all(b"get k\r\n").await.is_ok() {} });
+        let drain = tokio::spawn(async move {
+            let mut b = vec![0u8; 65536];
+            while matches!(busy_rd.read(&mut b).await, Ok(n) if n > 0) {}
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let t = Instant::now();
+        let _ = tx.send(());
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("server stops")
+            .unwrap();
+        assert!(
+            t.elapsed() < Duration::from_millis(1500),
+            "the stop waited {:?} for its connections",
+            t.elapsed()
+        );
+        assert_eq!(sh.counters.curr_connections.load(Ordering::Relaxed), 0);
+        let n = tokio::time::timeout(Duration::from_secs(2), idle.read(&mut buf)).await;
+        assert!(matches!(n, Ok(Ok(0))), "idle connection not closed: {n:?}");
+        tokio::time::timeout(Duration::from_secs(2), drain)
+            .await
+            .expect("busy connection closed")
+            .unwrap();
+        sender.abort();
     }
 
     /// `stats conns` names where each connection is, as memcached's `state_text` does: the

@@ -25,7 +25,6 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::sync::watch;
 
 use crate::config::SslSettings;
 use crate::server::Shared;
@@ -138,13 +137,7 @@ pub fn server_config(ssl: &SslSettings) -> Result<Arc<ServerConfig>, String> {
 /// Serves a connection accepted on a TLS listener: the handshake, bounded by
 /// `HANDSHAKE_TIMEOUT`, then [`crate::auth::serve`] over the encrypted stream and a
 /// `close_notify` at the end.
-pub async fn serve(
-    stream: TcpStream,
-    tls: Arc<Tls>,
-    sh: Arc<Shared>,
-    id: u64,
-    stop: watch::Receiver<bool>,
-) {
+pub async fn serve(stream: TcpStream, tls: Arc<Tls>, sh: Arc<Shared>, id: u64) {
     let mut s = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
@@ -158,7 +151,7 @@ pub async fn serve(
             return;
         }
     };
-    crate::auth::serve(&mut s, sh, id, stop).await;
+    crate::auth::serve(&mut s, sh, id).await;
     // close_notify, so the client can tell a complete reply from a cut connection; bounded,
     // as a client that stopped reading must not hold the task.
     let _ = tokio::time::timeout(Duration::from_secs(1), s.shutdown()).await;
