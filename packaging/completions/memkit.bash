@@ -155,7 +155,7 @@ _memkit() {
 
     case "${cmd}" in
         memkit)
-            opts="-s -d -h -V --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --which --help --version get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help"
+            opts="-s -d -h -V --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --which --help --version get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -217,7 +217,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__add)
-            opts="-s -d -h --flags --exptime --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --flags --exptime --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -283,7 +283,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__append)
-            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -341,7 +341,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__cas)
-            opts="-s -d -h --flags --exptime --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --flags --exptime --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -407,7 +407,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__decr)
-            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -465,7 +465,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__delete)
-            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -523,7 +523,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__dump)
-            opts="-n -f -s -d -h --prefix --limit --format --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-n -f -s -d -h --prefix --limit --format --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -601,7 +601,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__flush)
-            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -659,7 +659,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__gat)
-            opts="-f -s -d -h --format --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-f -s -d -h --format --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -725,7 +725,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__get)
-            opts="-f -s -d -h --format --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-f -s -d -h --format --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1113,7 +1113,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__incr)
-            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1171,7 +1171,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__ping)
-            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1229,7 +1229,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__prepend)
-            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1287,7 +1287,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__replace)
-            opts="-s -d -h --flags --exptime --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --flags --exptime --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1353,7 +1353,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__set)
-            opts="-s -d -h --flags --exptime --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --flags --exptime --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1419,7 +1419,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__stats)
-            opts="-f -s -d -h --format --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-f -s -d -h --format --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1485,7 +1485,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__top)
-            opts="-i -n -b -s -d -h --interval --iterations --batch --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-i -n -b -s -d -h --interval --iterations --batch --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1559,7 +1559,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__touch)
-            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1617,7 +1617,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__trace)
-            opts="-F -s -d -h --follow --width --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-F -s -d -h --follow --width --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1679,7 +1679,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__verbosity)
-            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1737,7 +1737,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__version)
-            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help"
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1795,7 +1795,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__watch)
-            opts="-n -s -d -h --count --duration --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --username --password --help fetchers mutations evictions"
+            opts="-n -s -d -h --count --duration --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help fetchers mutations evictions"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

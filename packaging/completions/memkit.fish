@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_memkit_global_optspecs
-    string join \n s/servers= d/distribution= timeout-ms= tls tls-ca= tls-cert= tls-key= tls-server-name= tls-insecure username= password= which= h/help V/version
+    string join \n s/servers= d/distribution= timeout-ms= tls tls-ca= tls-cert= tls-key= tls-server-name= tls-insecure binary username= password= which= h/help V/version
 end
 
 function __fish_memkit_needs_command
@@ -31,11 +31,12 @@ complete -c memkit -n "__fish_memkit_needs_command" -l tls-ca -d 'CA certificate
 complete -c memkit -n "__fish_memkit_needs_command" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_needs_command" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_needs_command" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_needs_command" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_needs_command" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_needs_command" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_needs_command" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_needs_command" -l which -d 'Print the server KEY maps to, one line per --which (then run the command, if one is given)' -r
 complete -c memkit -n "__fish_memkit_needs_command" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_needs_command" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_needs_command" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_needs_command" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_needs_command" -s V -l version -d 'Print version'
 complete -c memkit -n "__fish_memkit_needs_command" -f -a "get" -d 'Print each item found (like memccat); exit 1 if any key is missing'
@@ -54,14 +55,14 @@ complete -c memkit -n "__fish_memkit_needs_command" -f -a "stats" -d '`stats [AR
 complete -c memkit -n "__fish_memkit_needs_command" -f -a "flush" -d '`flush_all [DELAY]` on every server'
 complete -c memkit -n "__fish_memkit_needs_command" -f -a "ping" -d '`version` of every server, with the round-trip time'
 complete -c memkit -n "__fish_memkit_needs_command" -f -a "version" -d '`version` of every server: `host:port VERSION` per line'
-complete -c memkit -n "__fish_memkit_needs_command" -f -a "verbosity" -d '`verbosity LEVEL` on every server'
+complete -c memkit -n "__fish_memkit_needs_command" -f -a "verbosity" -d '`verbosity LEVEL` on every server (text protocol only: not with --binary)'
 complete -c memkit -n "__fish_memkit_needs_command" -f -a "top" -d 'Live dashboard: ops/s, hit ratio, evictions, items, memory, connections, and the memory per item-size class; q quits, tab moves between the total and each server'
-complete -c memkit -n "__fish_memkit_needs_command" -f -a "dump" -d 'Every key with its metadata (`lru_crawler metadump all`)'
-complete -c memkit -n "__fish_memkit_needs_command" -f -a "watch" -d 'Stream the servers\' `watch` events (fetchers, mutations, evictions; default all)'
+complete -c memkit -n "__fish_memkit_needs_command" -f -a "dump" -d 'Every key with its metadata (`lru_crawler metadump all`; text protocol only: not with --binary)'
+complete -c memkit -n "__fish_memkit_needs_command" -f -a "watch" -d 'Stream the servers\' `watch` events (fetchers, mutations, evictions; default all; text protocol only: not with --binary)'
 complete -c memkit -n "__fish_memkit_needs_command" -f -a "trace" -d 'Render the cookbook\'s M/L/W/U/H per-key trace files (or every *.trace in a directory)'
 complete -c memkit -n "__fish_memkit_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c memkit -n "__fish_memkit_using_subcommand get" -s f -l format -d 'value (the bytes, then a newline), line (`KEY FLAGS CAS TTL VALUE`, TTL -1 for none), json (one object per key: key, found, flags, cas, ttl, value or value_base64)' -r -f -a "value\t'The value\'s bytes, then a newline (like memccat)'
-line\t'`KEY FLAGS CAS TTL VALUE` (TTL in seconds, -1 for none), then a newline'
+complete -c memkit -n "__fish_memkit_using_subcommand get" -s f -l format -d 'value (the bytes, then a newline), line (`KEY FLAGS CAS TTL VALUE`, TTL -1 for none, `-` with --binary, which cannot read it), json (one object per key: key, found, flags, cas, ttl (not with --binary), value or value_base64)' -r -f -a "value\t'The value\'s bytes, then a newline (like memccat)'
+line\t'`KEY FLAGS CAS TTL VALUE` (TTL in seconds, -1 for none, `-` when unknown: over binary), then a newline'
 json\t'One JSON object per key'"
 complete -c memkit -n "__fish_memkit_using_subcommand get" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand get" -s d -l distribution -d 'ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>, php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP\'s pecl memcache)' -r
@@ -70,13 +71,14 @@ complete -c memkit -n "__fish_memkit_using_subcommand get" -l tls-ca -d 'CA cert
 complete -c memkit -n "__fish_memkit_using_subcommand get" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand get" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand get" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand get" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand get" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand get" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand get" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand get" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand get" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand get" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand get" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memkit -n "__fish_memkit_using_subcommand gat" -s f -l format -d 'As for `get`' -r -f -a "value\t'The value\'s bytes, then a newline (like memccat)'
-line\t'`KEY FLAGS CAS TTL VALUE` (TTL in seconds, -1 for none), then a newline'
+line\t'`KEY FLAGS CAS TTL VALUE` (TTL in seconds, -1 for none, `-` when unknown: over binary), then a newline'
 json\t'One JSON object per key'"
 complete -c memkit -n "__fish_memkit_using_subcommand gat" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand gat" -s d -l distribution -d 'ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>, php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP\'s pecl memcache)' -r
@@ -85,10 +87,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand gat" -l tls-ca -d 'CA cert
 complete -c memkit -n "__fish_memkit_using_subcommand gat" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand gat" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand gat" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand gat" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand gat" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand gat" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand gat" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand gat" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand gat" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand gat" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand gat" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memkit -n "__fish_memkit_using_subcommand touch" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand touch" -s d -l distribution -d 'ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>, php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP\'s pecl memcache)' -r
@@ -97,10 +100,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand touch" -l tls-ca -d 'CA ce
 complete -c memkit -n "__fish_memkit_using_subcommand touch" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand touch" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand touch" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand touch" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand touch" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand touch" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand touch" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand touch" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand touch" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand touch" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand touch" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand set" -l flags -d 'Client flags' -r
 complete -c memkit -n "__fish_memkit_using_subcommand set" -l exptime -d 'Expiry (memcached\'s exptime: seconds, or an absolute Unix time)' -r
@@ -111,10 +115,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand set" -l tls-ca -d 'CA cert
 complete -c memkit -n "__fish_memkit_using_subcommand set" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand set" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand set" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand set" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand set" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand set" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand set" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand set" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand set" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand set" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand set" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand add" -l flags -d 'Client flags' -r
 complete -c memkit -n "__fish_memkit_using_subcommand add" -l exptime -d 'Expiry (memcached\'s exptime: seconds, or an absolute Unix time)' -r
@@ -125,10 +130,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand add" -l tls-ca -d 'CA cert
 complete -c memkit -n "__fish_memkit_using_subcommand add" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand add" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand add" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand add" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand add" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand add" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand add" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand add" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand add" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand add" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand add" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand replace" -l flags -d 'Client flags' -r
 complete -c memkit -n "__fish_memkit_using_subcommand replace" -l exptime -d 'Expiry (memcached\'s exptime: seconds, or an absolute Unix time)' -r
@@ -139,10 +145,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand replace" -l tls-ca -d 'CA 
 complete -c memkit -n "__fish_memkit_using_subcommand replace" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand replace" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand replace" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand replace" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand replace" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand replace" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand replace" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand replace" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand replace" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand replace" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand replace" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand append" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand append" -s d -l distribution -d 'ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>, php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP\'s pecl memcache)' -r
@@ -151,10 +158,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand append" -l tls-ca -d 'CA c
 complete -c memkit -n "__fish_memkit_using_subcommand append" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand append" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand append" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand append" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand append" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand append" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand append" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand append" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand append" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand append" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand append" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand prepend" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand prepend" -s d -l distribution -d 'ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>, php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP\'s pecl memcache)' -r
@@ -163,10 +171,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand prepend" -l tls-ca -d 'CA 
 complete -c memkit -n "__fish_memkit_using_subcommand prepend" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand prepend" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand prepend" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand prepend" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand prepend" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand prepend" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand prepend" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand prepend" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand prepend" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand prepend" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand prepend" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand cas" -l flags -d 'Client flags' -r
 complete -c memkit -n "__fish_memkit_using_subcommand cas" -l exptime -d 'Expiry (memcached\'s exptime: seconds, or an absolute Unix time)' -r
@@ -177,10 +186,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand cas" -l tls-ca -d 'CA cert
 complete -c memkit -n "__fish_memkit_using_subcommand cas" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand cas" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand cas" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand cas" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand cas" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand cas" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand cas" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand cas" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand cas" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand cas" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand cas" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand delete" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand delete" -s d -l distribution -d 'ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>, php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP\'s pecl memcache)' -r
@@ -189,10 +199,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand delete" -l tls-ca -d 'CA c
 complete -c memkit -n "__fish_memkit_using_subcommand delete" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand delete" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand delete" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand delete" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand delete" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand delete" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand delete" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand delete" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand delete" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand delete" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand delete" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand incr" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand incr" -s d -l distribution -d 'ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>, php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP\'s pecl memcache)' -r
@@ -201,10 +212,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand incr" -l tls-ca -d 'CA cer
 complete -c memkit -n "__fish_memkit_using_subcommand incr" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand incr" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand incr" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand incr" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand incr" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand incr" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand incr" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand incr" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand incr" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand incr" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand incr" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand decr" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand decr" -s d -l distribution -d 'ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>, php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP\'s pecl memcache)' -r
@@ -213,10 +225,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand decr" -l tls-ca -d 'CA cer
 complete -c memkit -n "__fish_memkit_using_subcommand decr" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand decr" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand decr" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand decr" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand decr" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand decr" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand decr" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand decr" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand decr" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand decr" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand decr" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand stats" -s f -l format -d 'text (memcstat\'s layout), table, json, or prometheus (memcached_exporter names)' -r -f -a "text\t'`Server: h:p` then a tab-indented `name: value` per line (memcstat\'s layout)'
 table\t'One row per stat, one column per server'
@@ -229,10 +242,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand stats" -l tls-ca -d 'CA ce
 complete -c memkit -n "__fish_memkit_using_subcommand stats" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand stats" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand stats" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand stats" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand stats" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand stats" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand stats" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand stats" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand stats" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand stats" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand stats" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memkit -n "__fish_memkit_using_subcommand flush" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand flush" -s d -l distribution -d 'ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>, php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP\'s pecl memcache)' -r
@@ -241,10 +255,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand flush" -l tls-ca -d 'CA ce
 complete -c memkit -n "__fish_memkit_using_subcommand flush" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand flush" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand flush" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand flush" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand flush" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand flush" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand flush" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand flush" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand flush" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand flush" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand flush" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand ping" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand ping" -s d -l distribution -d 'ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>, php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP\'s pecl memcache)' -r
@@ -253,10 +268,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand ping" -l tls-ca -d 'CA cer
 complete -c memkit -n "__fish_memkit_using_subcommand ping" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand ping" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand ping" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand ping" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand ping" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand ping" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand ping" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand ping" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand ping" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand ping" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand ping" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand version" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand version" -s d -l distribution -d 'ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>, php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP\'s pecl memcache)' -r
@@ -265,10 +281,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand version" -l tls-ca -d 'CA 
 complete -c memkit -n "__fish_memkit_using_subcommand version" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand version" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand version" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand version" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand version" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand version" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand version" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand version" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand version" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand version" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand version" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -s d -l distribution -d 'ketama (libmemcached weighted), ketama-unweighted[:hash], modula, modula:<hash>, php-consistent[:crc32|fnv], php-standard[:crc32|fnv] (PHP\'s pecl memcache)' -r
@@ -277,10 +294,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -l tls-ca -d 'C
 complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand verbosity" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand top" -s i -l interval -d 'Seconds between refreshes' -r
 complete -c memkit -n "__fish_memkit_using_subcommand top" -s n -l iterations -d 'Stop after N refreshes' -r
@@ -291,11 +309,12 @@ complete -c memkit -n "__fish_memkit_using_subcommand top" -l tls-ca -d 'CA cert
 complete -c memkit -n "__fish_memkit_using_subcommand top" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand top" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand top" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand top" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand top" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand top" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand top" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand top" -s b -l batch -d 'Print frames as plain text (the default when not on a terminal)'
 complete -c memkit -n "__fish_memkit_using_subcommand top" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand top" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand top" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand top" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand dump" -l prefix -d 'Only keys starting with PREFIX' -r
 complete -c memkit -n "__fish_memkit_using_subcommand dump" -s n -l limit -d 'Stop after N keys' -r
@@ -309,10 +328,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand dump" -l tls-ca -d 'CA cer
 complete -c memkit -n "__fish_memkit_using_subcommand dump" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand dump" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand dump" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand dump" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand dump" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand dump" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand dump" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand dump" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand dump" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand dump" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand dump" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memkit -n "__fish_memkit_using_subcommand watch" -s n -l count -d 'Stop after N events' -r
 complete -c memkit -n "__fish_memkit_using_subcommand watch" -l duration -d 'Stop after SECS seconds' -r
@@ -323,10 +343,11 @@ complete -c memkit -n "__fish_memkit_using_subcommand watch" -l tls-ca -d 'CA ce
 complete -c memkit -n "__fish_memkit_using_subcommand watch" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand watch" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand watch" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand watch" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand watch" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand watch" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand watch" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand watch" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand watch" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand watch" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand watch" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand trace" -l width -d 'Letters per line' -r
 complete -c memkit -n "__fish_memkit_using_subcommand trace" -s s -l servers -d 'Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211)' -r
@@ -336,11 +357,12 @@ complete -c memkit -n "__fish_memkit_using_subcommand trace" -l tls-ca -d 'CA ce
 complete -c memkit -n "__fish_memkit_using_subcommand trace" -l tls-cert -d 'Client certificate chain (PEM), for servers that verify clients (ssl_verify_mode)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand trace" -l tls-key -d 'The client certificate\'s private key (PEM)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand trace" -l tls-server-name -d 'The name the server certificates must carry (default: each server\'s host)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand trace" -l username -d 'User for ASCII authentication (servers started with -Y)' -r
-complete -c memkit -n "__fish_memkit_using_subcommand trace" -l password -d 'Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand trace" -l username -d 'User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary (servers started with -S)' -r
+complete -c memkit -n "__fish_memkit_using_subcommand trace" -l password -d 'Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`)' -r
 complete -c memkit -n "__fish_memkit_using_subcommand trace" -s F -l follow -d 'Keep reading: print letters as they are appended (like `tail -f`)'
 complete -c memkit -n "__fish_memkit_using_subcommand trace" -l tls -d 'Speak TLS (servers started with -Z). Implied by the other --tls-* options'
 complete -c memkit -n "__fish_memkit_using_subcommand trace" -l tls-insecure -d 'Accept any server certificate. For tests only: anyone on the path can read and change the traffic'
+complete -c memkit -n "__fish_memkit_using_subcommand trace" -l binary -d 'Speak the binary protocol (servers started with -S serve nothing else); with --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no binary form and are refused'
 complete -c memkit -n "__fish_memkit_using_subcommand trace" -s h -l help -d 'Print help'
 complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "get" -d 'Print each item found (like memccat); exit 1 if any key is missing'
 complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "gat" -d 'Get and touch: read each key and set its expiry (`gat`); exit 1 if any is missing'
@@ -358,9 +380,9 @@ complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_
 complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "flush" -d '`flush_all [DELAY]` on every server'
 complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "ping" -d '`version` of every server, with the round-trip time'
 complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "version" -d '`version` of every server: `host:port VERSION` per line'
-complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "verbosity" -d '`verbosity LEVEL` on every server'
+complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "verbosity" -d '`verbosity LEVEL` on every server (text protocol only: not with --binary)'
 complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "top" -d 'Live dashboard: ops/s, hit ratio, evictions, items, memory, connections, and the memory per item-size class; q quits, tab moves between the total and each server'
-complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "dump" -d 'Every key with its metadata (`lru_crawler metadump all`)'
-complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "watch" -d 'Stream the servers\' `watch` events (fetchers, mutations, evictions; default all)'
+complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "dump" -d 'Every key with its metadata (`lru_crawler metadump all`; text protocol only: not with --binary)'
+complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "watch" -d 'Stream the servers\' `watch` events (fetchers, mutations, evictions; default all; text protocol only: not with --binary)'
 complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "trace" -d 'Render the cookbook\'s M/L/W/U/H per-key trace files (or every *.trace in a directory)'
 complete -c memkit -n "__fish_memkit_using_subcommand help; and not __fish_seen_subcommand_from get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,5 +1,7 @@
-//! ASCII authentication for servers started with `-Y` (memcached 1.6 and memkitd): the
-//! first request on every new connection is `set <key> 0 -1 <n>` carrying `user password`.
+//! [`Credentials`], and ASCII authentication for servers started with `-Y` (memcached 1.6
+//! and memkitd): the first request on every new text connection is `set <key> 0 -1 <n>`
+//! carrying `user password`. Binary connections use the same credentials for SASL PLAIN
+//! (servers started with `-S`), see [`crate::sasl`].
 //!
 //! The server answers `STORED` (in) or `CLIENT_ERROR authentication failure`; the latter
 //! fails the connect with [`Error::Client`], which a cluster does *not* take for an
@@ -20,7 +22,8 @@ use crate::conn::Stream;
 /// The key of the authentication `set` (servers ignore it).
 pub const AUTH_KEY: &str = "_memkit_auth";
 
-/// A username and password for `-Y` servers.
+/// A username and password: ASCII authentication for `-Y` servers over text, SASL PLAIN for
+/// `-S` servers over binary.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
     username: String,
@@ -37,14 +40,36 @@ impl fmt::Debug for Credentials {
 }
 
 impl Credentials {
-    /// Credentials; neither part may be empty or hold spaces, control bytes or NUL (the
-    /// server splits the data on spaces and ends it at a NUL or line break).
+    /// Credentials for either protocol; neither part may be empty or hold spaces, control
+    /// bytes or NUL (the `-Y` server splits the data on spaces and ends it at a NUL or line
+    /// break).
     pub fn new(username: impl Into<String>, password: impl Into<String>) -> Result<Credentials> {
         let c = Credentials {
             username: username.into(),
             password: password.into(),
         };
-        for part in [&c.username, &c.password] {
+        c.check_ascii()?;
+        Ok(c)
+    }
+
+    /// Credentials for SASL PLAIN only (binary connections): any bytes but NUL, which ends
+    /// each part of a PLAIN message; the username not empty. A text connection refuses
+    /// them unless they would also pass [`Credentials::new`].
+    pub fn sasl(username: impl Into<String>, password: impl Into<String>) -> Result<Credentials> {
+        let c = Credentials {
+            username: username.into(),
+            password: password.into(),
+        };
+        if c.username.is_empty() || c.username.contains('\0') || c.password.contains('\0') {
+            return Err(Error::Protocol(
+                "SASL username must be non-empty, and neither part may hold NUL".into(),
+            ));
+        }
+        Ok(c)
+    }
+
+    fn check_ascii(&self) -> Result<()> {
+        for part in [&self.username, &self.password] {
             if part.is_empty() || part.bytes().any(|b| b == b' ' || b.is_ascii_control()) {
                 return Err(Error::Protocol(
                     "auth username and password must be non-empty, without spaces or control \
@@ -53,12 +78,23 @@ impl Credentials {
                 ));
             }
         }
-        Ok(c)
+        Ok(())
     }
 
     /// The username.
     pub fn username(&self) -> &str {
         &self.username
+    }
+
+    /// SASL PLAIN's message (RFC 4616): an empty authorization identity, the user, the
+    /// password, NUL-separated.
+    pub(crate) fn plain_message(&self) -> Vec<u8> {
+        let mut m = Vec::with_capacity(2 + self.username.len() + self.password.len());
+        m.push(0);
+        m.extend_from_slice(self.username.as_bytes());
+        m.push(0);
+        m.extend_from_slice(self.password.as_bytes());
+        m
     }
 
     /// The request that logs in.
@@ -70,6 +106,7 @@ impl Credentials {
 
 /// Logs in on a fresh stream, before it carries anything else. The caller bounds the time.
 pub(crate) async fn login(stream: &mut Box<dyn Stream>, creds: &Credentials) -> Result<()> {
+    creds.check_ascii()?;
     let io = |e: std::io::Error| Error::Io(format!("authentication: {e}"));
     stream.write_all(&creds.request()).await.map_err(io)?;
     stream.flush().await.map_err(io)?;
@@ -111,6 +148,13 @@ mod tests {
         assert!(!format!("{c:?}").contains("s3cr3t"));
         for (u, p) in [("", "x"), ("a b", "x"), ("a", "x\r\n"), ("a", "")] {
             assert!(Credentials::new(u, p).is_err(), "{u:?} {p:?}");
+        }
+        // SASL takes spaces (PLAIN separates with NUL), not NUL.
+        let s = Credentials::sasl("a b", "p w").unwrap();
+        assert_eq!(s.plain_message(), b"\0a b\0p w");
+        assert!(s.check_ascii().is_err());
+        for (u, p) in [("", "x"), ("a\0", "x"), ("a", "x\0")] {
+            assert!(Credentials::sasl(u, p).is_err(), "{u:?} {p:?}");
         }
     }
 }

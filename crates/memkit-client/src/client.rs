@@ -6,6 +6,10 @@
 //! the pool's connections and waits at most [`ClientConfig::request_timeout`]. A connection
 //! whose request timed out is closed (its late reply would be mistaken for the next one's);
 //! the pool reconnects lazily, within [`ClientConfig::connect_timeout`].
+//!
+//! [`ClientConfig::protocol`] picks the wire: text ([`crate::command`], the default) or
+//! binary ([`crate::binary`]), where [`ClientConfig::auth`] means SASL PLAIN
+//! ([`crate::sasl`]) instead of the ASCII login ([`crate::auth`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -20,8 +24,9 @@ use memkit_types::{
 use tokio::sync::Mutex;
 
 use crate::auth::Credentials;
+use crate::binary;
 use crate::command::{self, Dialect};
-use crate::conn::{Connection, Connector, Job, Stream, TcpConnector};
+use crate::conn::{Connection, Connector, Job, Protocol, Stream, TcpConnector};
 use crate::distribution::ServerSpec;
 use crate::reply::Reply;
 
@@ -36,11 +41,15 @@ pub struct ClientConfig {
     pub pool_size: usize,
     /// The largest value a reply may carry (128 MiB; memcached's `-I` tops out at 1 GiB).
     pub max_value_size: usize,
-    /// Meta or classic commands; see [`crate::command`].
+    /// Meta or classic commands, over the text protocol; see [`crate::command`].
     pub dialect: Dialect,
+    /// Text (the default) or binary ([`ClientConfig::binary`]; servers started with `-S`
+    /// serve binary only); see [`crate::binary`] for what binary cannot say.
+    pub protocol: Protocol,
     /// Opens streams: plain TCP, or TLS ([`ClientConfig::with_tls`]).
     pub connector: Arc<dyn Connector>,
-    /// Log in on every new connection (servers started with `-Y`); see [`crate::auth`].
+    /// Log in on every new connection: ASCII authentication over text (servers started
+    /// with `-Y`, [`crate::auth`]), SASL PLAIN over binary (`-S`, [`crate::sasl`]).
     pub auth: Option<Credentials>,
 }
 
@@ -52,6 +61,7 @@ impl Default for ClientConfig {
             pool_size: 2,
             max_value_size: 128 << 20,
             dialect: Dialect::Meta,
+            protocol: Protocol::Text,
             connector: Arc::new(TcpConnector),
             auth: None,
         }
@@ -70,15 +80,23 @@ impl ClientConfig {
         self
     }
 
-    /// Logs in with `creds` on every new connection, before any request.
+    /// Logs in with `creds` on every new connection, before any request: ASCII
+    /// authentication over text, SASL PLAIN over binary.
     pub fn with_auth(mut self, creds: Credentials) -> Self {
         self.auth = Some(creds);
         self
     }
 
+    /// Speaks the binary protocol (for `-S` servers, with [`ClientConfig::with_auth`]).
+    pub fn binary(mut self) -> Self {
+        self.protocol = Protocol::Binary;
+        self
+    }
+
     /// Opens one stream to `server` as the pool does: the connector (TCP or TLS), then the
-    /// login when [`ClientConfig::auth`] is set, all within `connect_timeout`. For tools
-    /// that speak commands the client does not model (`memkit dump`, `watch`).
+    /// login when [`ClientConfig::auth`] is set (ASCII or SASL, by
+    /// [`ClientConfig::protocol`]), all within `connect_timeout`. For tools that speak
+    /// commands the client does not model (`memkit dump`, `watch`).
     pub async fn open(&self, server: &ServerSpec) -> Result<Box<dyn Stream>> {
         let open = async {
             let mut stream = self
@@ -86,8 +104,10 @@ impl ClientConfig {
                 .connect(server)
                 .await
                 .map_err(|e| Error::Io(format!("connect to {server}: {e}")))?;
-            if let Some(creds) = &self.auth {
-                crate::auth::login(&mut stream, creds).await?;
+            match (&self.auth, self.protocol) {
+                (Some(creds), Protocol::Text) => crate::auth::login(&mut stream, creds).await?,
+                (Some(creds), Protocol::Binary) => crate::sasl::login(&mut stream, creds).await?,
+                (None, _) => {}
             }
             Ok::<_, Error>(stream)
         };
@@ -106,6 +126,7 @@ impl fmt::Debug for ClientConfig {
             .field("pool_size", &self.pool_size)
             .field("max_value_size", &self.max_value_size)
             .field("dialect", &self.dialect)
+            .field("protocol", &self.protocol)
             .field("connector", &self.connector)
             .field("auth", &self.auth)
             .finish()
@@ -182,7 +203,11 @@ impl Client {
         }
         *slot = None;
         let stream = inner.config.open(&inner.spec).await?;
-        let c = Arc::new(Connection::start(stream, inner.limits));
+        let c = Arc::new(Connection::start_with(
+            stream,
+            inner.limits,
+            inner.config.protocol,
+        ));
         *slot = Some(c.clone());
         Ok(c)
     }
@@ -213,12 +238,18 @@ impl Client {
 
     /// `version`: also a cheap liveness check (`memkit ping`).
     pub async fn version(&self) -> Result<String> {
-        command::version_reply(self.call(command::version()).await?)
+        match self.protocol() {
+            Protocol::Text => command::version_reply(self.call(command::version()).await?),
+            Protocol::Binary => binary::version_reply(self.call(binary::version()).await?),
+        }
     }
 
-    /// `stats [args]` as name/value pairs.
+    /// `stats [args]` as name/value pairs (binary: `STAT` with `args` as its group).
     pub async fn stats(&self, args: &str) -> Result<Vec<(String, String)>> {
-        command::stats_reply(self.call(command::stats(args)).await?)
+        match self.protocol() {
+            Protocol::Text => command::stats_reply(self.call(command::stats(args)).await?),
+            Protocol::Binary => binary::stats_reply(self.call(binary::stats(args)).await?),
+        }
     }
 
     /// Closes every pooled connection (they reopen on next use).
@@ -233,6 +264,10 @@ impl Client {
     fn dialect(&self) -> Dialect {
         self.inner.config.dialect
     }
+
+    fn protocol(&self) -> Protocol {
+        self.inner.config.protocol
+    }
 }
 
 impl Memcache for Client {
@@ -243,34 +278,67 @@ impl Memcache for Client {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let job = command::get(self.dialect(), keys, opts)?;
-        command::get_replies(self.dialect(), keys, self.call(job).await?)
+        match self.protocol() {
+            Protocol::Text => {
+                let job = command::get(self.dialect(), keys, opts)?;
+                command::get_replies(self.dialect(), keys, self.call(job).await?)
+            }
+            Protocol::Binary => {
+                binary::get_replies(keys, self.call(binary::get(keys, opts)?).await?)
+            }
+        }
     }
 
     async fn store(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> Result<Stored> {
         validate_key(key)?;
-        let job = command::store(self.dialect(), key, value, opts)?;
-        command::store_reply(self.call(job).await?)
+        match self.protocol() {
+            Protocol::Text => {
+                let job = command::store(self.dialect(), key, value, opts)?;
+                command::store_reply(self.call(job).await?)
+            }
+            Protocol::Binary => {
+                let job = binary::store(key, value, opts)?;
+                binary::store_reply(opts, self.call(job).await?)
+            }
+        }
     }
 
     async fn delete_with(&self, key: &[u8], opts: &DeleteOptions) -> Result<DeleteOutcome> {
         validate_key(key)?;
-        let job = command::delete(self.dialect(), key, opts)?;
-        command::delete_reply(self.call(job).await?)
+        match self.protocol() {
+            Protocol::Text => {
+                let job = command::delete(self.dialect(), key, opts)?;
+                command::delete_reply(self.call(job).await?)
+            }
+            Protocol::Binary => binary::delete_reply(self.call(binary::delete(key, opts)?).await?),
+        }
     }
 
     async fn arithmetic(&self, key: &[u8], opts: &ArithOptions) -> Result<ArithOutcome> {
         validate_key(key)?;
-        let job = command::arith(self.dialect(), key, opts)?;
-        command::arith_reply(self.call(job).await?)
+        match self.protocol() {
+            Protocol::Text => {
+                let job = command::arith(self.dialect(), key, opts)?;
+                command::arith_reply(self.call(job).await?)
+            }
+            Protocol::Binary => {
+                binary::arith_reply(opts, self.call(binary::arith(key, opts)?).await?)
+            }
+        }
     }
 
     async fn touch(&self, key: &[u8], exptime: Exptime) -> Result<bool> {
         validate_key(key)?;
-        command::touch_reply(self.call(command::touch(key, exptime)).await?)
+        match self.protocol() {
+            Protocol::Text => command::touch_reply(self.call(command::touch(key, exptime)).await?),
+            Protocol::Binary => binary::touch_reply(self.call(binary::touch(key, exptime)?).await?),
+        }
     }
 
     async fn flush_all(&self, delay: u32) -> Result<()> {
-        command::ok_reply(self.call(command::flush_all(delay)).await?)
+        match self.protocol() {
+            Protocol::Text => command::ok_reply(self.call(command::flush_all(delay)).await?),
+            Protocol::Binary => binary::flush_reply(self.call(binary::flush_all(delay)).await?),
+        }
     }
 }

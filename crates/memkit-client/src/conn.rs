@@ -19,6 +19,11 @@
 //!
 //! The stream is any `AsyncRead + AsyncWrite` ([`Stream`]) made by a [`Connector`]: plain TCP
 //! by default, TLS by plugging in a connector that wraps the socket.
+//!
+//! The reader decodes the connection's [`Protocol`]: text lines or binary frames, each
+//! copied out of the read buffer into a [`Reply`] (one `Bytes` per binary frame). A binary frame longer than the largest value the client accepts, plus
+//! room for a key and extras, closes the connection as a malformed reply rather than being
+//! buffered.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -28,15 +33,26 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::{Buf, BytesMut};
-use memkit_protocol::{DecodeError, Limits, decode_response};
+use bytes::{Buf, Bytes, BytesMut};
+use memkit_protocol::{DecodeError, Limits, binary, decode_response};
 use memkit_types::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::distribution::ServerSpec;
-use crate::reply::Reply;
+use crate::reply::{BinaryReply, Reply};
+
+/// Which of memcached's protocols a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Protocol {
+    /// The text protocol, classic and meta commands ([`crate::Dialect`] picks which).
+    #[default]
+    Text,
+    /// The binary protocol: the only one a server started with `-S` (SASL) serves; see
+    /// [`crate::binary`] for what it can say.
+    Binary,
+}
 
 /// A byte stream to a server: TCP, TLS over TCP, a Unix socket...
 pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -70,7 +86,8 @@ impl Connector for TcpConnector {
 pub enum Expect {
     /// Each request gets exactly one reply (storage, meta commands, incr...).
     One,
-    /// Each request gets lines until `END` or an error line (`get`, `stats`).
+    /// Each request gets replies until `END` or an error line (`get`, `stats`); in the
+    /// binary protocol, until a frame with an empty key or an error status (`STAT`).
     UntilEnd,
 }
 
@@ -139,15 +156,21 @@ impl fmt::Debug for Connection {
 const MAX_BATCH: usize = 256 * 1024;
 
 impl Connection {
-    /// Starts the reader and writer tasks on the current tokio runtime.
+    /// Starts the reader and writer tasks of a text connection on the current tokio runtime.
     pub fn start(stream: Box<dyn Stream>, limits: Limits) -> Connection {
+        Connection::start_with(stream, limits, Protocol::Text)
+    }
+
+    /// Starts the reader and writer tasks of a `protocol` connection on the current tokio
+    /// runtime. The stream must be ready for requests (logged in, if the server wants it).
+    pub fn start_with(stream: Box<dyn Stream>, limits: Limits, protocol: Protocol) -> Connection {
         let (rd, wr) = tokio::io::split(stream);
         let shared = Arc::new(Shared {
             fifo: Mutex::new(Fifo::default()),
             open: AtomicBool::new(true),
         });
         let (tx, rx) = mpsc::channel(1024);
-        let reader = tokio::spawn(read_loop(rd, shared.clone(), limits));
+        let reader = tokio::spawn(read_loop(rd, shared.clone(), limits, protocol));
         let writer = tokio::spawn(write_loop(wr, rx, shared.clone()));
         Connection {
             tx,
@@ -240,8 +263,11 @@ async fn read_loop(
     mut rd: tokio::io::ReadHalf<Box<dyn Stream>>,
     shared: Arc<Shared>,
     limits: Limits,
+    protocol: Protocol,
 ) {
     let mut buf = BytesMut::with_capacity(16 * 1024);
+    // A binary frame may carry the largest value plus a key and extras, no more.
+    let max_body = limits.max_item_size.saturating_add(64 * 1024);
     loop {
         match rd.read_buf(&mut buf).await {
             Ok(0) => return shared.close("connection closed by the server"),
@@ -249,12 +275,34 @@ async fn read_loop(
             Err(e) => return shared.close(&format!("read failed: {e}")),
         }
         loop {
-            let (reply, used) = match decode_response(&buf, &limits) {
-                Ok((r, used)) => (Reply::from_response(&r), used),
-                Err(DecodeError::Incomplete) => break,
-                Err(_) => return shared.close("malformed reply"),
+            let reply = match protocol {
+                Protocol::Text => match decode_response(&buf, &limits) {
+                    Ok((r, used)) => {
+                        let reply = Reply::from_response(&r);
+                        buf.advance(used);
+                        reply
+                    }
+                    Err(DecodeError::Incomplete) => break,
+                    Err(_) => return shared.close("malformed reply"),
+                },
+                Protocol::Binary => match binary::decode_response(&buf) {
+                    Ok(Some((r, used))) => {
+                        // Copied, as text replies are: a reply kept by the caller must not
+                        // pin the read buffer it came from.
+                        let frame = Bytes::copy_from_slice(&buf[..used]);
+                        let reply = Reply::Binary(BinaryReply::new(r.header, frame));
+                        buf.advance(used);
+                        reply
+                    }
+                    Ok(None) => match binary::Header::parse(&buf) {
+                        Some(h) if h.body_len as usize > max_body => {
+                            return shared.close("malformed reply (binary frame too long)");
+                        }
+                        _ => break,
+                    },
+                    Err(_) => return shared.close("malformed reply"),
+                },
             };
-            buf.advance(used);
             if !deliver(&shared, reply) {
                 return shared.close("reply without a request");
             }
@@ -273,7 +321,7 @@ fn deliver(shared: &Shared, reply: Reply) -> bool {
     };
     let ends = match slot.expect {
         Expect::One => true,
-        Expect::UntilEnd => reply == Reply::End || reply.is_error(),
+        Expect::UntilEnd => reply.ends_list(),
     };
     slot.replies.push(reply);
     if ends {

@@ -5,13 +5,19 @@
 //!   request timeouts, and the [`memkit_types::Memcache`] implementation.
 //! - [`tls`]: [`TlsConnector`] (rustls, ring) and [`TlsOptions`] to build one from PEM: CA
 //!   roots, optional client certificate, server name.
-//! - [`auth`]: ASCII authentication ([`Credentials`]) for `-Y` servers: a login `set` first
-//!   on every new connection.
+//! - [`auth`]: [`Credentials`], and ASCII authentication for `-Y` servers: a login `set`
+//!   first on every new text connection.
+//! - [`sasl`]: SASL PLAIN for `-S` servers: the first frames on every new binary connection
+//!   (list mechanisms, `SASL_AUTH`, `SASL_STEP` on `AUTH_CONTINUE`).
 //! - [`conn`]: one connection — a writer task that batches concurrent requests into one
-//!   write, a reader task that fills a FIFO of reply slots; the [`Connector`] seam for TLS.
-//! - [`command`]: each `Memcache` call as wire requests (classic where exact, meta where the
+//!   write, a reader task that fills a FIFO of reply slots, decoding text or binary
+//!   ([`Protocol`]); the [`Connector`] seam for TLS.
+//! - [`command`]: each `Memcache` call as text requests (classic where exact, meta where the
 //!   options need it) and its replies as outcomes; the [`Dialect`] switch.
-//! - [`reply`]: owned replies and their mapping to [`memkit_types::Error`].
+//! - [`binary`]: each `Memcache` call as binary frames (the protocol crate's client-side
+//!   encoder) and its replies as outcomes; what binary cannot say.
+//! - [`reply`]: owned replies (text lines, binary frames) and their mapping to
+//!   [`memkit_types::Error`].
 //! - [`hash`]: libhashkit's key hashes (one_at_a_time, md5, crc, fnv1(a)_32/64), bit-exact.
 //! - [`distribution`]: [`ServerSpec`], modula, libmemcached's (weighted) ketama and PHP's
 //!   pecl memcache (consistent and standard).
@@ -22,11 +28,15 @@
 //! Goals: the same server for every key as libmemcached (ketama) and python-memcached
 //! (modula); behaviour identical to the embedded store (the conformance suite runs through
 //! this client against memkitd and real memcached); a dead server costs at most one timeout
-//! and is then a miss. Non-goals: the binary protocol, UDP, SASL.
+//! and is then a miss; the binary protocol with SASL PLAIN for servers that serve nothing
+//! else (`-S`), the text protocol's performance untouched by it. Non-goals: UDP; binary as
+//! more than the way to `-S` servers (it works with any server, but uses no quiet opcodes
+//! and carries nothing meta-only); SASL mechanisms other than PLAIN.
 //!
 //! See `docs/client.md` for configuration and compatibility.
 
 pub mod auth;
+pub mod binary;
 pub mod blocking;
 pub mod client;
 pub mod cluster;
@@ -35,6 +45,7 @@ pub mod conn;
 pub mod distribution;
 pub mod hash;
 pub mod reply;
+pub mod sasl;
 pub mod tls;
 
 pub use auth::Credentials;
@@ -42,7 +53,7 @@ pub use blocking::BlockingClient;
 pub use client::{Client, ClientConfig};
 pub use cluster::{Cluster, ClusterConfig, HotKeys, Replicas};
 pub use command::Dialect;
-pub use conn::{Connector, Stream, TcpConnector};
+pub use conn::{Connector, Protocol, Stream, TcpConnector};
 pub use distribution::{Distribution, Placement, ServerSpec};
 pub use hash::HashFn;
 pub use tls::{TlsConnector, TlsOptions};

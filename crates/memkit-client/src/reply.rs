@@ -2,8 +2,11 @@
 //!
 //! The codec's [`Response`] borrows the read buffer; the connection's reader turns each one
 //! into a [`Reply`] before it consumes the bytes, so a caller's reply outlives the buffer.
+//! A binary frame becomes a [`BinaryReply`]: the frame's bytes, copied once, with its parsed
+//! header; its key and value are slices of them.
 
 use bytes::Bytes;
+use memkit_protocol::binary::{HEADER_LEN, Header, Status};
 use memkit_protocol::{MetaCode, Response};
 use memkit_types::Error;
 
@@ -62,6 +65,97 @@ pub enum Reply {
     MetaNoop,
     /// Anything else (`RESET`, `ME ...`, `BUSY ...`).
     Other(String),
+    /// A binary protocol response frame.
+    Binary(BinaryReply),
+}
+
+/// One binary response frame: its header and its bytes (header included), owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BinaryReply {
+    header: Header,
+    frame: Bytes,
+}
+
+impl BinaryReply {
+    /// A frame whose header `header` was parsed from `frame`, which holds exactly the
+    /// header and `header.body_len` bytes of body.
+    pub fn new(header: Header, frame: Bytes) -> BinaryReply {
+        debug_assert_eq!(frame.len(), HEADER_LEN + header.body_len as usize);
+        BinaryReply { header, frame }
+    }
+
+    /// The header (its `status` field is the status code).
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The opcode the reply answers.
+    pub fn opcode(&self) -> u8 {
+        self.header.opcode
+    }
+
+    /// The status, `None` for a code memcached does not use.
+    pub fn status(&self) -> Option<Status> {
+        Status::from_u16(self.header.status)
+    }
+
+    /// Whether the status is success.
+    pub fn is_ok(&self) -> bool {
+        self.header.status == Status::Ok as u16
+    }
+
+    /// The header's CAS.
+    pub fn cas(&self) -> u64 {
+        self.header.cas
+    }
+
+    /// The request's opaque, echoed.
+    pub fn opaque(&self) -> u32 {
+        self.header.opaque
+    }
+
+    fn part(&self, from: usize, len: usize) -> Bytes {
+        self.frame.slice(HEADER_LEN + from..HEADER_LEN + from + len)
+    }
+
+    /// Extras (a get hit's flags).
+    pub fn extras(&self) -> Bytes {
+        self.part(0, self.header.extras_len.into())
+    }
+
+    /// Key (a stat's name).
+    pub fn key(&self) -> Bytes {
+        self.part(self.header.extras_len.into(), self.header.key_len.into())
+    }
+
+    /// Value (a get hit's data, an error's message, a stat's value).
+    pub fn value(&self) -> Bytes {
+        let head = usize::from(self.header.extras_len) + usize::from(self.header.key_len);
+        self.part(head, self.header.body_len as usize - head)
+    }
+
+    /// The [`Error`] for a status that is not a normal outcome of the request.
+    pub fn into_error(self) -> Error {
+        let msg = String::from_utf8_lossy(&self.value()).into_owned();
+        match self.status() {
+            Some(Status::TooLarge) => Error::TooLarge,
+            Some(Status::OutOfMemory) if msg.starts_with("Out of memory") => Error::OutOfMemory,
+            Some(Status::OutOfMemory) => Error::Server(msg),
+            Some(Status::Invalid) => Error::Client(msg),
+            // Before authentication (SASL), or a command the server refuses (`FLUSH` under
+            // `-F`): memcached says the same for both.
+            Some(Status::AuthError) => Error::Client(format!(
+                "{msg} (the server requires SASL authentication, or refuses the command)"
+            )),
+            Some(Status::UnknownCommand) => {
+                Error::Protocol("UNKNOWN_COMMAND: the server does not know the command".into())
+            }
+            _ => Error::Protocol(format!(
+                "unexpected binary reply: opcode 0x{:02x}, status 0x{:04x}",
+                self.header.opcode, self.header.status
+            )),
+        }
+    }
 }
 
 fn text(b: &[u8]) -> String {
@@ -113,10 +207,21 @@ impl Reply {
 
     /// Whether this line ends a request whatever was asked (an error reply).
     pub fn is_error(&self) -> bool {
-        matches!(
-            self,
-            Reply::Error | Reply::ClientError(_) | Reply::ServerError(_)
-        )
+        match self {
+            Reply::Error | Reply::ClientError(_) | Reply::ServerError(_) => true,
+            Reply::Binary(b) => !b.is_ok(),
+            _ => false,
+        }
+    }
+
+    /// Whether this reply ends a list (`get`'s values, `stats`): `END`, an error, or in
+    /// the binary protocol the empty `STAT` frame.
+    pub fn ends_list(&self) -> bool {
+        match self {
+            Reply::End => true,
+            Reply::Binary(b) => !b.is_ok() || (b.header.key_len == 0 && b.header.body_len == 0),
+            r => r.is_error(),
+        }
     }
 
     /// The [`Error`] for a reply that is not a normal outcome of the request.
@@ -129,6 +234,7 @@ impl Reply {
             Reply::ClientError(m) if m.starts_with("bad command line format") => Error::InvalidKey,
             Reply::ClientError(m) => Error::Client(m),
             Reply::Error => Error::Protocol("ERROR: the server does not know the command".into()),
+            Reply::Binary(b) => b.into_error(),
             other => Error::Protocol(format!("unexpected reply {other:?}")),
         }
     }

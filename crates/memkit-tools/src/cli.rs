@@ -11,8 +11,13 @@
 //! memkit --which KEY              (the server KEY maps to)
 //! ```
 //! Every subcommand reaches TLS (`--tls ...`) and `-Y` servers (`--username/--password`),
-//! see [`crate::connect`]. The server list defaults to `$MEMCACHED_SERVERS` (as
-//! libmemcached-tools read it), then `127.0.0.1:11211`.
+//! see [`crate::connect`]. With `--binary` (libmemcached-tools' flag) every subcommand that
+//! has a binary form speaks it, and `--username/--password` log in with SASL PLAIN (`-S`
+//! servers): the key verbs, `stats` and `top` (binary `STAT`), `flush`, `ping`, `version`;
+//! `dump`, `watch` and `verbosity` have none (memcached's binary protocol has no metadump,
+//! no watch, and 1.6 answers its `VERBOSITY` with `UNKNOWN_COMMAND`) and are refused with
+//! status 2 before any server is contacted. The server list defaults to
+//! `$MEMCACHED_SERVERS` (as libmemcached-tools read it), then `127.0.0.1:11211`.
 //!
 //! Exit status: 0 on success (every key found, every store applied); 1 when a key was
 //! missing or a conditional store did not apply (add on a present key, replace/append/
@@ -56,8 +61,8 @@ pub enum Cmd {
         #[arg(required = true)]
         keys: Vec<String>,
         /// value (the bytes, then a newline), line (`KEY FLAGS CAS TTL VALUE`, TTL -1 for
-        /// none), json (one object per key: key, found, flags, cas, ttl, value or
-        /// value_base64).
+        /// none, `-` with --binary, which cannot read it), json (one object per key: key,
+        /// found, flags, cas, ttl (not with --binary), value or value_base64).
         #[arg(long, short = 'f', value_enum, default_value = "value")]
         format: GetFormat,
     },
@@ -146,7 +151,7 @@ pub enum Cmd {
     Ping,
     /// `version` of every server: `host:port VERSION` per line.
     Version,
-    /// `verbosity LEVEL` on every server.
+    /// `verbosity LEVEL` on every server (text protocol only: not with --binary).
     Verbosity {
         /// Level (memcached: 0 quiet, 1 errors and warnings, 2 and 3 more).
         level: u32,
@@ -164,7 +169,8 @@ pub enum Cmd {
         #[arg(long, short = 'b')]
         batch: bool,
     },
-    /// Every key with its metadata (`lru_crawler metadump all`).
+    /// Every key with its metadata (`lru_crawler metadump all`; text protocol only: not with
+    /// --binary).
     Dump {
         /// Only keys starting with PREFIX.
         #[arg(long)]
@@ -176,7 +182,8 @@ pub enum Cmd {
         #[arg(long, short = 'f', value_enum, default_value = "text")]
         format: crate::dump::DumpFormat,
     },
-    /// Stream the servers' `watch` events (fetchers, mutations, evictions; default all).
+    /// Stream the servers' `watch` events (fetchers, mutations, evictions; default all; text
+    /// protocol only: not with --binary).
     Watch {
         /// Event kinds: fetchers, mutations, evictions.
         #[arg(value_parser = clap::builder::PossibleValuesParser::new(crate::watch::KINDS))]
@@ -231,6 +238,20 @@ async fn run(args: Args) -> Result<ExitCode, String> {
     }) = &args.command
     {
         return crate::trace::run(files, *follow, *width).await;
+    }
+    match &args.command {
+        Some(Cmd::Dump { .. }) => args.conn.refuse_binary(
+            "dump",
+            "memcached's binary protocol has no lru_crawler metadump",
+        )?,
+        Some(Cmd::Watch { .. }) => args
+            .conn
+            .refuse_binary("watch", "memcached's binary protocol has no watch")?,
+        Some(Cmd::Verbosity { .. }) => args.conn.refuse_binary(
+            "verbosity",
+            "memcached 1.6 answers the binary VERBOSITY with UNKNOWN_COMMAND",
+        )?,
+        _ => {}
     }
     let c = args.conn.cluster()?;
     for key in &args.which {

@@ -1,9 +1,12 @@
 //! How `memkit` reaches its servers: the pool (`--servers`, `--distribution`), timeouts,
 //! TLS (`--tls`, `--tls-ca`, `--tls-cert`/`--tls-key`, `--tls-server-name`,
-//! `--tls-insecure`) and ASCII authentication (`--username`/`--password`, for `-Y`
-//! servers). One [`ClientConfig`] comes out of these and serves every subcommand: the
-//! key-value verbs and `stats`/`top` through [`Cluster`], `dump`/`watch`/`verbosity` through
-//! [`crate::raw::Raw`], which opens its streams with the same configuration.
+//! `--tls-insecure`), the protocol (`--binary`, libmemcached-tools' name) and
+//! authentication (`--username`/`--password`): ASCII authentication for `-Y` servers over
+//! text, SASL PLAIN for `-S` servers with `--binary`. One [`ClientConfig`] comes out of
+//! these and serves every subcommand: the key-value verbs and `stats`/`top` through
+//! [`Cluster`], `dump`/`watch`/`verbosity` through [`crate::raw::Raw`], which opens its
+//! streams with the same configuration (text only: they have no binary form, see
+//! [`ConnArgs::refuse_binary`]).
 
 use std::time::Duration;
 
@@ -50,10 +53,16 @@ pub struct ConnArgs {
     /// change the traffic.
     #[arg(long, global = true)]
     pub tls_insecure: bool,
-    /// User for ASCII authentication (servers started with -Y).
+    /// Speak the binary protocol (servers started with -S serve nothing else); with
+    /// --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no
+    /// binary form and are refused.
+    #[arg(long, global = true)]
+    pub binary: bool,
+    /// User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary
+    /// (servers started with -S).
     #[arg(long, env = "MEMKIT_USERNAME", requires = "password", global = true)]
     pub username: Option<String>,
-    /// Password for ASCII authentication ($MEMKIT_PASSWORD keeps it out of `ps`).
+    /// Password for --username ($MEMKIT_PASSWORD keeps it out of `ps`).
     #[arg(long, env = "MEMKIT_PASSWORD", hide_env_values = true, global = true)]
     pub password: Option<String>,
 }
@@ -72,7 +81,19 @@ impl ConnArgs {
             || self.tls_server_name.is_some()
     }
 
-    /// The client configuration: timeouts, one connection per server, TLS, login.
+    /// With `--binary`, the error for a subcommand that has no binary form (`what`: why),
+    /// which exits with status 2 before any server is contacted.
+    pub fn refuse_binary(&self, command: &str, what: &str) -> Result<(), String> {
+        if self.binary {
+            return Err(format!(
+                "{command} cannot run with --binary: {what}; run it without --binary (a server \
+                 started with -S serves only binary, so {command} cannot reach it)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The client configuration: timeouts, one connection per server, TLS, protocol, login.
     pub fn client_config(&self) -> Result<ClientConfig, String> {
         let t = self.timeout();
         let mut cfg = ClientConfig {
@@ -101,9 +122,17 @@ impl ConnArgs {
             }
             cfg = cfg.with_tls(o.connector().map_err(|e| e.to_string())?);
         }
+        if self.binary {
+            cfg = cfg.binary();
+        }
         match (&self.username, &self.password) {
             (Some(u), Some(p)) => {
-                cfg = cfg.with_auth(Credentials::new(u, p).map_err(|e| e.to_string())?);
+                let creds = if self.binary {
+                    Credentials::sasl(u, p)
+                } else {
+                    Credentials::new(u, p)
+                };
+                cfg = cfg.with_auth(creds.map_err(|e| e.to_string())?);
             }
             (None, None) => {}
             _ => return Err("--username and --password go together".into()),

@@ -3,8 +3,9 @@
 //! Map:
 //! - [`cli`]: the `memkit` command line and its dispatch; `--which KEY` names the server a
 //!   key maps to (placement identical to libmemcached's, python-memcached's or PHP's).
-//! - [`connect`]: servers, placement, timeouts, TLS and `-Y` authentication, for every
-//!   subcommand.
+//! - [`connect`]: servers, placement, timeouts, TLS, the protocol (`--binary`) and
+//!   authentication (ASCII for `-Y`, SASL PLAIN with `--binary` for `-S`), for every
+//!   subcommand; [`connect::ConnArgs::refuse_binary`] for those without a binary form.
 //! - [`verbs`], the verbs: `get`/`gat`/`touch`/`set`/`add`/`replace`/`append`/`prepend`/`cas`/
 //!   `delete`/`incr`/`decr`, and `stats`/`flush`/`ping`/`version`/`verbosity` on every
 //!   server — libmemcached-tools' everyday verbs (`memccat`, `memccp`, `memcrm`,
@@ -16,7 +17,8 @@
 //!   behind `memkitd --metrics-addr` too, so both print the same series.
 //! - [`top`]: the live dashboard (on [`term`], a few termios calls).
 //! - [`dump`] (`lru_crawler metadump all`), [`watch`] (the servers' `watch` streams) over
-//!   [`raw`] text connections; [`trace`] renders the cookbook's `MLWUH` trace files.
+//!   [`raw`] text connections (so not with `--binary`); [`trace`] renders the cookbook's
+//!   `MLWUH` trace files.
 //!
 //! Goals: scripts and people can check where keys live and what servers hold, and watch a
 //! pool live (see `docs/operations.md`). Only standard memcached commands are used, so every

@@ -1,11 +1,11 @@
 //! A text-protocol connection for the commands the client library does not model
 //! (`lru_crawler metadump`, `watch`, `verbosity`): send one line, read reply lines. Opened
 //! as the client opens its own (TCP or TLS, then the `-Y` login), see
-//! [`ClientConfig::open`].
+//! [`ClientConfig::open`]; never with a binary configuration (`--binary`).
 
 use std::time::Duration;
 
-use memkit_client::{ClientConfig, ServerSpec, Stream};
+use memkit_client::{ClientConfig, Protocol, ServerSpec, Stream};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// One connection to one server.
@@ -26,6 +26,9 @@ impl Raw {
     /// then arrive within its request timeout.
     pub async fn connect(server: &ServerSpec, config: &ClientConfig) -> Result<Raw, String> {
         let addr = server.addr();
+        if config.protocol != Protocol::Text {
+            return Err(format!("{addr}: a text command over a binary connection"));
+        }
         let s = config
             .open(server)
             .await

@@ -1,5 +1,5 @@
 //! Fetching `stats` from a pool and printing it: `text` (memcstat's layout), `table` (one
-//! column per server), `json`, and `prometheus` (see [`crate::prom`]).
+//! column per server), `json`, and `prometheus` (rendered by `memkit_metrics`).
 
 use std::fmt::Write;
 

@@ -4,7 +4,8 @@
 //! used against the limit, connections; and for the selected server (or the total) the
 //! memory per item-size class as a bar chart — seed 003's figure 4, "if it doesn't look like
 //! what the application should produce, worry". Only `stats`, `stats items` and
-//! `stats slabs` are used, so it works against memcached as well as memkitd.
+//! `stats slabs` are used (binary `STAT`, `STAT items`, `STAT slabs` with `--binary`), so
+//! it works against memcached as well as memkitd, `-S` servers included.
 //!
 //! Keys: `q` quits, Tab / Shift-Tab (or arrows) move between the total and each server.
 //! Without a terminal (or with `--batch`) frames are printed one after another.
@@ -230,7 +231,8 @@ fn fit(s: &str, width: usize) -> String {
 }
 
 /// One frame of the dashboard, `width` × `height` at most. `selected` 0 is the total,
-/// `i + 1` server `i`.
+/// `i + 1` server `i`: the title and column heads, a row per server and the total, then
+/// the selected view in detail and its memory by item-size class.
 pub fn frame(
     views: &[ServerView],
     selected: usize,
@@ -238,80 +240,7 @@ pub fn frame(
     width: usize,
     height: usize,
 ) -> Vec<String> {
-    let mut l: Vec<String> = Vec::new();
-    let clock = {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        format!(
-            "{:02}:{:02}:{:02} UTC",
-            secs / 3600 % 24,
-            secs / 60 % 60,
-            secs % 60
-        )
-    };
-    let n = views.len();
-    l.push(format!(
-        "memkit top — {n} server{} — every {:.1}s — {clock}   [tab] next view  [q] quit",
-        if n == 1 { "" } else { "s" },
-        interval.as_secs_f64()
-    ));
-    l.push(String::new());
-    l.push(format!(
-        "  {:<21} {:>4} {:>7} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>8} {:>18} {:>5}",
-        "SERVER",
-        "UP",
-        "GET/s",
-        "SET/s",
-        "OTHER/s",
-        "HIT%",
-        "HIT%Σ",
-        "EVICT/s",
-        "EVICTED",
-        "ITEMS",
-        "MEMORY USED/LIMIT",
-        "CONNS"
-    ));
-    let row = |name: &str, f: &Figures, mark: bool, err: Option<&str>| -> String {
-        let up = if f.up.1 == 1 {
-            if f.up.0 == 1 { "up" } else { "DOWN" }.to_string()
-        } else {
-            format!("{}/{}", f.up.0, f.up.1)
-        };
-        let m = if mark { ">" } else { " " };
-        if f.up.1 == 1 && f.up.0 == 0 {
-            return format!(
-                "{m} {:<21} {:>4}  {}",
-                fit(name, 21),
-                up,
-                err.unwrap_or("no answer yet")
-            );
-        }
-        let (get, set, other) = match f.rates {
-            Some(r) => (count(r[0]), count(r[1]), count(r[2..].iter().sum::<f64>())),
-            None => ("-".into(), "-".into(), "-".into()),
-        };
-        let pct = if f.bytes.1 > 0 {
-            format!(" {:>3.0}%", 100.0 * f.bytes.0 as f64 / f.bytes.1 as f64)
-        } else {
-            String::new()
-        };
-        format!(
-            "{m} {:<21} {:>4} {:>7} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>8} {:>18} {:>5}",
-            fit(name, 21),
-            up,
-            get,
-            set,
-            other,
-            f.interval_hits.map_or("-".into(), |(h, m)| ratio(h, m)),
-            ratio(f.hits.0, f.hits.1),
-            f.evict_rate.map_or("-".into(), count),
-            count(f.evictions as f64),
-            count(f.items as f64),
-            format!("{}/{}{pct}", bytes(f.bytes.0), bytes(f.bytes.1)),
-            f.conns.0
-        )
-    };
+    let mut l = heading(views.len(), interval);
     for (i, v) in views.iter().enumerate() {
         l.push(row(
             &v.addr,
@@ -323,39 +252,133 @@ pub fn frame(
     let t = total(views);
     l.push(row("TOTAL", &t, selected == 0, None));
     l.push(String::new());
+    let (title, f, classes) = selected_view(views, selected, t);
+    detail(&mut l, &title, &f, width);
+    histogram(&mut l, classes, width, height);
+    l.truncate(height.max(1));
+    l.into_iter().map(|s| fit(&s, width)).collect()
+}
 
-    // The selected view in detail.
-    let (title, f, classes) = if selected == 0 || selected > n {
-        (
-            format!("TOTAL of {n} server{}", if n == 1 { "" } else { "s" }),
-            t,
-            total_classes(views),
-        )
+/// The wall clock as `HH:MM:SS UTC`.
+fn clock() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!(
+        "{:02}:{:02}:{:02} UTC",
+        secs / 3600 % 24,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// The title line, a blank line, and the column heads of the server table.
+fn heading(n: usize, interval: Duration) -> Vec<String> {
+    vec![
+        format!(
+            "memkit top — {n} server{} — every {:.1}s — {}   [tab] next view  [q] quit",
+            if n == 1 { "" } else { "s" },
+            interval.as_secs_f64(),
+            clock()
+        ),
+        String::new(),
+        format!(
+            "  {:<21} {:>4} {:>7} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>8} {:>18} {:>5}",
+            "SERVER",
+            "UP",
+            "GET/s",
+            "SET/s",
+            "OTHER/s",
+            "HIT%",
+            "HIT%Σ",
+            "EVICT/s",
+            "EVICTED",
+            "ITEMS",
+            "MEMORY USED/LIMIT",
+            "CONNS"
+        ),
+    ]
+}
+
+/// One row of the server table: a server (`f.up.1 == 1`) or the total; `mark` flags the
+/// selected one, `err` says why a server is down.
+fn row(name: &str, f: &Figures, mark: bool, err: Option<&str>) -> String {
+    let up = if f.up.1 == 1 {
+        if f.up.0 == 1 { "up" } else { "DOWN" }.to_string()
     } else {
-        let v = &views[selected - 1];
-        let version = v
-            .cur
-            .as_ref()
-            .and_then(|(_, s)| crate::stats::get(&s.general, "version").map(str::to_owned))
-            .unwrap_or_default();
-        let uptime = v.cur.as_ref().map_or(0, |(_, s)| s.u("uptime"));
-        (
-            if v.cur.is_some() {
-                format!(
-                    "{} — version {version}, up {}",
-                    v.addr,
-                    crate::dump::secs(uptime as i64)
-                )
-            } else {
-                format!("{} — down", v.addr)
-            },
-            v.figures(),
-            v.cur
-                .as_ref()
-                .map(|(_, s)| s.size_classes())
-                .unwrap_or_default(),
-        )
+        format!("{}/{}", f.up.0, f.up.1)
     };
+    let m = if mark { ">" } else { " " };
+    if f.up.1 == 1 && f.up.0 == 0 {
+        return format!(
+            "{m} {:<21} {:>4}  {}",
+            fit(name, 21),
+            up,
+            err.unwrap_or("no answer yet")
+        );
+    }
+    let (get, set, other) = match f.rates {
+        Some(r) => (count(r[0]), count(r[1]), count(r[2..].iter().sum::<f64>())),
+        None => ("-".into(), "-".into(), "-".into()),
+    };
+    let pct = if f.bytes.1 > 0 {
+        format!(" {:>3.0}%", 100.0 * f.bytes.0 as f64 / f.bytes.1 as f64)
+    } else {
+        String::new()
+    };
+    format!(
+        "{m} {:<21} {:>4} {:>7} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>8} {:>18} {:>5}",
+        fit(name, 21),
+        up,
+        get,
+        set,
+        other,
+        f.interval_hits.map_or("-".into(), |(h, m)| ratio(h, m)),
+        ratio(f.hits.0, f.hits.1),
+        f.evict_rate.map_or("-".into(), count),
+        count(f.evictions as f64),
+        count(f.items as f64),
+        format!("{}/{}{pct}", bytes(f.bytes.0), bytes(f.bytes.1)),
+        f.conns.0
+    )
+}
+
+/// The selected view's title, figures and size classes: the total (`selected` 0, or out of
+/// range) or one server.
+fn selected_view(
+    views: &[ServerView],
+    selected: usize,
+    total: Figures,
+) -> (String, Figures, Vec<SizeClass>) {
+    let n = views.len();
+    if selected == 0 || selected > n {
+        return (
+            format!("TOTAL of {n} server{}", if n == 1 { "" } else { "s" }),
+            total,
+            total_classes(views),
+        );
+    }
+    let v = &views[selected - 1];
+    let title = match &v.cur {
+        Some((_, s)) => format!(
+            "{} — version {}, up {}",
+            v.addr,
+            crate::stats::get(&s.general, "version").unwrap_or_default(),
+            crate::dump::secs(s.u("uptime") as i64)
+        ),
+        None => format!("{} — down", v.addr),
+    };
+    let classes = v
+        .cur
+        .as_ref()
+        .map(|(_, s)| s.size_classes())
+        .unwrap_or_default();
+    (title, v.figures(), classes)
+}
+
+/// The selected view in detail: a rule with its title, then operations per second, hit
+/// ratio, evictions, items, connections and a memory bar.
+fn detail(l: &mut Vec<String>, title: &str, f: &Figures, width: usize) {
     let rule = width.saturating_sub(title.chars().count() + 5);
     l.push(format!("── {title} {}", "─".repeat(rule.min(200))));
     let ops = match f.rates {
@@ -396,49 +419,51 @@ pub fn frame(
         100.0 * frac
     ));
     l.push(String::new());
+}
+
+/// The memory per item-size class as a bar chart in the rows left of `height`,
+/// neighbouring classes merged until it fits (seed 003's figure 4).
+fn histogram(l: &mut Vec<String>, classes: Vec<SizeClass>, width: usize, height: usize) {
     l.push(" memory by item size class (stats items mem_requested; seed 003, figure 4)".into());
     let used: Vec<SizeClass> = classes.into_iter().filter(|c| c.bytes > 0).collect();
     let room = height.saturating_sub(l.len()).max(1);
     if used.is_empty() {
         l.push("   (no items)".into());
-    } else {
-        // Merge neighbouring classes until the chart fits the screen.
-        let mut rows: Vec<(String, u64, u64)> = used
-            .iter()
-            .map(|c| {
-                let label = if c.chunk_size > 0 {
-                    format!("≤{}", bytes(c.chunk_size))
-                } else {
-                    format!("class {}", c.class)
-                };
-                (label, c.bytes, c.items)
-            })
-            .collect();
-        while rows.len() > room {
-            let mut merged = Vec::with_capacity(rows.len().div_ceil(2));
-            for pair in rows.chunks(2) {
-                let last = pair.last().expect("chunks are non-empty");
-                merged.push((
-                    last.0.clone(),
-                    pair.iter().map(|r| r.1).sum(),
-                    pair.iter().map(|r| r.2).sum(),
-                ));
-            }
-            rows = merged;
-        }
-        let max = rows.iter().map(|r| r.1).max().unwrap_or(1).max(1);
-        let bar_w = width.saturating_sub(40).clamp(10, 70);
-        for (label, b, items) in rows {
-            l.push(format!(
-                "   {label:>7} {} {:>7} {:>9} items",
-                bar(b as f64 / max as f64, bar_w),
-                bytes(b),
-                count(items as f64)
+        return;
+    }
+    let mut rows: Vec<(String, u64, u64)> = used
+        .iter()
+        .map(|c| {
+            let label = if c.chunk_size > 0 {
+                format!("≤{}", bytes(c.chunk_size))
+            } else {
+                format!("class {}", c.class)
+            };
+            (label, c.bytes, c.items)
+        })
+        .collect();
+    while rows.len() > room {
+        let mut merged = Vec::with_capacity(rows.len().div_ceil(2));
+        for pair in rows.chunks(2) {
+            let last = pair.last().expect("chunks are non-empty");
+            merged.push((
+                last.0.clone(),
+                pair.iter().map(|r| r.1).sum(),
+                pair.iter().map(|r| r.2).sum(),
             ));
         }
+        rows = merged;
     }
-    l.truncate(height.max(1));
-    l.into_iter().map(|s| fit(&s, width)).collect()
+    let max = rows.iter().map(|r| r.1).max().unwrap_or(1).max(1);
+    let bar_w = width.saturating_sub(40).clamp(10, 70);
+    for (label, b, items) in rows {
+        l.push(format!(
+            "   {label:>7} {} {:>7} {:>9} items",
+            bar(b as f64 / max as f64, bar_w),
+            bytes(b),
+            count(items as f64)
+        ));
+    }
 }
 
 /// Applies keys to the selection; true on quit.

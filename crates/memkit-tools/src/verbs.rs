@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use memkit_client::{Client, Cluster};
+use memkit_client::{Client, Cluster, Protocol};
 use memkit_types::{Exptime, GetOptions, Item, Memcache, StoreMode, StoreOutcome, Ttl};
 use serde::Serialize;
 
@@ -84,7 +84,8 @@ pub struct ConcatArgs {
 pub enum GetFormat {
     /// The value's bytes, then a newline (like memccat).
     Value,
-    /// `KEY FLAGS CAS TTL VALUE` (TTL in seconds, -1 for none), then a newline.
+    /// `KEY FLAGS CAS TTL VALUE` (TTL in seconds, -1 for none, `-` when unknown: over
+    /// binary), then a newline.
     Line,
     /// One JSON object per key.
     Json,
@@ -99,7 +100,7 @@ struct JsonItem<'a> {
     flags: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cas: Option<u64>,
-    /// Seconds left, -1 for no expiry.
+    /// Seconds left, -1 for no expiry; absent when unknown (binary replies carry no TTL).
     #[serde(skip_serializing_if = "Option::is_none")]
     ttl: Option<i64>,
     /// The value when it is UTF-8 ...
@@ -110,11 +111,17 @@ struct JsonItem<'a> {
     value_base64: Option<String>,
 }
 
-fn ttl_secs(t: Option<Ttl>) -> i64 {
-    match t {
-        Some(Ttl::Secs(s)) => i64::from(s),
-        Some(Ttl::Never) | None => -1,
+/// Seconds left, -1 for no expiry; `None` when the read did not ask (binary cannot).
+fn ttl_secs(t: Option<Ttl>) -> Option<i64> {
+    match t? {
+        Ttl::Secs(s) => Some(i64::from(s)),
+        Ttl::Never => Some(-1),
     }
+}
+
+/// Whether the pool speaks the binary protocol (`--binary`).
+fn binary(c: &Cluster) -> bool {
+    !c.servers().is_empty() && c.client(0).config().protocol == Protocol::Binary
 }
 
 fn value_of(v: Option<String>) -> Result<Vec<u8>, String> {
@@ -213,8 +220,8 @@ async fn read(
 ) {
     let opts = GetOptions {
         touch,
-        // TTLs come from meta reads (`mg ... t`).
-        meta: format != GetFormat::Value,
+        // TTLs come from meta reads (`mg ... t`); a binary reply has none to give.
+        meta: format != GetFormat::Value && !binary(c),
         ..GetOptions::default()
     };
     // One batch per server, straight to its client (see `client_for`).
@@ -257,7 +264,8 @@ fn print_item(
             out.write_all(b"\n")
         }
         (GetFormat::Line, Some(i)) => {
-            write!(out, "{key} {} {} {} ", i.flags, i.cas, ttl_secs(i.ttl))?;
+            let ttl = ttl_secs(i.ttl).map_or("-".to_string(), |t| t.to_string());
+            write!(out, "{key} {} {} {ttl} ", i.flags, i.cas)?;
             out.write_all(&i.value)?;
             out.write_all(b"\n")
         }
@@ -268,7 +276,7 @@ fn print_item(
                 found: item.is_some(),
                 flags: item.map(|i| i.flags),
                 cas: item.map(|i| i.cas),
-                ttl: item.map(|i| ttl_secs(i.ttl)),
+                ttl: item.and_then(|i| ttl_secs(i.ttl)),
                 value: text,
                 value_base64: item
                     .filter(|_| text.is_none())
