@@ -103,15 +103,37 @@ impl Shard {
             }
             rank[s] = r as u32;
         }
-        let rank_of = |e: Loc| rank.get(seg_of(e) as usize).copied().unwrap_or(u32::MAX);
-        let mut keys: Vec<u64> = (self.index.locs())
-            .map(|e| (u64::from(rank_of(e)) << 32) | u64::from(e))
-            .collect();
-        keys.sort_unstable();
-        let mut locs = Vec::with_capacity(keys.len());
+        // A counting sort by rank, then each segment's items by offset, so that they are
+        // read front to back (the hardware prefetches; read at random, each record is a
+        // miss: 40% of a save's CPU). A segment without a rank, which no index entry should
+        // point to, goes last.
+        let last = rank.iter().filter(|&&r| r != u32::MAX).count();
+        let rank_of = |e: Loc| match rank.get(seg_of(e) as usize) {
+            Some(&r) if r != u32::MAX => r as usize,
+            _ => last,
+        };
+        let mut start = vec![0usize; last + 2];
+        for e in self.index.locs() {
+            start[rank_of(e) + 1] += 1;
+        }
+        for r in 1..start.len() {
+            start[r] += start[r - 1];
+        }
+        let mut sorted: Vec<Loc> = vec![0; start[last + 1]];
+        for e in self.index.locs() {
+            let at = &mut start[rank_of(e)];
+            sorted[*at] = e;
+            *at += 1;
+        }
+        // `start[r]` is now where rank r ends.
+        let mut from = 0;
+        for &end in &start[..=last] {
+            sorted[from..end].sort_unstable();
+            from = end;
+        }
+        let mut locs = Vec::with_capacity(sorted.len());
         let mut bytes = 0u64;
-        for k in keys {
-            let e = k as Loc;
+        for e in sorted {
             let at = self.arena.item_at(e);
             if self.dead(&at.header, now).is_none() {
                 locs.push(e);
@@ -237,6 +259,13 @@ impl Shard {
         } else {
             [value, &[]]
         };
+        let head = self
+            .policy
+            .write_head()
+            .expect("make_room leaves a write head");
+        if self.arena.seg(head).write_pos == 0 {
+            self.arena.seg(head).populate();
+        }
         let e = self.append_record(key, &hdr, stored);
         self.link(h, e, &hdr);
         Ok(())
