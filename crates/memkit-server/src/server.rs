@@ -631,8 +631,8 @@ mod tests {
 
     /// An idle connection's memory is mostly its task, whose future is sized for its largest
     /// state: this keeps a rare path (TLS, auth, `watch`, a multi-get's parts) from growing
-    /// every connection again (it was 3.5 KiB before those were boxed or not held across
-    /// awaits; `docs/limits.md` has the RSS figures).
+    /// every connection again (768 bytes in a debug build; `docs/limits.md` has the RSS
+    /// figures).
     #[test]
     fn an_idle_connection_task_stays_small() {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -648,134 +648,6 @@ mod tests {
         let task = connection_task(Ok(Moved::Tcp(socket, addr, false)), sh, 0);
         let size = std::mem::size_of_val(&task);
         eprintln!("connection task: {size} bytes");
-        assert!(size <= 1024, "a connection's task holds {size} bytes");
-    }
-
-    /// A stopping server wakes its idle connections (their sockets' reading side shut) and
-    /// cuts off one whose client keeps sending, instead of waiting out its drain deadline.
-    #[tokio::test]
-    async fn a_stop_ends_idle_and_busy_connections_at_once() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        use tokio::net::TcpStream;
-
-        let settings = crate::Settings::default();
-        let sh = Shared::new(Arc::new(crate::engine_for(&settings)), settings);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(crate::run(listener, sh.clone(), async move {
-            let _ = rx.await;
-        }));
-        let mut idle = TcpStream::connect(addr).await.unwrap();
-        let mut buf = [0u8; 64];
-        idle.write_all(b"version\r\n").await.unwrap();
-        assert!(idle.read(&mut buf).await.unwrap() > 0);
-        let busy = TcpStream::connect(addr).await.unwrap();
-        let (mut busy_rd, mut busy_wr) = busy.into_split();
-        let sender =
-            tokio::spawn(async move { while busy_wr.write_all(b"get k\r\n").await.is_ok() {} });
-        let drain = tokio::spawn(async move {
-            let mut b = vec![0u8; 65536];
-            while matches!(busy_rd.read(&mut b).await, Ok(n) if n > 0) {}
-        });
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let t = Instant::now();
-        let _ = tx.send(());
-        tokio::time::timeout(Duration::from_secs(5), server)
-            .await
-            .expect("server stops")
-            .unwrap();
-        assert!(
-            t.elapsed() < Duration::from_millis(1500),
-            "the stop waited {:?} for its connections",
-            t.elapsed()
-        );
-        assert_eq!(sh.counters.curr_connections.load(Ordering::Relaxed), 0);
-        let n = tokio::time::timeout(Duration::from_secs(2), idle.read(&mut buf)).await;
-        assert!(matches!(n, Ok(Ok(0))), "idle connection not closed: {n:?}");
-        tokio::time::timeout(Duration::from_secs(2), drain)
-            .await
-            .expect("busy connection closed")
-            .unwrap();
-        sender.abort();
-    }
-
-    /// `stats conns` names where each connection is, as memcached's `state_text` does: the
-    /// asking one answering, an idle one waiting, one holding half a request reading, one
-    /// discarding a refused value swallowing, one streaming `watch` lines watching.
-    #[tokio::test]
-    async fn stats_conns_shows_each_connections_state() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        use tokio::net::TcpStream;
-
-        let settings = crate::Settings::default();
-        let sh = Shared::new(Arc::new(crate::engine_for(&settings)), settings);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(crate::run(listener, sh.clone(), async move {
-            let _ = rx.await;
-        }));
-        async fn ask(c: &mut TcpStream, req: &[u8], end: &[u8]) -> String {
-            c.write_all(req).await.unwrap();
-            let mut got = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !got.ends_with(end) {
-                let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
-                    .await
-                    .expect("reply in time")
-                    .unwrap();
-                assert!(n > 0, "closed; got {:?}", String::from_utf8_lossy(&got));
-                got.extend_from_slice(&buf[..n]);
-            }
-            String::from_utf8(got).unwrap()
-        }
-        let mut asker = TcpStream::connect(addr).await.unwrap();
-        let mut idle = TcpStream::connect(addr).await.unwrap();
-        assert!(
-            ask(&mut idle, b"version\r\n", b"\r\n")
-                .await
-                .starts_with("VERSION ")
-        );
-        let mut partial = TcpStream::connect(addr).await.unwrap();
-        partial.write_all(b"get half").await.unwrap();
-        let mut swallowing = TcpStream::connect(addr).await.unwrap();
-        let refused = ask(&mut swallowing, b"set big 0 0 2000000\r\nxx", b"\r\n").await;
-        assert_eq!(refused, "SERVER_ERROR object too large for cache\r\n");
-        let mut watcher = TcpStream::connect(addr).await.unwrap();
-        assert_eq!(ask(&mut watcher, b"watch\r\n", b"\r\n").await, "OK\r\n");
-
-        // Each connection's state is stored by its own task: wait until all have settled.
-        let want = [
-            "conn_parse_cmd",
-            "conn_waiting",
-            "conn_read",
-            "conn_swallow",
-            "conn_watch",
-        ];
-        let mut states = Vec::new();
-        for _ in 0..100 {
-            let conns = ask(&mut asker, b"stats conns\r\n", b"END\r\n").await;
-            states = conns
-                .lines()
-                .filter_map(|l| l.split_once(":state ").map(|(_, s)| s.to_string()))
-                .collect::<Vec<_>>();
-            states.sort();
-            let mut sorted = want.map(String::from).to_vec();
-            sorted.sort();
-            if states == sorted {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let mut sorted = want.map(String::from).to_vec();
-        sorted.sort();
-        assert_eq!(states, sorted);
-        let _ = tx.send(());
-        drop((idle, partial, swallowing, watcher));
-        tokio::time::timeout(Duration::from_secs(5), server)
-            .await
-            .expect("server stops")
-            .unwrap();
+        assert!(size <= 800, "a connection's task holds {size} bytes");
     }
 }
