@@ -26,8 +26,8 @@
 //! memory goes back to the host (about 4 s a GiB, against 1 s for pages just freed), so each
 //! side hands memory over to the other as it goes: a stop that ends the process empties
 //! each shard as soon as its section is written ([`Engine::warm_save_and_clear`]), and the
-//! restore reads the file mapped and gives its pages back behind itself (`Mapped`: the
-//! engine's only `unsafe`, a shared mapping whose released pages nothing reads again).
+//! restore reads the file mapped and gives its pages back behind itself (`restart/mapped.rs`:
+//! the engine's only `unsafe`, a shared mapping whose released pages nothing reads again).
 
 use std::fs::{self, File, OpenOptions};
 use std::hash::BuildHasher;
@@ -40,7 +40,10 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::{Engine, EngineConfig};
-use crate::shard::restart::{RECORD_HEAD, RecordHead, ShardState};
+use crate::shard::restart::{RecordHead, ShardState};
+
+mod mapped;
+use mapped::{Cursor, Mapped};
 
 const MAGIC: &[u8; 8] = b"memkitWR";
 /// Bumped whenever the layout or the meaning of a field changes: a file of another version
@@ -399,116 +402,6 @@ struct Loaded {
 
 /// Records read per batch: their index buckets are fetched together before they are put in.
 const BATCH: usize = 32;
-/// Bytes read between two checksum updates and page releases.
-const RELEASE_STEP: u64 = 4 << 20;
-
-/// The file, mapped: records are read in place, and once read and checksummed their pages
-/// are given back (`MADV_REMOVE`; the file is already unlinked) for the segments to reuse
-/// (see the module's comment); a file opened read-only keeps them until it is closed. Each
-/// restore thread reads and releases only inside its own sections, never the blocks they
-/// share with their neighbours, and drops every slice before its pages are released.
-struct Mapped {
-    raw: memmap2::MmapRaw,
-    release: bool,
-}
-
-impl Mapped {
-    fn open(file: &File, release: bool) -> io::Result<Mapped> {
-        let raw = match release {
-            true => memmap2::MmapRaw::map_raw(file)?,
-            false => memmap2::MmapOptions::new().map_raw_read_only(file)?,
-        };
-        Ok(Mapped { raw, release })
-    }
-
-    /// `len` bytes at `at`, which the header's layout check put inside the file and no
-    /// [`Self::release`] has reached.
-    fn bytes(&self, at: u64, len: usize) -> &[u8] {
-        debug_assert!(at as usize + len <= self.raw.len());
-        // SAFETY: in bounds (above); the pages are mapped and not released (the caller's
-        // order: see the type's comment); nothing in this process writes to the mapping.
-        unsafe { std::slice::from_raw_parts(self.raw.as_ptr().add(at as usize), len) }
-    }
-
-    /// Gives back the pages of `[from, to)` in whole 64 KiB blocks (a multiple of every page
-    /// size Linux uses, so the kernel never rounds the range out past `to`); returns where
-    /// the next release starts.
-    fn release(&self, from: u64, to: u64) -> u64 {
-        const BLOCK: u64 = 64 << 10;
-        let (from, to) = (from.next_multiple_of(BLOCK), to / BLOCK * BLOCK);
-        if !self.release || to <= from {
-            return from;
-        }
-        // SAFETY: in bounds; no slice into these pages is alive, and none is made again (a
-        // section is read once, front to back). A file system without MADV_REMOVE keeps
-        // the pages until the file is closed, which is all a failure costs.
-        let _ = unsafe {
-            self.raw.unchecked_advise_range(
-                memmap2::UncheckedAdvice::Remove,
-                from as usize,
-                (to - from) as usize,
-            )
-        };
-        to
-    }
-}
-
-/// A section's records as they are read: where the next one starts, the checksum of what
-/// has been read so far (up to `checked`), where the next release starts, and the highest
-/// sequence number seen.
-struct Cursor<'a> {
-    map: &'a Mapped,
-    pos: u64,
-    end: u64,
-    checked: u64,
-    released: u64,
-    crc: crc32fast::Hasher,
-    max_seq: u64,
-}
-
-impl Cursor<'_> {
-    /// The next record's head and where its key starts (its value follows the key).
-    fn next(&mut self, item_size_max: usize) -> Result<(RecordHead, u64), WarmError> {
-        let short = || WarmError::Corrupt("a record runs past the end of its section".into());
-        if self.end - self.pos < RECORD_HEAD as u64 {
-            return Err(short());
-        }
-        let head: &[u8; RECORD_HEAD] = self.map.bytes(self.pos, RECORD_HEAD).try_into().unwrap();
-        let mut rec = RecordHead::decode(head, item_size_max)
-            .ok_or_else(|| WarmError::Corrupt("a record no save writes".into()))?;
-        self.pos += RECORD_HEAD as u64;
-        if rec.explicit_cas {
-            if self.end - self.pos < 8 {
-                return Err(short());
-            }
-            rec.cas = Some(u64_at(self.map.bytes(self.pos, 8), 0));
-            self.pos += 8;
-        }
-        let kv = (rec.klen + rec.vlen) as u64;
-        if self.end - self.pos < kv {
-            return Err(short());
-        }
-        let key_at = self.pos;
-        self.pos += kv;
-        self.max_seq = self.max_seq.max(rec.seq);
-        Ok((rec, key_at))
-    }
-
-    /// Checksums what was read since the last call and gives its pages back; with `all`,
-    /// the end of the section, else only once [`RELEASE_STEP`] bytes have been read.
-    fn checkpoint(&mut self, all: bool) {
-        if !all && self.pos - self.checked < RELEASE_STEP {
-            return;
-        }
-        let read = self
-            .map
-            .bytes(self.checked, (self.pos - self.checked) as usize);
-        self.crc.update(read);
-        self.released = self.map.release(self.released, self.pos);
-        self.checked = self.pos;
-    }
-}
-
 /// The state the restore threads share.
 struct Load<'a> {
     engine: &'a Engine,
@@ -546,15 +439,7 @@ impl Load<'_> {
         let mut shard = e.shards[i].0.lock();
         shard.warm_presize(&st, sec.items as usize);
         let (now, now_unix) = (e.now(), e.clock.now_secs());
-        let mut cur = Cursor {
-            map: self.map,
-            pos: sec.offset,
-            end: sec.offset + sec.len,
-            checked: sec.offset,
-            released: sec.offset,
-            crc: crc32fast::Hasher::new(),
-            max_seq: 0,
-        };
+        let mut cur = Cursor::new(self.map, sec.offset, sec.len);
         let mut batch: Vec<(RecordHead, u64, u32, u64)> = Vec::with_capacity(BATCH);
         let mut left = sec.items;
         while left > 0 {
