@@ -387,8 +387,7 @@ socket_transport!(UnixStream);
 
 impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
     /// One poll with a waker that does nothing: rustls hands out plaintext it holds, else
-    /// reads the socket until it would block (which clears the socket's readiness, so
-    /// [`Transport::readable`] then waits on the socket itself).
+    /// reads the socket until it would block.
     fn read_now(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
         if buf.capacity() == buf.len() {
             buf.reserve(1);
@@ -407,8 +406,17 @@ impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
         }
     }
 
+    /// Waits until rustls has plaintext, the end or an error, polling it with the task's
+    /// waker. The socket's readiness is not enough: rustls may decline to read the socket
+    /// (`wants_read` false) without plaintext to hand out, asking for a wake-up instead,
+    /// and a wait on the socket's readiness then returned at once, forever, spinning the
+    /// worker thread and starving its other connections.
     fn readable(&mut self) -> impl Future<Output = io::Result<()>> {
-        self.get_ref().0.readable()
+        use tokio::io::AsyncBufRead;
+        std::future::poll_fn(move |cx| match Pin::new(&mut *self).poll_fill_buf(cx) {
+            Poll::Ready(r) => Poll::Ready(r.map(|_| ())),
+            Poll::Pending => Poll::Pending,
+        })
     }
 }
 
