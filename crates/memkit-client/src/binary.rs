@@ -274,7 +274,8 @@ pub fn arith_reply(o: &ArithOptions, replies: Vec<Reply>) -> Result<ArithOutcome
 
 // ---- touch, flush, stats, version: the frames without a logical store command ----
 
-fn request(opcode: u8, cmd: Command<'_>) -> Vec<u8> {
+/// One frame of `cmd` under `opcode`, with no opaque, CAS or quiet bit.
+pub(crate) fn request(opcode: u8, cmd: Command<'_>) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(binary::HEADER_LEN + 16);
     let req = Request {
         opcode,

@@ -17,7 +17,7 @@
 //! (as in [`crate::auth`]). PLAIN sends the password in clear: use TLS on any network you do
 //! not control.
 
-use memkit_protocol::binary::{self, Command, HEADER_LEN, Header, Request, Status, op};
+use memkit_protocol::binary::{self, Command, HEADER_LEN, Header, Status, op};
 use memkit_types::{Error, Result};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -63,15 +63,7 @@ async fn call(stream: &mut Box<dyn Stream>, opcode: u8, mech: &[u8], data: &[u8]
             data,
         },
     };
-    let req = Request {
-        opcode,
-        opaque: 0,
-        cas: 0,
-        quiet: false,
-        cmd,
-    };
-    let mut out = Vec::with_capacity(HEADER_LEN + mech.len() + data.len());
-    binary::encode(&req, &mut out);
+    let out = crate::binary::request(opcode, cmd);
     stream.write_all(&out).await.map_err(io)?;
     stream.flush().await.map_err(io)?;
     let mut head = [0u8; HEADER_LEN];
