@@ -12,7 +12,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use daemon::{Daemon, free_port, spawn, tempdir, wait_ready};
+use daemon::{Daemon, spawn, tempdir, wait_ready};
 
 /// What `mg key v f c t` found: value, flags, CAS, TTL (-1 for none); `None` for a miss.
 type Got = Option<(Vec<u8>, u32, u64, i64)>;
@@ -114,14 +114,14 @@ impl Conn {
     }
 }
 
-/// memkitd on a free port with `-e file` and `args`.
+/// memkitd with `-e file` and `args` on a free port (the harness's), not waited for: a
+/// restore can take a while, and some tests signal it before it listens.
 fn start(file: &Path, args: &[&str]) -> (Daemon, u16) {
-    let port = free_port();
-    let p = port.to_string();
-    let mut argv = vec!["-p", &p, "-l", "127.0.0.1", "-u", "root"];
-    argv.extend_from_slice(&["-e", file.to_str().unwrap()]);
+    let mut argv = vec!["-e", file.to_str().unwrap()];
     argv.extend_from_slice(args);
-    (spawn(&argv), port)
+    let d = spawn(&argv);
+    let port = d.port();
+    (d, port)
 }
 
 /// `n` items of mixed shapes: binary values (with `\r\n` and NULs), flags, no TTL, relative
