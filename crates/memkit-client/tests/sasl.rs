@@ -10,22 +10,19 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
-use common::{MEMCACHED, Memcached, Memkitd, config, free_port, port_open};
+use common::{Memcached, Memkitd, config, free_port};
 use memkit_client::{
     Client, ClientConfig, Cluster, ClusterConfig, Credentials, Distribution, Protocol, ServerSpec,
 };
-use memkit_testkit::interop::skip;
 use memkit_types::{Error, Exptime, GetOptions, Memcache, StoreOutcome};
 
 const USER: &str = "alice";
 const PASSWORD: &str = "s3cret pw";
 
-/// A private directory with the users: a pwdb file for memkitd and, when `sasldb` is set,
-/// a Cyrus sasldb plus `memcached.conf` for Debian's memcached (built without pwdb support).
+/// A private directory with the users: a pwdb file for memkitd, and the sasldb the harness
+/// writes for real memcached (`memcached::spawn_sasl`).
 struct Users {
     dir: PathBuf,
 }
@@ -50,52 +47,6 @@ impl Users {
     fn pwdb(&self) -> String {
         self.dir.join("pwdb").to_string_lossy().into_owned()
     }
-
-    /// The sasldb for memcached; `false` (after a note) when `saslpasswd2` is missing.
-    fn write_sasldb(&self) -> bool {
-        let Some(saslpasswd2) = ["/usr/sbin/saslpasswd2", "/usr/bin/saslpasswd2"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-        else {
-            skip("saslpasswd2 (Debian package sasl2-bin)");
-            return false;
-        };
-        let plugin = [
-            "/usr/lib/x86_64-linux-gnu",
-            "/usr/lib/aarch64-linux-gnu",
-            "/usr/lib",
-        ]
-        .iter()
-        .any(|d| Path::new(d).join("sasl2/libplain.so.2").exists());
-        if !plugin {
-            skip("the Cyrus SASL PLAIN plugin (Debian package libsasl2-modules)");
-            return false;
-        }
-        let db = self.dir.join("sasldb2");
-        // memcached passes gethostname() as the realm: users must be filed under it.
-        let realm = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-        for (user, pw) in [(USER, PASSWORD), ("bob", "hunter2")] {
-            let mut p = Command::new(saslpasswd2)
-                .args(["-p", "-c", "-a", "memcached", "-u", realm.trim(), "-f"])
-                .arg(&db)
-                .arg(user)
-                .stdin(Stdio::piped())
-                .spawn()
-                .expect("run saslpasswd2");
-            use std::io::Write;
-            p.stdin.take().unwrap().write_all(pw.as_bytes()).unwrap();
-            assert!(p.wait().unwrap().success(), "saslpasswd2 {user}");
-        }
-        // memcached drops to `nobody` before it reads the sasldb.
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
-        std::fs::write(
-            self.dir.join("memcached.conf"),
-            format!("mech_list: plain\nsasldb_path: {}\n", db.display()),
-        )
-        .unwrap();
-        true
-    }
 }
 
 impl Drop for Users {
@@ -104,62 +55,13 @@ impl Drop for Users {
     }
 }
 
-/// Real memcached with `-S`, told where its SASL config is; killed by PID on drop.
-struct SaslMemcached {
-    port: u16,
-    child: Child,
+/// Real memcached `-S` with the same users as the pwdb, through the harness.
+fn sasl_memcached(users: &Users) -> Option<memkit_testkit::memcached::Memcached> {
+    memkit_testkit::memcached::spawn_sasl(&users.dir, &[(USER, PASSWORD), ("bob", "hunter2")])
 }
 
-impl SaslMemcached {
-    fn start(users: &Users) -> Option<SaslMemcached> {
-        if !Path::new(MEMCACHED).exists() {
-            skip(MEMCACHED);
-            return None;
-        }
-        if !users.write_sasldb() {
-            return None;
-        }
-        let port = free_port();
-        let child = Command::new(MEMCACHED)
-            .args([
-                "-S",
-                "-l",
-                "127.0.0.1",
-                "-U",
-                "0",
-                "-m",
-                "64",
-                "-u",
-                "nobody",
-            ])
-            .args(["-p", &port.to_string()])
-            .env("SASL_CONF_PATH", &users.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start memcached -S");
-        let m = SaslMemcached { port, child };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !port_open(port) {
-            assert!(
-                Instant::now() < deadline,
-                "memcached -S did not start on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(m)
-    }
-
-    fn spec(&self) -> ServerSpec {
-        ServerSpec::new("127.0.0.1", self.port)
-    }
-}
-
-impl Drop for SaslMemcached {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn spec_of(m: &memkit_testkit::memcached::Memcached) -> ServerSpec {
+    ServerSpec::new("127.0.0.1", m.port)
 }
 
 fn binary() -> ClientConfig {
@@ -409,14 +311,14 @@ async fn what_binary_cannot_say_fails_before_sending() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_memcached_sasl() {
     let users = Users::new("memcached");
-    let Some(m) = SaslMemcached::start(&users) else {
+    let Some(m) = sasl_memcached(&users) else {
         return;
     };
-    let c = Client::new(m.spec(), with_password(PASSWORD));
+    let c = Client::new(spec_of(&m), with_password(PASSWORD));
     every_call(&c, "memcached").await;
-    refused(m.spec(), "memcached").await;
+    refused(spec_of(&m), "memcached").await;
     let bob = Client::new(
-        m.spec(),
+        spec_of(&m),
         binary().with_auth(Credentials::sasl("bob", "hunter2").unwrap()),
     );
     bob.set(b"b", b"1", 0, Exptime(0)).await.unwrap();

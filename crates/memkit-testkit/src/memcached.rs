@@ -105,3 +105,64 @@ pub fn spawn_env(port: u16, args: &[&str], env: &[(&str, &str)]) -> Option<Memca
     assert!(up, "memcached {args:?} did not start on 127.0.0.1:{port}");
     Some(m)
 }
+
+/// memcached `-S` with `users` (name, password). Debian's memcached is built without pwdb
+/// support, so the users go in a Cyrus sasldb written by `saslpasswd2` into `dir`, filed
+/// under the host name (memcached passes `gethostname()` as the realm), and named by
+/// `dir/memcached.conf` through `SASL_CONF_PATH`, as `tests/interop/mksasl.py` does. `None`
+/// (after [`crate::interop::skip`]) when memcached, `saslpasswd2` (Debian `sasl2-bin`) or
+/// the PLAIN plugin (`libsasl2-modules`) is missing.
+pub fn spawn_sasl(dir: &std::path::Path, users: &[(&str, &str)]) -> Option<Memcached> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    binary()?;
+    let Some(saslpasswd2) = ["/usr/sbin/saslpasswd2", "/usr/bin/saslpasswd2"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        crate::interop::skip("saslpasswd2 (Debian package sasl2-bin)");
+        return None;
+    };
+    let plugin = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib",
+    ]
+    .iter()
+    .any(|d| Path::new(d).join("sasl2/libplain.so.2").exists());
+    if !plugin {
+        crate::interop::skip("the Cyrus SASL PLAIN plugin (Debian package libsasl2-modules)");
+        return None;
+    }
+    let db = dir.join("sasldb2");
+    let realm = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("host name");
+    for (user, password) in users {
+        let mut p = Command::new(saslpasswd2)
+            .args(["-p", "-c", "-a", "memcached", "-u", realm.trim(), "-f"])
+            .arg(&db)
+            .arg(user)
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("run saslpasswd2");
+        p.stdin
+            .take()
+            .expect("stdin")
+            .write_all(password.as_bytes())
+            .expect("write the password");
+        assert!(
+            p.wait().expect("saslpasswd2").success(),
+            "saslpasswd2 {user}"
+        );
+    }
+    // memcached reads the sasldb after it has become `nobody`.
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    std::fs::write(
+        dir.join("memcached.conf"),
+        format!("mech_list: plain\nsasldb_path: {}\n", db.display()),
+    )
+    .expect("write memcached.conf");
+    let conf = dir.to_string_lossy();
+    spawn_env(free_port(), &["-S"], &[("SASL_CONF_PATH", &conf)])
+}

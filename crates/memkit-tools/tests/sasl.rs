@@ -9,13 +9,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use common::{Memkitd, dead_addr, memkit, stderr, stdout};
-use memkit_testkit::interop::skip;
 
-const MEMCACHED: &str = "/usr/bin/memcached";
 const USER: &str = "alice";
 const PASSWORD: &str = "s3cret-pw";
 
@@ -201,103 +198,16 @@ fn binary_without_sasl() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
-/// Real memcached `-S`: Debian's is built without pwdb support, so its users live in a
-/// Cyrus sasldb named by `$SASL_CONF_PATH/memcached.conf` (as tests/interop/mksasl.py sets
-/// it up).
-struct SaslMemcached {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl SaslMemcached {
-    fn start() -> Option<SaslMemcached> {
-        if !Path::new(MEMCACHED).exists() {
-            skip(MEMCACHED);
-            return None;
-        }
-        let Some(saslpasswd2) = ["/usr/sbin/saslpasswd2", "/usr/bin/saslpasswd2"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-        else {
-            skip("saslpasswd2 (Debian package sasl2-bin)");
-            return None;
-        };
-        let plugin = [
-            "/usr/lib/x86_64-linux-gnu",
-            "/usr/lib/aarch64-linux-gnu",
-            "/usr/lib",
-        ]
-        .iter()
-        .any(|d| Path::new(d).join("sasl2/libplain.so.2").exists());
-        if !plugin {
-            skip("the Cyrus SASL PLAIN plugin (Debian package libsasl2-modules)");
-            return None;
-        }
-        let dir = tempdir("memcached");
-        let db = dir.join("sasldb2");
-        // memcached passes gethostname() as the realm.
-        let realm = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-        let mut p = Command::new(saslpasswd2)
-            .args(["-p", "-c", "-a", "memcached", "-u", realm.trim(), "-f"])
-            .arg(&db)
-            .arg(USER)
-            .stdin(Stdio::piped())
-            .spawn()
-            .expect("run saslpasswd2");
-        std::io::Write::write_all(&mut p.stdin.take().unwrap(), PASSWORD.as_bytes()).unwrap();
-        assert!(p.wait().unwrap().success(), "saslpasswd2");
-        // memcached reads the sasldb as `nobody`.
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
-        std::fs::write(
-            dir.join("memcached.conf"),
-            format!("mech_list: plain\nsasldb_path: {}\n", db.display()),
-        )
-        .unwrap();
-        let port: u16 = dead_addr().rsplit(':').next().unwrap().parse().unwrap();
-        let child = Command::new(MEMCACHED)
-            .args([
-                "-S",
-                "-l",
-                "127.0.0.1",
-                "-U",
-                "0",
-                "-m",
-                "64",
-                "-u",
-                "nobody",
-            ])
-            .args(["-p", &port.to_string()])
-            .env("SASL_CONF_PATH", &dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start memcached -S");
-        let m = SaslMemcached { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "memcached -S did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(m)
-    }
-}
-
-impl Drop for SaslMemcached {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 #[test]
 fn real_memcached_sasl() {
-    let Some(m) = SaslMemcached::start() else {
+    // Through the harness: a sasldb in `dir` for Debian's memcached (no pwdb support).
+    let dir = tempdir("memcached");
+    let m = memkit_testkit::memcached::spawn_sasl(&dir, &[(USER, PASSWORD)]);
+    let Some(m) = m else {
+        let _ = std::fs::remove_dir_all(&dir);
         return;
     };
-    let s = format!("127.0.0.1:{}", m.port);
+    let s = m.addr();
     let auth = ["--binary", "--username", USER, "--password", PASSWORD];
     every_subcommand(&s, &auth, 0, false);
     verbs_and_statuses(&s, &auth);
@@ -310,4 +220,6 @@ fn real_memcached_sasl() {
     assert!(errors.contains("SASL authentication failed"), "{errors}");
     let errors = every_subcommand(&s, &["--binary"], 2, true);
     assert!(errors.contains("SASL authentication"), "{errors}");
+    drop(m);
+    let _ = std::fs::remove_dir_all(&dir);
 }
