@@ -5,7 +5,6 @@
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
 use std::time::Duration;
 
 #[path = "support/daemon.rs"]
@@ -170,20 +169,13 @@ fn root_needs_dash_u_and_becomes_that_user() {
         return;
     }
     let port = free_port().to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_memkitd"))
-        .args(["-p", &port, "-l", "127.0.0.1"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(64));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
-        "can't run as root without the -u switch\n"
-    );
-    let out = Command::new(env!("CARGO_BIN_EXE_memkitd"))
-        .args(["-p", &port, "-u", "no-such-user-here"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(67));
+    // Refusals: the process exits at once, so the harness does not wait for it to listen.
+    let refused = |args: &[&str]| launch(args).no_wait().start().wait_exit();
+    let (status, stderr) = refused(&["-p", &port, "-l", "127.0.0.1"]);
+    assert_eq!(status.code(), Some(64));
+    assert_eq!(stderr, "can't run as root without the -u switch\n");
+    let (status, _) = refused(&["-p", &port, "-u", "no-such-user-here"]);
+    assert_eq!(status.code(), Some(67));
     // `nobody` exists on every Debian system; memcached would take it too.
     let d = spawn(&["-p", &port, "-l", "127.0.0.1", "-u", "nobody"]);
     wait_ready(|| std::net::TcpStream::connect(("127.0.0.1", port.parse().unwrap())));
