@@ -31,8 +31,8 @@
 //!
 //! # Goals
 //! - Correct under concurrency: no lost increments, no lost or duplicated events or queue
-//!   elements while the keys survive; the seeds' pseudocode bugs are fixed (see SPEC.md,
-//!   "Known flaws") and pinned by tests.
+//!   elements while the keys survive; the seeds' pseudocode bugs are fixed and pinned by
+//!   tests (`tests/cookbook/seed_bugs.rs`; the seeds are listed in `docs/sources.md`).
 //! - Time is injected ([`Clock`](memkit_types::Clock)) wherever a structure depends on it, so
 //!   tests advance a manual clock instead of sleeping.
 //! - Honest degradation: every page says what is lost when memcached forgets a key.

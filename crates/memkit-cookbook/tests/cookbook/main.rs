@@ -3,7 +3,7 @@
 //! - `concurrency`: many tokio tasks hammer one structure; results are exact;
 //! - `faults`: keys evicted, deleted or flushed mid-way; each structure degrades as its doc
 //!   page says;
-//! - `seed_bugs`: one test per pseudocode flaw of the seeds (SPEC.md), pinning the fix;
+//! - `seed_bugs`: one test per pseudocode flaw of the seeds (`docs/sources.md`), pinning the fix;
 //! - `multiprocess`: several OS processes (this binary, re-run as workers) against memkitd
 //!   and, when installed, real memcached, through memkit-client;
 //! - `network`: the structures' unit scenarios through memkit-client against memkitd and

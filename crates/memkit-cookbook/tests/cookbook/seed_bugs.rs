@@ -1,4 +1,5 @@
-//! One test per flaw of the seeds' pseudocode (SPEC.md, "Known flaws"), pinning the fix.
+//! One test per flaw of the seeds' pseudocode (`docs/sources.md` lists the seeds), pinning
+//! the fix.
 
 use memkit_cookbook::*;
 use memkit_types::{GetOptions, Memcache, Ttl};
