@@ -413,13 +413,16 @@ async fn accept_any(listeners: &[Listener], start: &mut usize) -> std::io::Resul
     .await
 }
 
-/// [`run_on`] over several listeners: TCP ones and a UNIX socket, all served alike.
+/// [`run_on`] over several listeners: TCP ones and a UNIX socket, all served alike. Its end
+/// stops every connection of `shared` (one server's state serves one run at a time; a later
+/// run over the same state starts afresh).
 pub async fn run_listeners(
     listeners: Vec<Listener>,
     shared: Arc<Shared>,
     shutdown: impl Future<Output = ()>,
     workers: Option<&Workers>,
 ) {
+    shared.stopping.store(false, Ordering::Relaxed);
     let reclaimer = tokio::spawn(reclaim_expired(shared.clone()));
     tokio::pin!(shutdown);
     let mut next = 0;

@@ -100,3 +100,38 @@ async fn a_stop_ends_idle_and_busy_connections_at_once() {
         .unwrap();
     sender.abort();
 }
+
+/// A server's state run again after a stop serves again: the stop's flag belongs to the run
+/// that set it. The embedding API (`memkit_server::run` over one `Shared`, twice) is what is
+/// tested here, so the test calls it rather than the harness.
+#[tokio::test]
+async fn a_state_serves_again_after_its_run_stopped() {
+    use memkit_server::{Args, Settings, Shared};
+    let argv = ["memkitd"];
+    let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(argv));
+    let sh = Shared::new(
+        std::sync::Arc::new(memkit_server::engine_for(&settings)),
+        settings,
+    );
+    for round in 0..2 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let run = tokio::spawn(memkit_server::run(listener, sh.clone(), async move {
+            let _ = rx.await;
+        }));
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"version\r\n").await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+            .await
+            .expect("a reply in time")
+            .unwrap();
+        assert!(buf[..n].starts_with(b"VERSION "), "round {round}");
+        let _ = tx.send(());
+        tokio::time::timeout(Duration::from_secs(5), run)
+            .await
+            .expect("the run stops")
+            .unwrap();
+    }
+}
