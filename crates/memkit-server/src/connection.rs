@@ -91,19 +91,30 @@ struct Conn<S> {
     /// SASL (`-S`): this binary connection's authentication.
     sasl: crate::sasl::Session,
     /// Persistent `sync` mode: replies to writes wait until the writes are durable.
-    durable: Option<Arc<memkit_persist::DiskStore>>,
-    durable_rx: Option<watch::Receiver<memkit_persist::DurableState>>,
+    durable: Option<Box<Durable>>,
     /// A write was answered since the last durability wait.
     must_sync: bool,
-    idle: Option<Duration>,
-    /// With an idle timeout, one timer per connection, re-armed for each wait and each
-    /// write: boxed, as a timer is a sixth of a connection's state and most servers set no
-    /// timeout.
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// When the last complete request arrived; read only when an idle timeout is set.
-    last_request: Instant,
+    /// `-o idle_timeout`.
+    idle: Option<Box<Idle>>,
     /// `stats conns`' figures for this connection, shared with the connection registry.
     live: Arc<ConnLive>,
+}
+
+/// What a connection needs for `--persist` `sync` mode, boxed with it: most servers do not
+/// run it, and an idle connection's memory is its state.
+struct Durable {
+    store: Arc<memkit_persist::DiskStore>,
+    rx: watch::Receiver<memkit_persist::DurableState>,
+}
+
+/// What a connection needs for `-o idle_timeout`, boxed with it for the same reason (most
+/// servers set no timeout).
+struct Idle {
+    timeout: Duration,
+    /// One timer per connection, re-armed for each wait and each write.
+    timer: Pin<Box<tokio::time::Sleep>>,
+    /// When the last complete request arrived.
+    last_request: Instant,
 }
 
 impl<S: Transport> Conn<S> {
@@ -113,9 +124,20 @@ impl<S: Transport> Conn<S> {
             Protocol::Ascii => Some(Wire::Text),
             Protocol::Binary => Some(Wire::Binary),
         };
-        let durable = sh.persist.clone().filter(|p| p.acks_wait());
-        let idle =
-            (sh.settings.idle_timeout > 0).then(|| Duration::from_secs(sh.settings.idle_timeout));
+        let durable = sh.persist.clone().filter(|p| p.acks_wait()).map(|store| {
+            Box::new(Durable {
+                rx: store.subscribe(),
+                store,
+            })
+        });
+        let idle = (sh.settings.idle_timeout > 0).then(|| {
+            let timeout = Duration::from_secs(sh.settings.idle_timeout);
+            Box::new(Idle {
+                timeout,
+                timer: Box::pin(tokio::time::sleep(timeout)),
+                last_request: Instant::now(),
+            })
+        });
         let live = sh
             .conns
             .lock()
@@ -130,12 +152,9 @@ impl<S: Transport> Conn<S> {
             swallow: 0,
             wire,
             sasl: crate::sasl::Session::default(),
-            durable_rx: durable.as_ref().map(|p| p.subscribe()),
             durable,
             must_sync: false,
             idle,
-            timer: idle.map(|d| Box::pin(tokio::time::sleep(d))),
-            last_request: Instant::now(),
             live,
             sh,
         }
@@ -194,8 +213,8 @@ impl<S: Transport> Conn<S> {
         if !self.flush().await {
             return None;
         }
-        if answered && self.idle.is_some() {
-            self.last_request = Instant::now();
+        if answered && let Some(idle) = self.idle.as_mut() {
+            idle.last_request = Instant::now();
         }
         Some(action)
     }
@@ -219,7 +238,7 @@ impl<S: Transport> Conn<S> {
     /// Writes what is pending, after the durability wait in `sync` mode. `false` when the
     /// connection is done.
     async fn flush(&mut self) -> bool {
-        if self.must_sync && !await_durable(&self.durable, &mut self.durable_rx).await {
+        if self.must_sync && !await_durable(&mut self.durable).await {
             return false;
         }
         self.must_sync = false;
@@ -227,7 +246,7 @@ impl<S: Transport> Conn<S> {
             return true;
         }
         self.live.set(ConnState::Write);
-        let stall = self.timer.as_mut().zip(self.idle);
+        let stall = self.idle.as_mut().map(|i| (&mut i.timer, i.timeout));
         let written = write_out(&mut self.stream, &self.sh, &mut self.out, stall).await;
         self.live.set(ConnState::ParseCmd);
         written.is_ok()
@@ -268,10 +287,10 @@ impl<S: Transport> Conn<S> {
                 ConnState::Read
             });
             pool::release(&mut self.rbuf, &mut self.out);
-            if let (Some(t), Some(d)) = (self.timer.as_mut(), self.idle) {
-                t.as_mut().reset(self.last_request + d);
+            if let Some(i) = self.idle.as_mut() {
+                i.timer.as_mut().reset(i.last_request + i.timeout);
             }
-            let ready = match self.timer.as_mut() {
+            let ready = match self.idle.as_mut().map(|i| &mut i.timer) {
                 None => self.stream.readable().await,
                 Some(timer) => tokio::select! {
                     biased;
@@ -452,15 +471,12 @@ impl<T: Transport> Transport for Prefixed<T> {
 /// Waits until every write so far is durable (one group commit serves all connections).
 /// `false` if the journal could not be flushed: the connection then closes without
 /// replying, so no client is told STORED for a write that may not survive.
-async fn await_durable(
-    store: &Option<Arc<memkit_persist::DiskStore>>,
-    rx: &mut Option<tokio::sync::watch::Receiver<memkit_persist::DurableState>>,
-) -> bool {
-    match (store, rx) {
+async fn await_durable(durable: &mut Option<Box<Durable>>) -> bool {
+    match durable {
         // Boxed: the wait is rare next to the request loop, and keeping its state out of
         // `serve`'s own future keeps every connection's future (and debug stacks) small.
-        (Some(s), Some(rx)) => Box::pin(s.wait_durable(rx)).await.is_ok(),
-        _ => true,
+        Some(d) => Box::pin(d.store.wait_durable(&mut d.rx)).await.is_ok(),
+        None => true,
     }
 }
 
