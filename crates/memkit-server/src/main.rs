@@ -141,7 +141,8 @@ fn serve(
             tracing::error!("cannot start runtime: {e}");
             std::process::exit(71)
         });
-    let workers = Workers::start(settings.threads).unwrap_or_else(|e| {
+    let timers = memkit_server::server::needs_timers(&settings, &security);
+    let workers = Workers::start_with(settings.threads, timers).unwrap_or_else(|e| {
         tracing::error!("cannot start worker threads: {e}");
         std::process::exit(71)
     });

@@ -135,3 +135,36 @@ async fn a_state_serves_again_after_its_run_stopped() {
             .unwrap();
     }
 }
+
+/// memkitd's workers run tokio's timer only when a connection may need it: with
+/// `-o idle_timeout` an idle connection is still closed (the process, as memkitd starts
+/// its workers), and without it connections are served with no timer at all.
+#[tokio::test]
+async fn workers_have_a_timer_when_an_idle_timeout_needs_one() {
+    let mut plain = TestServer::process(&[]);
+    let mut c = tokio::net::TcpStream::connect(plain.tcp_addr())
+        .await
+        .unwrap();
+    c.write_all(b"version\r\n").await.unwrap();
+    let mut buf = [0u8; 64];
+    let n = c.read(&mut buf).await.unwrap();
+    assert!(buf[..n].starts_with(b"VERSION "));
+    plain.kill();
+
+    let mut timed = TestServer::process(&["-o", "idle_timeout=1"]);
+    let mut c = tokio::net::TcpStream::connect(timed.tcp_addr())
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut buf))
+        .await
+        .expect("closed by the idle timeout")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "an idle connection is closed");
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    timed.kill();
+}
