@@ -426,10 +426,11 @@ impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
     }
 
     /// Waits until rustls has plaintext, the end or an error, polling it with the task's
-    /// waker. The socket's readiness is not enough: rustls may decline to read the socket
-    /// (`wants_read` false) without plaintext to hand out, asking for a wake-up instead,
-    /// and a wait on the socket's readiness then returned at once, forever, spinning the
-    /// worker thread and starving its other connections.
+    /// waker. The socket's readiness is not enough: tokio-rustls can answer `Pending`
+    /// without reading the socket and ask to be woken again (a wake that `read_now`'s no-op
+    /// waker drops), and a wait on the socket's readiness can then return at once forever,
+    /// spinning the worker thread and starving its other connections (seen under
+    /// concurrent requests after `-Y` login over TLS).
     fn readable(&mut self) -> impl Future<Output = io::Result<()>> {
         use tokio::io::AsyncBufRead;
         std::future::poll_fn(move |cx| match Pin::new(&mut *self).poll_fill_buf(cx) {

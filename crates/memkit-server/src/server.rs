@@ -66,8 +66,8 @@ impl Counters {
 
 /// A connection as `stats conns` shows it. Its state and last command time are written by
 /// its task without the registry lock; its addresses are read from the socket when asked
-/// for, as keeping them cost every connection about 150 bytes (the registry's entries were
-/// six times larger) for a command operators run by hand.
+/// for: keeping them would cost every connection about 150 bytes for a command operators
+/// run by hand.
 #[derive(Debug)]
 pub struct ConnLive {
     /// Seconds since server start of the connection's last read.
@@ -232,7 +232,7 @@ impl Shared {
     /// Tells every connection to leave once it has answered what it has read: the flag, and
     /// the reading side of each socket shut, which wakes a connection waiting for input
     /// with an end of file. A connection so holds nothing for the stop signal while idle (a
-    /// channel's waiter per connection cost 180 bytes of every idle connection's task).
+    /// channel waiter would add 180 bytes to every idle connection's task).
     fn stop_connections(&self) {
         self.stopping.store(true, Ordering::Relaxed);
         for c in self.conns.lock().values() {
