@@ -155,7 +155,7 @@ CASES = [
 # ("Stats: measured, or left out"; test_stats_truth checks the docs), as the differential
 # test normalizes them (`items:*:`, `*:` for class ids).
 _SETTINGS_LEFT_OUT = [
-    "oldest", "num_threads_per_udp", "reqs_per_event", "hashpower_init", "slab_automove_ratio",
+    "oldest", "num_threads_per_udp", "hashpower_init", "slab_automove_ratio",
     "slab_automove_window", "lru_crawler_sleep", "lru_crawler_tocrawl", "tail_repair_time",
     "hot_lru_pct", "warm_lru_pct", "hot_max_factor", "warm_max_factor", "temporary_ttl",
     "watcher_logbuf_size", "worker_logbuf_size", "read_buf_mem_limit", "ext_item_size",
@@ -165,7 +165,7 @@ _SETTINGS_LEFT_OUT = [
 ]
 _GENERAL_LEFT_OUT = [
     "response_obj_oom", "response_obj_count", "response_obj_bytes", "read_buf_count",
-    "read_buf_bytes", "read_buf_bytes_free", "read_buf_oom", "reserved_fds", "conn_yields",
+    "read_buf_bytes", "read_buf_bytes_free", "read_buf_oom", "reserved_fds",
     "hash_is_expanding", "slab_reassign_rescues", "slab_reassign_chunk_rescues",
     "slab_reassign_evictions_nomem", "slab_reassign_inline_reclaim", "slab_reassign_busy_items",
     "slab_reassign_busy_deletes", "slab_reassign_running", "slabs_moved", "lru_crawler_running",

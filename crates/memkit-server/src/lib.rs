@@ -11,9 +11,12 @@
 //!   the handshake before everything else.
 //! - [`auth`]: ASCII authentication (`-Y`), the unauthenticated phase before the request
 //!   loop.
-//! - [`connection`]: one client: read, pick the protocol (`-B`), decode, dispatch, batched
-//!   writes, swallowing refused data, idle timeout; its buffer policy (pooled, released when idle, bounded in and out;
-//!   see `docs/limits.md`).
+//! - [`session`]: one client's requests and replies without its I/O: pick the protocol
+//!   (`-B`), decode, dispatch, batch the replies, swallow refused data; its buffer policy
+//!   (pooled, released when idle, bounded in and out; see `docs/limits.md`).
+//! - [`evloop`]: memcached's worker threads: one poller per thread drives its connections'
+//!   sessions, no runtime in between. [`connection`]: a session as a tokio task, for what
+//!   needs the runtime (TLS, `-Y`, idle timeouts, `sync` durability, embedders).
 //! - [`exec`]: THE place where a request meets the storage backend: one executor for the
 //!   logical commands every encoding decodes into, and the [`exec::Reply`] trait each
 //!   encoding's renderer implements.
@@ -40,6 +43,7 @@ pub mod config;
 pub mod connection;
 pub mod detail;
 pub mod dispatch;
+pub mod evloop;
 pub mod exec;
 pub mod log;
 pub mod metrics;
@@ -47,6 +51,7 @@ pub mod notify;
 pub mod process;
 pub mod sasl;
 pub mod server;
+pub mod session;
 pub mod stats;
 pub mod tls;
 pub mod warm;

@@ -36,6 +36,9 @@ pub struct Counters {
     pub sasl_errors: AtomicU64,
     /// Connections closed by `-o idle_timeout`.
     pub idle_kicks: AtomicU64,
+    /// Times a worker loop's connection gave way to its neighbours after `-R` requests with
+    /// more input waiting (memcached's `conn_yields`).
+    pub conn_yields: AtomicU64,
     /// Accept failures (out of descriptors...) after which accepting paused, and the time
     /// paused (memcached's `listen_disabled_num`, `time_in_listen_disabled_us`).
     pub listen_disabled_num: AtomicU64,
@@ -56,6 +59,7 @@ impl Counters {
             &self.sasl_cmds,
             &self.sasl_errors,
             &self.idle_kicks,
+            &self.conn_yields,
             &self.listen_disabled_num,
             &self.time_in_listen_disabled_us,
         ] {
@@ -469,19 +473,15 @@ pub async fn run_listeners(
                     }
                     Accepted::Unix(s) => (s.as_raw_fd(), true),
                 };
-                let live = ConnLive::new(shared.started.elapsed().as_secs(), Some(fd), unix);
-                shared.conns.lock().insert(id, Arc::new(live));
-                // The socket moves to the worker's own reactor: registered with the
+                let live = Arc::new(ConnLive::new(shared.started.elapsed().as_secs(), Some(fd), unix));
+                shared.conns.lock().insert(id, live.clone());
+                // The socket moves to the worker's own poller: registered with the
                 // acceptor's, every readiness event would cross threads.
                 let moved = match accepted {
                     Accepted::Tcp(s, peer, tls) => s.into_std().map(|s| Moved::Tcp(s, peer, tls)),
                     Accepted::Unix(s) => s.into_std().map(Moved::Unix),
                 };
-                let task = connection_task(moved, shared.clone(), id);
-                match workers {
-                    Some(workers) => drop(workers.pick().spawn(task)),
-                    None => drop(tokio::spawn(task)),
-                }
+                hand_over(moved, &shared, id, live, workers);
             }
         }
     }
@@ -495,6 +495,39 @@ pub async fn run_listeners(
     }
 }
 
+/// Gives an accepted connection to a worker: its loop when nothing it may do needs the
+/// runtime ([`in_loop`]), else a task on the worker's runtime (or the caller's, without
+/// workers).
+fn hand_over(
+    moved: std::io::Result<Moved>,
+    sh: &Arc<Shared>,
+    id: u64,
+    live: Arc<ConnLive>,
+    workers: Option<&Workers>,
+) {
+    let Some(workers) = workers else {
+        drop(tokio::spawn(connection_task(moved, sh.clone(), id)));
+        return;
+    };
+    let (runtime, lp) = workers.pick();
+    match moved {
+        Ok(socket) if in_loop(sh, &socket) => lp.send(crate::evloop::Handoff {
+            socket,
+            registered: Registered { sh: sh.clone(), id },
+            live,
+        }),
+        moved => drop(runtime.spawn(connection_task(moved, sh.clone(), id))),
+    }
+}
+
+/// Whether a connection can be served by a worker loop: it will not be TLS, log in with
+/// `-Y`, time out idle, or wait for `sync` durability before its replies.
+fn in_loop(sh: &Shared, socket: &Moved) -> bool {
+    let tls = matches!(socket, Moved::Tcp(_, _, true)) && sh.tls.is_some();
+    let durable = sh.persist.as_ref().is_some_and(|p| p.acks_wait());
+    !tls && !durable && sh.auth.is_none() && sh.settings.idle_timeout == 0
+}
+
 /// Whether connections of a server with `settings` and `security` use tokio's timer: with
 /// `-o idle_timeout` (the idle timer, the auth phase's and a stalled write's bounds) or with
 /// TLS (the handshake's and `close_notify`'s bounds). Nothing else a connection does sleeps.
@@ -503,7 +536,8 @@ pub fn needs_timers(settings: &Settings, security: &Security) -> bool {
 }
 
 /// An accepted socket between the acceptor's reactor and a worker's.
-enum Moved {
+#[derive(Debug)]
+pub(crate) enum Moved {
     Tcp(std::net::TcpStream, SocketAddr, bool),
     Unix(std::os::unix::net::UnixStream),
 }
@@ -549,9 +583,10 @@ async fn connection_task(moved: std::io::Result<Moved>, sh: Arc<Shared>, id: u64
 }
 
 /// A connection's bookkeeping, undone on drop.
-struct Registered {
-    sh: Arc<Shared>,
-    id: u64,
+#[derive(Debug)]
+pub(crate) struct Registered {
+    pub sh: Arc<Shared>,
+    pub id: u64,
 }
 
 impl Drop for Registered {
@@ -577,31 +612,34 @@ async fn reclaim_expired(shared: Arc<Shared>) {
     }
 }
 
-/// memcached's worker threads: one single-threaded runtime per `-t` thread, each
-/// connection pinned to one of them, round robin. A work-stealing pool moves a busy
-/// connection's wakeups between cores and showed a worse p99 than memcached at `-t 2`;
-/// pinned, a connection's reads, engine calls and writes stay on one core and one reactor.
+/// memcached's worker threads: each `-t` thread polls its own connections
+/// ([`crate::evloop`]), each beside a single-threaded runtime for the connections that need
+/// one ([`in_loop`]); connections are dealt round robin and stay where they land. A
+/// work-stealing pool moves a busy connection's wakeups between cores and showed a worse p99
+/// than memcached at `-t 2`; pinned, a connection's reads, engine calls and writes stay on
+/// one core and one poller.
 #[derive(Debug)]
 pub struct Workers {
     handles: Vec<tokio::runtime::Handle>,
+    loops: Vec<crate::evloop::Loop>,
     next: std::sync::atomic::AtomicUsize,
     stops: Vec<tokio::sync::oneshot::Sender<()>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Workers {
-    /// Starts `n` (at least one) worker threads, with tokio's timer.
+    /// Starts `n` (at least one) workers, with tokio's timer.
     pub fn start(n: usize) -> std::io::Result<Workers> {
         Self::start_with(n, true)
     }
 
     /// [`Workers::start`], with the timer only when `timers`. A connection needs one only
     /// for `-o idle_timeout` and for TLS's handshake and close bounds ([`needs_timers`]);
-    /// without them a worker's timer is pure cost, checked at every wake-up (about 290 of
-    /// the 4,250 instructions of a depth-1 request under callgrind).
+    /// without them a runtime's timer is pure cost, checked at every wake-up.
     pub fn start_with(n: usize, timers: bool) -> std::io::Result<Workers> {
         let mut w = Workers {
             handles: Vec::new(),
+            loops: Vec::new(),
             next: Default::default(),
             stops: Vec::new(),
             threads: Vec::new(),
@@ -614,6 +652,10 @@ impl Workers {
             }
             let rt = rt.build()?;
             let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let (lp, thread) =
+                crate::evloop::Loop::start(format!("memkitd-loop-{i}"), rt.handle().clone())?;
+            w.loops.push(lp);
+            w.threads.push(thread);
             w.handles.push(rt.handle().clone());
             w.stops.push(tx);
             w.threads.push(
@@ -629,14 +671,17 @@ impl Workers {
         Ok(w)
     }
 
-    fn pick(&self) -> &tokio::runtime::Handle {
+    fn pick(&self) -> (&tokio::runtime::Handle, &crate::evloop::Loop) {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
-        &self.handles[i]
+        (&self.handles[i], &self.loops[i])
     }
 }
 
 impl Drop for Workers {
     fn drop(&mut self) {
+        for lp in &mut self.loops {
+            lp.stop();
+        }
         for tx in self.stops.drain(..) {
             let _ = tx.send(());
         }

@@ -120,6 +120,7 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
             n(sh.counters.time_in_listen_disabled_us.load(Relaxed)),
         ),
         ("threads", n(sh.settings.threads as u64)),
+        ("conn_yields", n(sh.counters.conn_yields.load(Relaxed))),
         (
             "hash_power_level",
             n(u64::from((e.index_bytes / 9).max(1).ilog2())),
@@ -268,6 +269,8 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
             char::from(sh.detail.delimiter()).to_string(),
         ),
         ("detail_enabled", yes(sh.detail.enabled()).into()),
+        // Worker loops' connections give way after this many requests (conn_yields).
+        ("reqs_per_event", n(st.reqs_per_event as u64)),
         // -C is accepted but CAS stays on.
         ("cas_enabled", "yes".into()),
         ("tcp_backlog", n(u64::from(st.backlog))),

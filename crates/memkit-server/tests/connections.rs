@@ -168,3 +168,45 @@ async fn workers_have_a_timer_when_an_idle_timeout_needs_one() {
     );
     timed.kill();
 }
+
+/// A client that keeps sending gives way to its neighbours after `-R` requests, as
+/// memcached's `reqs_per_event` makes it: every request is still answered, in order, and the
+/// yields are counted in `conn_yields`.
+#[tokio::test]
+async fn a_connection_that_keeps_sending_gives_way_after_r_requests() {
+    let s = TestServer::start(&["-R", "5"]);
+    let mut asker = conn(&s).await;
+    let settings = asker.ask(b"stats settings\r\n", b"END\r\n").await;
+    assert!(settings.contains("STAT reqs_per_event 5\r\n"), "{settings}");
+    assert!(asker.ask(b"set k 0 0 1\r\nv\r\n", b"\r\n").await == "STORED\r\n");
+
+    // Far more than one 16 KiB read: the server reads, answers, and gives way in between.
+    const N: usize = 20_000;
+    let (mut rd, mut wr) = tokio::net::TcpStream::connect(s.tcp_addr())
+        .await
+        .unwrap()
+        .into_split();
+    let reader = tokio::spawn(async move {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        while got.len() < N * "VALUE k 0 1\r\nv\r\nEND\r\n".len() {
+            let n = rd.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed after {} bytes", got.len());
+            got.extend_from_slice(&buf[..n]);
+        }
+        got
+    });
+    wr.write_all(&b"get k\r\n".repeat(N)).await.unwrap();
+    let got = reader.await.unwrap();
+    assert_eq!(got, b"VALUE k 0 1\r\nv\r\nEND\r\n".repeat(N));
+
+    let stats = asker.ask(b"stats\r\n", b"END\r\n").await;
+    let yields: u64 = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("STAT conn_yields "))
+        .expect("conn_yields")
+        .parse()
+        .unwrap();
+    assert!(yields >= 1, "no yield in {N} pipelined requests");
+    s.stop().await;
+}

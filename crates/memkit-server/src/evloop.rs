@@ -1,0 +1,426 @@
+//! memcached's worker loop: one poller per worker thread drives the sessions of its
+//! connections directly, as memcached's `event_base_loop` drives its `conn` state machines.
+//!
+//! Why not a tokio task per connection: at one request in flight per connection (a PHP or
+//! Python worker's traffic) a request is one readiness event, and a runtime turns each event
+//! into a task wake-up, a scheduler pass and a poll through the task's future: about half of
+//! the user-space instructions a request cost (`docs/BENCHMARKS.md`, issue 19). Here an
+//! event is a slot lookup, a read, [`Session::pump`] and a write. An idle connection is its
+//! slot (a socket, a session with no buffers, its registry entry) and nothing else.
+//!
+//! What a connection needs the runtime for (TLS, `-Y`, `-o idle_timeout`, `--persist`
+//! `sync` mode) is served by [`crate::connection`] on the worker's tokio runtime instead; a
+//! loop connection that becomes a `watch` stream moves there too.
+//!
+//! The poller is edge-triggered: a connection reads until a read comes back short (the
+//! socket is drained: the next arrival is a new edge) and writes until the socket takes no
+//! more, then waits for the next edge. A connection that keeps sending gives way to its
+//! neighbours after `-R` requests (memcached's `reqs_per_event`, counted in `conn_yields`)
+//! or [`READS_PER_TURN`] reads (a large value or a swallowed one arriving), and is driven
+//! again after the others' events.
+
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc;
+
+use bytes::{BufMut, BytesMut};
+use mio::net::{TcpStream, UnixStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::dispatch::Action;
+use crate::server::{ConnLive, ConnState, Moved, Registered, Shared};
+use crate::session::{Pump, Session};
+
+/// Reads a connection may make in one turn before its neighbours' events are served:
+/// 1 MiB in 16 KiB reads.
+const READS_PER_TURN: u32 = 64;
+
+/// The waker's token; connections' tokens are their slots.
+const WAKE: Token = Token(usize::MAX);
+
+/// An accepted connection on its way to a loop.
+#[derive(Debug)]
+pub(crate) struct Handoff {
+    pub socket: Moved,
+    pub registered: Registered,
+    pub live: Arc<ConnLive>,
+}
+
+/// A worker loop's mailbox: new connections, and the stop (the sender dropped).
+#[derive(Debug)]
+pub(crate) struct Loop {
+    tx: Option<mpsc::Sender<Handoff>>,
+    waker: Waker,
+}
+
+impl Loop {
+    /// Starts a loop on a thread named `name`; `runtime` serves its connections that turn
+    /// into `watch` streams.
+    pub fn start(
+        name: String,
+        runtime: tokio::runtime::Handle,
+    ) -> io::Result<(Loop, std::thread::JoinHandle<()>)> {
+        let poll = Poll::new()?;
+        let waker = Waker::new(poll.registry(), WAKE)?;
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new().name(name).spawn(move || {
+            Worker {
+                poll,
+                rx,
+                slots: Vec::new(),
+                free: Vec::new(),
+                again: Vec::new(),
+                runtime,
+            }
+            .run()
+        })?;
+        let tx = Some(tx);
+        Ok((Loop { tx, waker }, thread))
+    }
+
+    /// Hands a connection to the loop. If the loop is gone the connection is dropped, which
+    /// undoes its registration.
+    pub fn send(&self, h: Handoff) {
+        if let Some(tx) = &self.tx
+            && tx.send(h).is_ok()
+        {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Tells the loop to close its connections and end.
+    pub fn stop(&mut self) {
+        self.tx = None;
+        let _ = self.waker.wake();
+    }
+}
+
+/// A worker thread's loop state.
+struct Worker {
+    poll: Poll,
+    rx: mpsc::Receiver<Handoff>,
+    /// Connections by token; `None` slots are listed in `free`.
+    slots: Vec<Option<LoopConn>>,
+    free: Vec<usize>,
+    /// Connections that gave way with input left, driven again after this round's events.
+    again: Vec<usize>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Worker {
+    fn run(mut self) {
+        let mut events = Events::with_capacity(256);
+        loop {
+            // Connections that gave way must not wait for an edge that already came.
+            let timeout = (!self.again.is_empty()).then_some(std::time::Duration::ZERO);
+            if let Err(e) = self.poll.poll(&mut events, timeout)
+                && e.kind() != io::ErrorKind::Interrupted
+            {
+                tracing::error!("worker poll failed: {e}");
+                return;
+            }
+            for i in std::mem::take(&mut self.again) {
+                self.drive(i, false);
+            }
+            for ev in events.iter() {
+                if ev.token() == WAKE {
+                    if !self.take_new() {
+                        return;
+                    }
+                    continue;
+                }
+                let input = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                self.drive(ev.token().0, input);
+            }
+        }
+    }
+
+    /// Registers the connections handed over; `false` once the loop is told to stop.
+    fn take_new(&mut self) -> bool {
+        loop {
+            match self.rx.try_recv() {
+                Ok(h) => self.add(h),
+                Err(mpsc::TryRecvError::Empty) => return true,
+                Err(mpsc::TryRecvError::Disconnected) => return false,
+            }
+        }
+    }
+
+    fn add(&mut self, h: Handoff) {
+        let sock = match h.socket {
+            Moved::Tcp(s, ..) => Sock::Tcp(TcpStream::from_std(s)),
+            Moved::Unix(s) => Sock::Unix(UnixStream::from_std(s)),
+        };
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        let mut conn = LoopConn {
+            session: Session::new(h.registered.sh.settings.protocol),
+            sock,
+            live: h.live,
+            reg: h.registered,
+            next: Some(Action::Continue),
+            drained: false,
+        };
+        // Both interests at once: edge-triggered, a socket that stays writable costs
+        // nothing, and a write that fills the socket needs no re-registration.
+        let both = Interest::READABLE | Interest::WRITABLE;
+        if conn.sock.register(&self.poll, Token(slot), both).is_err() {
+            self.free.push(slot);
+            return;
+        }
+        self.slots[slot] = Some(conn);
+        // Bytes may have arrived before the registration: the edge is not lost (epoll
+        // reports a ready socket when it is added), so nothing is read here.
+    }
+
+    fn drive(&mut self, slot: usize, input: bool) {
+        let Some(Some(conn)) = self.slots.get_mut(slot) else {
+            return;
+        };
+        if input {
+            conn.drained = false;
+        }
+        let turn = conn.turn();
+        match turn {
+            Turn::Wait => return,
+            Turn::GiveWay => {
+                self.again.push(slot);
+                return;
+            }
+            Turn::Close | Turn::Watch(_) => {}
+        }
+        let Some(conn) = self.slots[slot].take() else {
+            return;
+        };
+        self.free.push(slot);
+        if let Turn::Watch(mask) = turn {
+            conn.into_watch(&self.poll, &self.runtime, mask);
+        }
+    }
+}
+
+/// What a connection's turn came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    /// Waiting for the socket: more input, or room to write.
+    Wait,
+    /// Has input left after [`READS_PER_TURN`] reads.
+    GiveWay,
+    Close,
+    Watch(u8),
+}
+
+/// A plain TCP or UNIX socket.
+enum Sock {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Sock {
+    fn register(&mut self, poll: &Poll, token: Token, interest: Interest) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s) => poll.registry().register(s, token, interest),
+            Sock::Unix(s) => poll.registry().register(s, token, interest),
+        }
+    }
+
+    fn deregister(&mut self, poll: &Poll) {
+        let _ = match self {
+            Sock::Tcp(s) => poll.registry().deregister(s),
+            Sock::Unix(s) => poll.registry().deregister(s),
+        };
+    }
+
+    fn fd(&self) -> RawFd {
+        match self {
+            Sock::Tcp(s) => s.as_raw_fd(),
+            Sock::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => s.write(buf),
+            Sock::Unix(s) => s.write(buf),
+        }
+    }
+}
+
+/// Reads what the socket holds into `buf`'s spare capacity (which the caller made room
+/// in), without initialising it first.
+fn read_into(fd: RawFd, buf: &mut BytesMut) -> io::Result<usize> {
+    let spare = buf.spare_capacity_mut();
+    // SAFETY: read(2) writes at most `spare.len()` bytes into the spare capacity, which is
+    // valid for writes of that length.
+    let n = unsafe { libc::read(fd, spare.as_mut_ptr().cast(), spare.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: read(2) initialised the first `n` bytes of the spare capacity.
+    unsafe { buf.advance_mut(n as usize) };
+    Ok(n as usize)
+}
+
+/// A loop's connection: its socket, its session, and what its last request asked for.
+struct LoopConn {
+    sock: Sock,
+    session: Session,
+    live: Arc<ConnLive>,
+    /// Its registry entry and `curr_connections`, undone when it is dropped.
+    reg: Registered,
+    /// What the last pump asked of the connection, taken once the output is written:
+    /// `Continue` reads next; `None` pumps again (replies were written out mid-input).
+    next: Option<Action>,
+    /// The last read came back short: nothing to read until the poller says so.
+    drained: bool,
+}
+
+impl LoopConn {
+    /// Moves the connection as far as its socket lets it: write what is pending, act on
+    /// the last request, read, answer; repeat.
+    fn turn(&mut self) -> Turn {
+        let sh: &Shared = &self.reg.sh;
+        let mut reads = 0;
+        let first_request = self.session.requests;
+        loop {
+            if !self.session.out.is_empty() {
+                self.live.set(ConnState::Write);
+                match write_now(&mut self.sock, &mut self.session, sh) {
+                    Ok(true) => self.live.set(ConnState::ParseCmd),
+                    Ok(false) => return Turn::Wait,
+                    Err(_) => return Turn::Close,
+                }
+            }
+            match self.next.take() {
+                None => {}
+                Some(Action::Continue | Action::More(_)) => {
+                    if sh.stopping() {
+                        return Turn::Close;
+                    }
+                    if self.drained {
+                        self.next = Some(Action::Continue);
+                        self.live.set(self.session.waiting_state());
+                        self.session.release();
+                        return Turn::Wait;
+                    }
+                    let answered = self.session.requests.wrapping_sub(first_request);
+                    if answered as usize >= sh.settings.reqs_per_event || reads == READS_PER_TURN {
+                        if answered as usize >= sh.settings.reqs_per_event {
+                            sh.counters.conn_yields.fetch_add(1, Relaxed);
+                        }
+                        self.next = Some(Action::Continue);
+                        return Turn::GiveWay;
+                    }
+                    reads += 1;
+                    self.session.room_to_read();
+                    let spare = self.session.rbuf.capacity() - self.session.rbuf.len();
+                    match read_into(self.sock.fd(), &mut self.session.rbuf) {
+                        Ok(0) => return Turn::Close,
+                        Ok(n) => {
+                            self.drained = n < spare;
+                            sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
+                            self.live
+                                .last_cmd
+                                .store(sh.uptime_secs.load(Relaxed), Relaxed);
+                            self.live.set(ConnState::ParseCmd);
+                        }
+                        Err(e) => {
+                            self.next = Some(Action::Continue);
+                            match e.kind() {
+                                io::ErrorKind::WouldBlock => self.drained = true,
+                                io::ErrorKind::Interrupted => {}
+                                _ => return Turn::Close,
+                            }
+                            continue;
+                        }
+                    }
+                }
+                Some(Action::Close) => return Turn::Close,
+                Some(Action::Shutdown) => {
+                    sh.shutdown.notify_one();
+                    return Turn::Close;
+                }
+                Some(Action::Watch(mask)) => return Turn::Watch(mask),
+            }
+            if let Pump::Done(a) = self.session.pump(sh, self.reg.id) {
+                self.next = Some(a);
+            }
+        }
+    }
+
+    /// Moves a connection that sent `watch` to the worker's runtime, which streams the log
+    /// to it (rare, and waits on two things at once: a task's work).
+    fn into_watch(mut self, poll: &Poll, runtime: &tokio::runtime::Handle, mask: u8) {
+        self.sock.deregister(poll);
+        self.live.set(ConnState::Watch);
+        let LoopConn { sock, reg, .. } = self;
+        // The descriptor changes owner and is never closed in between.
+        drop(match sock {
+            Sock::Tcp(s) => {
+                // SAFETY: `into_raw_fd` gave up its ownership of a TCP socket.
+                let s = unsafe { std::net::TcpStream::from_raw_fd(s.into_raw_fd()) };
+                runtime.spawn(
+                    async move { watch(tokio::net::TcpStream::from_std(s), reg, mask).await },
+                )
+            }
+            Sock::Unix(s) => {
+                // SAFETY: as above, of a UNIX socket.
+                let s = unsafe { std::os::unix::net::UnixStream::from_raw_fd(s.into_raw_fd()) };
+                runtime.spawn(
+                    async move { watch(tokio::net::UnixStream::from_std(s), reg, mask).await },
+                )
+            }
+        });
+    }
+}
+
+/// A `watch` stream on the runtime; the connection's registration ends with it.
+async fn watch<S>(socket: io::Result<S>, reg: Registered, mask: u8)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    if let Ok(s) = socket {
+        crate::connection::watch_stream(s, &reg.sh, mask).await;
+    }
+}
+
+/// Writes the session's output until done (`true`) or the socket is full (`false`: the
+/// rest stays, and the poller's next writable edge resumes it).
+fn write_now(sock: &mut Sock, session: &mut Session, sh: &Shared) -> io::Result<bool> {
+    let mut at = 0;
+    let out = &session.out;
+    while at < out.len() {
+        match sock.write(&out[at..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                sh.counters.bytes_written.fetch_add(at as u64, Relaxed);
+                session.out.drain(..at);
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    session.written(sh);
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An idle loop connection is its slot, its registry entry and the kernel's socket:
+    /// this keeps the slot from growing back toward a task's size (`docs/limits.md` has the
+    /// RSS figures).
+    #[test]
+    fn an_idle_connection_slot_stays_small() {
+        let size = std::mem::size_of::<Option<LoopConn>>();
+        eprintln!("loop connection slot: {size} bytes");
+        assert!(size <= 192, "a loop connection's slot holds {size} bytes");
+    }
+}
