@@ -157,6 +157,20 @@ fn retrieval() {
     assert_eq!(run(b"gat x k\r\n"), [E::BadExptime.as_str()]);
     let long = [b"get a ".as_slice(), &[b'k'; 251], b"\r\n"].concat();
     assert_eq!(run(&long), [E::BadFormat.as_str()]);
+    // One key (the tokenizer-free path) decodes as the general path does: the same key at
+    // 250 bytes, the same refusal at 251, the same key with spaces around it.
+    for pad in [&b""[..], b" ", b"  "] {
+        let key = [b'k'; 250];
+        let line = [b"get ".as_slice(), pad, &key, pad, b"\r\n"].concat();
+        assert!(
+            matches!(one(&line), Request::Get { cas: false, touch: None, keys }
+                if keys.iter().collect::<Vec<_>>() == [&key[..]]),
+            "{pad:?}"
+        );
+        let line = [b"get ".as_slice(), pad, &[b'k'; 251], pad, b"\r\n"].concat();
+        assert_eq!(run(&line), [E::BadFormat.as_str()], "{pad:?}");
+    }
+    assert_eq!(run(b"get \r\n"), ["ERROR"]);
     // More than 23 tokens: a multi-get keeps splitting.
     let many: Vec<u8> = [b"get".as_slice(), &b" a".repeat(3000), b"\r\n"].concat();
     assert!(matches!(one(&many), Request::Get { keys, .. } if keys.len() == 3000));
