@@ -69,9 +69,9 @@ impl Counters {
 }
 
 /// A connection as `stats conns` shows it. Its state and last command time are written by
-/// its task without the registry lock; its addresses are read from the socket when asked
-/// for: keeping them would cost every connection about 150 bytes for a command operators
-/// run by hand.
+/// the connection without the registry lock; its addresses are read from the socket when
+/// asked for: keeping them would cost every connection about 150 bytes for a command
+/// operators run by hand.
 #[derive(Debug)]
 pub struct ConnLive {
     /// Seconds since server start of the connection's last read.
