@@ -11,7 +11,8 @@
 //! - [`server_bench`]: `memkit-bench server`: memkitd against memcached over loopback, same
 //!   settings and load: throughput, CPU per request, latency, memory, Zipf miss ratio,
 //!   memcaslap, in the text protocol and (get/set cells, memcaslap) the binary protocol;
-//!   [`server_report`] renders the ratio table, binary against text, and the SVG chart.
+//!   [`server_report`] renders the ratio table, binary against text, CPU per request in
+//!   user and system time, and the SVG chart.
 //! - [`persist_bench`]: `memkit-bench persist`: memkitd's persistent mode: durable sets/s
 //!   (group commit) and gets/s over a data set 4x the memory budget.
 //! - [`fill`]: `memkit-bench fill`: warm-up fills (10 B to 1 MB values) and a Zipf trace

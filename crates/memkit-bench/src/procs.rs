@@ -266,6 +266,14 @@ pub fn clock_ticks() -> f64 {
     })
 }
 
+/// This process's soft `RLIMIT_NOFILE` ("Max open files" in `/proc/self/limits`); `None`
+/// when unlimited or unreadable.
+pub fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
 /// `/proc/loadavg`'s first three fields.
 pub fn loadavg() -> Option<String> {
     std::fs::read_to_string("/proc/loadavg")

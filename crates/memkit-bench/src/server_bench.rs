@@ -5,10 +5,11 @@
 //! - **throughput**: get/set 90/10, keys 16-32 B, 100 B values, 50 connections, pipeline
 //!   depth 1 and 16, server threads 1 and 2; a key space that fits in `-m` (pre-loaded) and
 //!   one that does not (pre-filled; a missed get is followed by a set); and multi-gets of
-//!   100 keys. Each cell is bounded in time and request count, run as alternating rounds
-//!   (memcached, memkitd, then the other order), best round reported. Each cell also yields
-//!   the server's CPU seconds per million requests (`/proc/PID/stat` utime + stime, and
-//!   utime alone). With [`ServerBenchConfig::binary`], each depth of the fitting key space
+//!   100 keys; and the fitting key space at depth 1 over [`ServerBenchConfig::wide_conns`]
+//!   connections (issue 19's many-workers case). Each cell is bounded in time and request
+//!   count, run as alternating rounds (memcached, memkitd, then the other order), best round
+//!   reported. Each cell also yields the server's CPU seconds per million requests
+//!   (`/proc/PID/stat` utime + stime, and utime alone). With [`ServerBenchConfig::binary`], each depth of the fitting key space
 //!   also runs in the binary protocol: the same requests as `GET`/`SET` frames, right after
 //!   the text cell (`loadgen`'s `binary` module).
 //! - **latency**: p50/p99/p999 at a fixed offered load (a fraction of the slower server's
@@ -70,6 +71,9 @@ pub struct ServerBenchConfig {
     pub depths: Vec<usize>,
     /// Client connections.
     pub conns: usize,
+    /// Client connections of the extra depth-1 cell of the fitting key space (0: no such
+    /// cell): many PHP-FPM or Python workers, one request in flight each.
+    pub wide_conns: usize,
     /// Key lengths.
     pub keys: KeyGen,
     /// Value length.
@@ -125,6 +129,7 @@ impl ServerBenchConfig {
             threads: vec![1, 2],
             depths: vec![1, 16],
             conns: 50,
+            wide_conns: 500,
             keys: KeyGen::new(16, 32),
             value_len: 100,
             memory_mb: 64,
@@ -265,6 +270,8 @@ pub struct TpRow {
     pub threads: usize,
     /// Pipeline depth.
     pub depth: usize,
+    /// Client connections.
+    pub conns: usize,
     /// Requests per second (best round).
     pub rate: Pair,
     /// Server CPU seconds (user + system) per million requests (same round).
@@ -481,6 +488,18 @@ impl Ctx<'_> {
 
     fn throughput(&mut self, report: &mut ServerReport) -> io::Result<()> {
         let cfg = self.cfg;
+        // Each client connection is a socket of this process (the servers get -c 4096).
+        // Linux's usual soft limit of 1024 holds 500 and the bench's own files; a lower one
+        // would fail mid-run with EMFILE, so it is named up front.
+        let want = cfg.conns.max(cfg.wide_conns) as u64 + 64;
+        if let Some(limit) = procs::open_files_limit()
+            && limit < want
+        {
+            return Err(io::Error::other(format!(
+                "open files limit {limit} < {want} needed for {} connections (ulimit -n)",
+                cfg.conns.max(cfg.wide_conns)
+            )));
+        }
         for &threads in &cfg.threads {
             let spec = Spec {
                 threads,
@@ -509,8 +528,8 @@ impl Ctx<'_> {
                     ));
                     self.fill(s, lo, hi)?;
                 }
-                for (wl, depth) in self.cells(workload) {
-                    let row = self.cell(&servers, threads, wl, depth)?;
+                for (wl, depth, conns) in self.cells(workload) {
+                    let row = self.cell(&servers, threads, wl, depth, conns)?;
                     report.tp.push(row);
                 }
                 if workload == TpWorkload::Fits && self.wants_latency {
@@ -528,19 +547,24 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// The cells run on servers pre-loaded for `workload`, in order. Each depth's binary
-    /// cell comes right after its text cell, so the two are measured close in time.
-    fn cells(&self, workload: TpWorkload) -> Vec<(TpWorkload, usize)> {
+    /// The cells run on servers pre-loaded for `workload`, in order, as (load, depth,
+    /// connections). Each depth's binary cell comes right after its text cell, so the two
+    /// are measured close in time; the wide depth-1 cell follows them.
+    fn cells(&self, workload: TpWorkload) -> Vec<(TpWorkload, usize, usize)> {
+        let cfg = self.cfg;
         let fits = workload == TpWorkload::Fits;
         let mut cells = Vec::new();
-        for &depth in &self.cfg.depths {
-            cells.push((workload, depth));
-            if fits && self.cfg.binary {
-                cells.push((TpWorkload::Binary, depth));
+        for &depth in &cfg.depths {
+            cells.push((workload, depth, cfg.conns));
+            if fits && cfg.binary {
+                cells.push((TpWorkload::Binary, depth, cfg.conns));
+            }
+            if fits && depth == 1 && cfg.wide_conns > 0 && cfg.wide_conns != cfg.conns {
+                cells.push((workload, depth, cfg.wide_conns));
             }
         }
-        if fits && self.cfg.multiget > 0 {
-            cells.push((TpWorkload::MultiGet, 1));
+        if fits && cfg.multiget > 0 {
+            cells.push((TpWorkload::MultiGet, 1, cfg.conns));
         }
         cells
     }
@@ -552,12 +576,14 @@ impl Ctx<'_> {
         threads: usize,
         wl: TpWorkload,
         depth: usize,
+        conns: usize,
     ) -> io::Result<TpRow> {
         let cfg = self.cfg;
         let mut row = TpRow {
             workload: wl,
             threads,
             depth,
+            conns,
             rate: Pair::default(),
             cpu_per_m: Pair::default(),
             user_per_m: Pair::default(),
@@ -569,7 +595,7 @@ impl Ctx<'_> {
             for i in order {
                 let s = &servers[i];
                 let closed = Closed {
-                    conns: cfg.conns,
+                    conns,
                     depth,
                     duration: cfg.cell,
                     max_requests: cfg.cell_max_requests,
@@ -581,7 +607,7 @@ impl Ctx<'_> {
                 let rate = t.rate();
                 let per_m = |secs: f64| secs / t.requests.max(1) as f64 * 1e6;
                 (self.log)(&format!(
-                    "-t {threads} {wl:?} depth {depth} round {round}: {} {:.0} req/s, \
+                    "-t {threads} {wl:?} depth {depth} x {conns} round {round}: {} {:.0} req/s, \
                      cpu {:.2} s/M (user {:.2}), hit {:.3}, errors {}",
                     s.kind.name(),
                     rate,

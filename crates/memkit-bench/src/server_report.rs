@@ -1,12 +1,14 @@
 //! Rendering of [`ServerReport`]: the ratio table with each target's status (markdown), the
-//! binary protocol against text (`binary`), and an SVG chart of throughput and miss ratio
+//! binary protocol against text (`binary`), CPU per request split into user and system time
+//! with issue 19's targets (`cpu`), and an SVG chart of throughput and miss ratio
 //! (hand-rolled, no plotting dependency).
 
 use std::fmt::Write as _;
 
-use crate::server_bench::{Pair, ServerReport, TpWorkload};
+use crate::server_bench::{Pair, ServerBenchConfig, ServerReport, TpRow, TpWorkload};
 
 mod binary;
+mod cpu;
 
 /// One performance target and whether this run met it.
 #[derive(Debug, Clone)]
@@ -59,6 +61,33 @@ impl TpWorkload {
     }
 }
 
+impl TpRow {
+    /// The load column: the workload, and the connections when not the usual count.
+    fn load(&self, c: &ServerBenchConfig) -> String {
+        let label = self.workload.label(c.multiget);
+        if self.conns == c.conns {
+            label
+        } else {
+            format!("{label}, {} connections", self.conns)
+        }
+    }
+
+    /// Where a cell is, for the target table and the chart.
+    fn at(&self, c: &ServerBenchConfig) -> String {
+        let at = format!(
+            "-t {} depth {} {}",
+            self.threads,
+            self.depth,
+            self.workload.short()
+        );
+        if self.conns == c.conns {
+            at
+        } else {
+            format!("{at}, {} conns", self.conns)
+        }
+    }
+}
+
 fn worst<'a>(
     pairs: impl Iterator<Item = (&'a Pair, String)>,
     lower_is_worse: bool,
@@ -70,7 +99,7 @@ fn worst<'a>(
 }
 
 impl ServerReport {
-    /// The targets of issue 8, evaluated on this run.
+    /// The targets of issues 8 and 19, evaluated on this run.
     pub fn targets(&self) -> Vec<Target> {
         let mut out = Vec::new();
         let getset = || {
@@ -78,9 +107,7 @@ impl ServerReport {
                 .iter()
                 .filter(|r| matches!(r.workload, TpWorkload::Fits | TpWorkload::Exceeds))
         };
-        let at = |r: &crate::server_bench::TpRow| {
-            format!("-t {} depth {} {}", r.threads, r.depth, r.workload.short())
-        };
+        let at = |r: &TpRow| r.at(&self.config);
         let tp = worst(getset().map(|r| (&r.rate, at(r))), true);
         out.push(Target {
             name: "throughput >= 1.3x at equal threads, both pipeline depths (get/set rows)",
@@ -170,6 +197,7 @@ impl ServerReport {
                 .map_or("not run".into(), |(r, a)| format!("worst {r:.2}x ({a})")),
             met: bin.map(|(r, _)| r <= BINARY_CPU_MAX),
         });
+        out.extend(cpu::targets(self));
         out
     }
 
@@ -181,7 +209,7 @@ impl ServerReport {
             let _ = writeln!(
                 o,
                 "| throughput, kreq/s | {} | {} | {} | {:.1} | {:.1} | **{:.2}x** | {} | {} |",
-                r.workload.label(c.multiget),
+                r.load(c),
                 r.threads,
                 r.depth,
                 r.rate.memcached / 1e3,
@@ -200,7 +228,7 @@ impl ServerReport {
             let _ = writeln!(
                 o,
                 "| server CPU s / M req | {} | {} | {} | {:.2} | {:.2} | **{:.2}x** | {} | {} |",
-                r.workload.label(c.multiget),
+                r.load(c),
                 r.threads,
                 r.depth,
                 r.cpu_per_m.memcached,
@@ -218,7 +246,7 @@ impl ServerReport {
             let _ = writeln!(
                 o,
                 "| hits / keys asked | {} | {} | {} | {:.3} | {:.3} | {:.2}x | - | |",
-                r.workload.label(c.multiget),
+                r.load(c),
                 r.threads,
                 r.depth,
                 r.hit.memcached,
@@ -360,13 +388,14 @@ impl ServerReport {
         let _ = writeln!(
             o,
             "memcached {} vs memkitd {}; {} client connections (tokio, {} threads, in the bench \
-             process); keys {}-{} B, values {} B; -m {} for throughput, latency and memcaslap; \
+             process; {} where the load says so); keys {}-{} B, values {} B; -m {} for throughput, latency and memcaslap; \
              {:.1} s per cell per server, bounded at {} requests, {} alternating round(s), best \
              round reported (CPU and hits from that round).\n",
             self.versions.memcached,
             self.versions.memkitd,
             c.conns,
             c.client_threads,
+            c.wide_conns,
             c.keys.min_len,
             c.keys.max_len,
             c.value_len,
@@ -385,6 +414,7 @@ impl ServerReport {
         self.hit_rows(&mut o);
         self.memaslap_rows(&mut o);
         o.push_str(&binary::table(self));
+        o.push_str(&cpu::table(self));
         o.push_str("\n| target | this run | status |\n|---|---|---|\n");
         for t in self.targets() {
             let _ = writeln!(
@@ -414,7 +444,17 @@ impl ServerReport {
             .iter()
             .map(|r| {
                 (
-                    format!("t{} d{} {}", r.threads, r.depth, r.workload.short()),
+                    if r.conns == self.config.conns {
+                        format!("t{} d{} {}", r.threads, r.depth, r.workload.short())
+                    } else {
+                        format!(
+                            "t{} d{} {} c{}",
+                            r.threads,
+                            r.depth,
+                            r.workload.short(),
+                            r.conns
+                        )
+                    },
                     Pair {
                         memcached: r.rate.memcached / 1e3,
                         memkitd: r.rate.memkitd / 1e3,

@@ -28,12 +28,25 @@ fn quick_server_bench_is_sane() {
     let report = server_bench::run(&cfg, &bins, &parts, &mut |l| eprintln!("# {l}"))
         .unwrap_or_else(|e| panic!("server bench failed: {e}"));
 
-    // depths x (fits, exceeds, fits in binary) + one multi-get, per thread count.
+    // depths x (fits, exceeds, fits in binary) + one multi-get + the wide depth-1 cell, per
+    // thread count.
     assert!(cfg.binary);
+    assert!(cfg.wide_conns > cfg.conns);
     assert_eq!(
         report.tp.len(),
-        cfg.threads.len() * (3 * cfg.depths.len() + 1)
+        cfg.threads.len() * (3 * cfg.depths.len() + 2)
     );
+    for &t in &cfg.threads {
+        let fits = |depth: usize, conns: usize| {
+            report.tp.iter().any(|r| {
+                r.workload == TpWorkload::Fits
+                    && r.threads == t
+                    && r.depth == depth
+                    && r.conns == conns
+            })
+        };
+        assert!(fits(1, cfg.conns) && fits(1, cfg.wide_conns) && fits(16, cfg.conns));
+    }
     for r in &report.tp {
         for v in [r.rate.memcached, r.rate.memkitd] {
             assert!(v > 0.0 && v.is_finite(), "{r:?}");
@@ -111,7 +124,29 @@ fn quick_server_bench_is_sane() {
     let md = report.to_markdown();
     assert!(md.contains("| target | this run | status |"), "{md}");
     assert!(md.contains("Binary protocol against text"), "{md}");
-    assert_eq!(report.targets().len(), 7);
+    assert!(md.contains("CPU per request, user and system"), "{md}");
+    // One row per keys-fit cell: depth 1 at both connection counts, depth 16, per -t.
+    let cpu_rows = md
+        .split("CPU per request, user and system")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .skip_while(|l| !l.starts_with("|---"))
+        .skip(1)
+        .take_while(|l| l.starts_with("| "))
+        .count();
+    assert_eq!(cpu_rows, cfg.threads.len() * (cfg.depths.len() + 1), "{md}");
+    assert!(
+        md.contains(&format!("keys fit, {} connections", cfg.wide_conns)),
+        "{md}"
+    );
+    let targets = report.targets();
+    assert_eq!(targets.len(), 11);
+    // The quick run has -t 1 and 2 and both depths: every issue 19 target is measured.
+    assert!(cfg.threads.contains(&1) && cfg.depths.contains(&16));
+    for t in &targets[7..] {
+        assert!(t.met.is_some() && t.measured.starts_with("worst"), "{t:?}");
+    }
     let svg = report.to_svg();
     assert!(
         svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),

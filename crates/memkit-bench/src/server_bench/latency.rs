@@ -19,7 +19,12 @@ impl Ctx<'_> {
         let sat = report
             .tp
             .iter()
-            .find(|r| r.threads == threads && r.depth == 1 && r.workload == TpWorkload::Fits)
+            .find(|r| {
+                r.threads == threads
+                    && r.depth == 1
+                    && r.conns == cfg.conns
+                    && r.workload == TpWorkload::Fits
+            })
             .map(|r| r.rate.memcached.min(r.rate.memkitd));
         let offered = sat.map_or(cfg.latency_default_rate, |s| {
             (s * cfg.latency_fraction).max(1000.0)

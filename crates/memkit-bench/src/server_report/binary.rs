@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use crate::procs::Kind;
 use crate::server_bench::{ServerReport, TpRow, TpWorkload};
 
-/// Each binary cell with its text cell (same `-t` and depth).
+/// Each binary cell with its text cell (same `-t`, depth and connections).
 fn pairs(report: &ServerReport) -> impl Iterator<Item = (&TpRow, &TpRow)> {
     report
         .tp
@@ -18,7 +18,10 @@ fn pairs(report: &ServerReport) -> impl Iterator<Item = (&TpRow, &TpRow)> {
                 .tp
                 .iter()
                 .find(|t| {
-                    t.workload == TpWorkload::Fits && t.threads == b.threads && t.depth == b.depth
+                    t.workload == TpWorkload::Fits
+                        && t.threads == b.threads
+                        && t.depth == b.depth
+                        && t.conns == b.conns
                 })
                 .map(|t| (t, b))
         })
