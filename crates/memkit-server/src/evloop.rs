@@ -122,7 +122,7 @@ impl Worker {
                 return;
             }
             for i in std::mem::take(&mut self.again) {
-                self.drive(i, false);
+                self.drive(i, false, false);
             }
             for ev in events.iter() {
                 if ev.token() == WAKE {
@@ -131,8 +131,8 @@ impl Worker {
                     }
                     continue;
                 }
-                let input = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-                self.drive(ev.token().0, input);
+                let closed = ev.is_read_closed() || ev.is_error();
+                self.drive(ev.token().0, closed || ev.is_readable(), closed);
             }
         }
     }
@@ -164,6 +164,7 @@ impl Worker {
             reg: h.registered,
             next: Some(Action::Continue),
             drained: false,
+            closed: false,
         };
         // Both interests at once: edge-triggered, a socket that stays writable costs
         // nothing, and a write that fills the socket needs no re-registration.
@@ -177,13 +178,16 @@ impl Worker {
         // reports a ready socket when it is added), so nothing is read here.
     }
 
-    fn drive(&mut self, slot: usize, input: bool) {
+    /// Gives a connection its turn: `input` when the poller saw bytes or the end arrive,
+    /// `closed` when it saw the end (or an error) among them.
+    fn drive(&mut self, slot: usize, input: bool, closed: bool) {
         let Some(Some(conn)) = self.slots.get_mut(slot) else {
             return;
         };
         if input {
             conn.drained = false;
         }
+        conn.closed |= closed;
         let turn = conn.turn();
         match turn {
             Turn::Wait => return,
@@ -277,6 +281,10 @@ struct LoopConn {
     next: Option<Action>,
     /// The last read came back short: nothing to read until the poller says so.
     drained: bool,
+    /// The poller saw the peer's end (or an error). It says so once, edge-triggered, and
+    /// the end may sit behind bytes a short read took: it is read whatever `drained` says
+    /// (tokio keeps its closed readiness for the same reason).
+    closed: bool,
 }
 
 impl LoopConn {
@@ -301,7 +309,7 @@ impl LoopConn {
                     if sh.stopping() {
                         return Turn::Close;
                     }
-                    if self.drained {
+                    if self.drained && !self.closed {
                         self.next = Some(Action::Continue);
                         self.live.set(self.session.waiting_state());
                         self.session.release();
@@ -331,7 +339,9 @@ impl LoopConn {
                         Err(e) => {
                             self.next = Some(Action::Continue);
                             match e.kind() {
-                                io::ErrorKind::WouldBlock => self.drained = true,
+                                io::ErrorKind::WouldBlock => {
+                                    (self.drained, self.closed) = (true, false);
+                                }
                                 io::ErrorKind::Interrupted => {}
                                 _ => return Turn::Close,
                             }

@@ -210,3 +210,24 @@ async fn a_connection_that_keeps_sending_gives_way_after_r_requests() {
     assert!(yields >= 1, "no yield in {N} pipelined requests");
     s.stop().await;
 }
+
+/// A client that sends its requests and its end together (a half-close right behind them,
+/// as `printf ... | nc -N` does) gets every reply and then the server's close, even when
+/// the end arrived before the server's first read: a poller reports the end once, beside
+/// the bytes.
+#[tokio::test]
+async fn requests_and_the_end_sent_together_are_answered_and_closed() {
+    let s = TestServer::start(&[]);
+    for _ in 0..50 {
+        let mut c = tokio::net::TcpStream::connect(s.tcp_addr()).await.unwrap();
+        c.write_all(b"set k 0 0 1\r\nv\r\nget k\r\n").await.unwrap();
+        c.shutdown().await.unwrap();
+        let mut got = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut got))
+            .await
+            .expect("the server closes after answering")
+            .unwrap();
+        assert_eq!(got, b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n");
+    }
+    s.stop().await;
+}

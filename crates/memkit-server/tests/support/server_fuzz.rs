@@ -56,10 +56,16 @@ impl Harness {
             let addr = listener.local_addr().expect("addr");
             let engine = Arc::new(memkit_server::engine_for(&settings));
             let shared = Shared::new(engine, settings);
-            let task = tokio::spawn(memkit_server::run(
+            // memkitd's worker threads, so the inputs reach the connections through the
+            // worker loop as in production. A harness lives as long as its process (or
+            // test), so its workers are leaked rather than threaded through the task.
+            let workers = memkit_server::server::Workers::start(1).expect("worker threads");
+            let workers: &'static _ = Box::leak(Box::new(workers));
+            let task = tokio::spawn(memkit_server::server::run_on(
                 listener,
                 shared.clone(),
                 std::future::pending::<()>(),
+                Some(workers),
             ));
             (addr, shared, task)
         });
