@@ -3,7 +3,7 @@
 //! It holds the segments (mapped and in use, mapped and free, or given back to the OS), the
 //! out-of-line blocks of large values, and the budget all of them are counted against, with
 //! the tables kept beside them (the index, the eviction policy's metadata) charged through
-//! [`Arena::recharge`]. A shard never maps past its [`Arena::limit`]: its budget, plus two
+//! [`Arena::recharge`]. A shard never maps past its [`Arena::limit`]: its budget, plus three
 //! segments while it holds out-of-line values; to make room it evicts (see `evict.rs`), and
 //! that is what keeps the process's RSS next to `-m`.
 //!
@@ -46,13 +46,15 @@ pub(crate) fn large_cost(len: usize) -> usize {
     (len + 8).next_multiple_of(16).max(32)
 }
 
-/// Segments a shard holding out-of-line values may map beyond its budget: the two its
-/// values' stubs need while it evicts them, the write head and the segment under eviction.
-/// memcached needs neither (an item's header and key share its value's chunk); charged to the
-/// budget, they cost a shard of values that fill memcached's 512 KiB chunk one item of
-/// sixteen. Two of 256 segments a shard, 1/128 of `-m`: what memcached's hash table (512 KiB
-/// at its default hashpower, outside `-m`) is at `-m 64`.
-pub(crate) const STUB_SEGMENTS: usize = 2;
+/// Segments a shard holding out-of-line values may map beyond its budget: the ones their
+/// stubs keep while it evicts them, the policy's two heads (S3-FIFO's main head opens when a
+/// read, or a ghost fingerprint that matches by chance, promotes a stub) and the segment
+/// under eviction. memcached needs none (an item's header and key share its value's chunk);
+/// charged to the budget, they cost a shard of values that fill memcached's 512 KiB chunk one
+/// item of sixteen. Two were not enough: with S3-FIFO at `-m 64`, half the fills of those
+/// values ended with 125-127 items of memcached's 128. Three of about 256 segments a shard:
+/// 3/256 of `-m`, 768 KiB at `-m 64`, where memcached's hash table takes 512 KiB outside it.
+pub(crate) const STUB_SEGMENTS: usize = 3;
 
 /// A shard's segments, large blocks and budget.
 #[derive(Debug)]

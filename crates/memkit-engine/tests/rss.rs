@@ -64,8 +64,8 @@ fn rss_stays_within_the_budget_under_random_size_churn() {
         }
     }
     let s = engine.stats();
-    // Each shard may map two segments past its budget for the stubs of out-of-line values.
-    let limit = budget + (s.shards * 2 * s.segment_size) as usize;
+    // Each shard may map three segments past its budget for the stubs of out-of-line values.
+    let limit = budget + (s.shards * 3 * s.segment_size) as usize;
     assert!(s.mapped_bytes as usize <= limit);
     assert!(
         bytes_written > 20 * budget,
