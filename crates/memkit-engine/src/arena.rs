@@ -46,13 +46,13 @@ pub(crate) fn large_cost(len: usize) -> usize {
     (len + 8).next_multiple_of(16).max(32)
 }
 
-/// Segments a shard holding out-of-line values may map beyond its budget: the ones their
-/// stubs keep while it evicts them, the policy's two heads (S3-FIFO's main head opens when a
-/// read, or a ghost fingerprint that matches by chance, promotes a stub) and the segment
-/// under eviction. memcached needs none (an item's header and key share its value's chunk);
+/// Segments a shard holding out-of-line values may map beyond its budget, for those values'
+/// stubs while it evicts them: the policy's two heads (S3-FIFO's main head opens when a read,
+/// or a ghost fingerprint that matches by chance, promotes a stub) and the segment under
+/// eviction. memcached needs none (an item's header and key share its value's chunk);
 /// charged to the budget, they cost a shard of values that fill memcached's 512 KiB chunk one
 /// item of sixteen. Two were not enough: with S3-FIFO at `-m 64`, half the fills of those
-/// values ended with 125-127 items of memcached's 128. Three of about 256 segments a shard:
+/// values ended with 126 or 127 items of memcached's 128. Three of about 256 segments a shard:
 /// 3/256 of `-m`, 768 KiB at `-m 64`, where memcached's hash table takes 512 KiB outside it.
 pub(crate) const STUB_SEGMENTS: usize = 3;
 
