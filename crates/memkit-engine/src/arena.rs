@@ -3,8 +3,9 @@
 //! It holds the segments (mapped and in use, mapped and free, or given back to the OS), the
 //! out-of-line blocks of large values, and the budget all of them are counted against, with
 //! the tables kept beside them (the index, the eviction policy's metadata) charged through
-//! [`Arena::recharge`]. A shard never maps past its budget; to make room it evicts (see
-//! `evict.rs`), and that is what keeps the process's RSS next to `-m`.
+//! [`Arena::recharge`]. A shard never maps past its [`Arena::limit`]: its budget, plus three
+//! segments while it holds out-of-line values; to make room it evicts (see `evict.rs`), and
+//! that is what keeps the process's RSS next to `-m`.
 //!
 //! A [`Loc`] names a record: a segment id and a byte offset in it. The arena resolves it to
 //! bytes; it knows nothing of keys, the index or the eviction order.
@@ -45,11 +46,22 @@ pub(crate) fn large_cost(len: usize) -> usize {
     (len + 8).next_multiple_of(16).max(32)
 }
 
+/// Segments a shard holding out-of-line values may map beyond its budget, for those values'
+/// stubs while it evicts them: the policy's two heads (S3-FIFO's main head opens when a read,
+/// or a ghost fingerprint that matches by chance, promotes a stub) and the segment under
+/// eviction. memcached needs none (an item's header and key share its value's chunk);
+/// charged to the budget, they cost a shard of values that fill memcached's 512 KiB chunk one
+/// item of sixteen. Two were not enough: with S3-FIFO at `-m 64`, half the fills of those
+/// values ended with 126 or 127 items of memcached's 128. Three of about 256 segments a shard:
+/// 3/256 of `-m`, 768 KiB at `-m 64`, where memcached's hash table takes 512 KiB outside it.
+pub(crate) const STUB_SEGMENTS: usize = 3;
+
 /// A shard's segments, large blocks and budget.
 #[derive(Debug)]
 pub(crate) struct Arena {
     seg_size: usize,
-    /// Bytes the shard may hold: segments, large blocks and the charged tables together.
+    /// Bytes the shard may hold: segments, large blocks and the charged tables together
+    /// ([`Self::limit`] adds segments for the stubs of out-of-line values).
     budget: usize,
     segs: Vec<Segment>,
     /// Mapped, empty segments.
@@ -95,10 +107,20 @@ impl Arena {
         self.mapped
     }
 
+    /// What the shard may map: its budget, plus [`STUB_SEGMENTS`] segments while it holds (or
+    /// is about to allocate) out-of-line values. A shard of inline values only gets nothing,
+    /// so the small-value figures count every byte against the budget.
+    #[inline]
+    pub fn limit(&self) -> usize {
+        let holds_large = self.reserved > 0 || self.large.len() > self.large_free.len();
+        let stubs = if holds_large { STUB_SEGMENTS } else { 0 };
+        self.budget + stubs * self.seg_size
+    }
+
     /// Whether `extra` more bytes fit beside what is held and reserved.
     #[inline]
     pub fn fits(&self, extra: usize) -> bool {
-        self.mapped + self.reserved + extra <= self.budget
+        self.mapped + self.reserved + extra <= self.limit()
     }
 
     /// Sets budget aside for a large block the next [`Self::alloc_large`] takes.
@@ -234,7 +256,7 @@ impl Arena {
         if let Some(s) = self.free.pop() {
             return Some(s);
         }
-        if self.mapped + self.reserved + self.seg_size > self.budget + overdraft {
+        if self.mapped + self.reserved + self.seg_size > self.limit() + overdraft {
             return None;
         }
         let s = match self.unmapped.pop() {
@@ -282,10 +304,10 @@ impl Arena {
     }
 
     /// Takes back a segment that holds nothing live: free for the next head, or unmapped if
-    /// the shard is over its budget (an eviction's overdraft, repaid here).
+    /// the shard is over its limit (an eviction's overdraft, repaid here).
     pub fn retire(&mut self, s: u32, now: u32) {
         self.segs[s as usize].reset(0, now);
-        if self.mapped > self.budget {
+        if self.mapped > self.limit() {
             self.unmap(s);
         } else {
             self.free.push(s);

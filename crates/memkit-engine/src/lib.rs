@@ -9,7 +9,8 @@
 //!   `do_add_delta`, the meta commands' N/R/I/W/X/Z rules), `shard/persist.rs` what a
 //!   [`StoreHook`] needs.
 //! - `arena`: a shard's memory: segments (mapped, free, given back), out-of-line blocks of
-//!   large values, the budget every byte counts against, and item locations resolved to bytes.
+//!   large values, the budget every byte counts against (plus three segments for the stubs of
+//!   out-of-line values while a shard holds any), and item locations resolved to bytes.
 //! - `index`: the hash index (key hash -> item location), a Robin Hood table that grows by
 //!   eighths and deletes without tombstones, five bytes a bucket (location and tag share a
 //!   word, split by the shard's `Layout`); the shard pays for its growth in its budget

@@ -24,7 +24,7 @@ mod commands;
 mod persist;
 pub(crate) mod restart;
 
-use crate::arena::{Arena, Loc, pack, seg_of};
+use crate::arena::{Arena, Loc, STUB_SEGMENTS, pack, seg_of};
 use crate::engine::KeyHasher;
 use crate::index::{Index, Layout};
 use crate::policy::{EvictionPolicy, Policy, ShardPolicy};
@@ -124,9 +124,10 @@ pub(crate) struct Shard {
 }
 
 /// The index layout for a shard's segment size and budget: segment ids up to what the
-/// budget maps, plus the two segments of overdraft a relocation may take, plus one.
+/// budget maps, plus the segments for out-of-line values' stubs (`Arena::limit`), the two
+/// segments of overdraft a relocation may take, and one for a budget's remainder.
 fn layout_for(seg_size: usize, budget: usize) -> Layout {
-    Layout::new(seg_size, budget / seg_size.max(1) + 3)
+    Layout::new(seg_size, budget / seg_size.max(1) + STUB_SEGMENTS + 3)
 }
 
 impl Shard {

@@ -161,7 +161,8 @@ pub struct EngineStats {
     /// The memory limit in bytes (`limit_maxbytes`).
     pub limit_maxbytes: u64,
     /// Bytes the engine holds from the OS: segments, large blocks, index and the eviction
-    /// policy's metadata.
+    /// policy's metadata. At most `limit_maxbytes`, plus three segments for each shard that
+    /// holds out-of-line values (for their stubs), outside an eviction.
     pub mapped_bytes: u64,
     /// Bytes taken by the hash index and the eviction policy's metadata (S3-FIFO's ghost).
     pub index_bytes: u64,
