@@ -5,7 +5,8 @@
 //!   with its messages and exit statuses.
 //! - [`bind`]: the `-l` TCP listeners and the `-s` UNIX socket; [`process`]: `-u`, `-d`,
 //!   `-r`, `-k`, `-P`, with memcached's system calls.
-//! - [`server`]: shared state, the accept loop and connection limit, graceful shutdown;
+//! - [`server`]: shared state, the accept loop and connection limit, the worker threads
+//!   ([`server::Workers`]), graceful shutdown;
 //!   [`server::run`] takes a bound listener and a shutdown future.
 //! - [`tls`]: TLS (`-Z`, `-o ssl_*`) on rustls/ring: certificates, client verification,
 //!   the handshake before everything else.
