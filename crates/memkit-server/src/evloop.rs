@@ -296,10 +296,14 @@ impl LoopConn {
         let first_request = self.session.requests;
         loop {
             if !self.session.out.is_empty() {
-                self.live.set(ConnState::Write);
+                // A write that completes at once is no state a snapshot could see: the
+                // connection says it is writing only while it waits to.
                 match write_now(&mut self.sock, &mut self.session, sh) {
-                    Ok(true) => self.live.set(ConnState::ParseCmd),
-                    Ok(false) => return Turn::Wait,
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.live.set(ConnState::Write);
+                        return Turn::Wait;
+                    }
                     Err(_) => return Turn::Close,
                 }
             }
