@@ -377,6 +377,24 @@ pub struct ServerReport {
     pub elapsed: Duration,
 }
 
+impl ServerReport {
+    /// A report of `config` with nothing measured yet.
+    pub fn empty(config: ServerBenchConfig) -> Self {
+        ServerReport {
+            config,
+            tp: Vec::new(),
+            lat: Vec::new(),
+            mem: None,
+            hit: None,
+            memaslap: Vec::new(),
+            memaslap_note: None,
+            versions: Pair2::default(),
+            loadavg: (None, None),
+            elapsed: Duration::ZERO,
+        }
+    }
+}
+
 /// Two strings, memcached's and memkitd's.
 #[derive(Debug, Clone, Default)]
 pub struct Pair2<T> {
@@ -642,18 +660,8 @@ pub fn run(
         .worker_threads(cfg.client_threads.max(1))
         .enable_all()
         .build()?;
-    let mut report = ServerReport {
-        config: cfg.clone(),
-        tp: Vec::new(),
-        lat: Vec::new(),
-        mem: None,
-        hit: None,
-        memaslap: Vec::new(),
-        memaslap_note: None,
-        versions: Pair2::default(),
-        loadavg: (procs::loadavg(), None),
-        elapsed: Duration::ZERO,
-    };
+    let mut report = ServerReport::empty(cfg.clone());
+    report.loadavg = (procs::loadavg(), None);
     let mut ctx = Ctx {
         cfg,
         bins,

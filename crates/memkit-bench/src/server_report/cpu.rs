@@ -116,8 +116,7 @@ pub(super) fn targets(report: &ServerReport) -> Vec<Target> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server_bench::{Pair2, ServerBenchConfig};
-    use std::time::Duration;
+    use crate::server_bench::ServerBenchConfig;
 
     fn pair(memcached: f64, memkitd: f64) -> Pair {
         Pair { memcached, memkitd }
@@ -153,16 +152,8 @@ mod tests {
         tp[7].cpu_per_m = pair(8.0, 7.8);
         tp[5].rate = pair(100e3, 90e3);
         ServerReport {
-            config: ServerBenchConfig::quick(),
             tp,
-            lat: Vec::new(),
-            mem: None,
-            hit: None,
-            memaslap: Vec::new(),
-            memaslap_note: None,
-            versions: Pair2::default(),
-            loadavg: (None, None),
-            elapsed: Duration::ZERO,
+            ..ServerReport::empty(ServerBenchConfig::quick())
         }
     }
 
