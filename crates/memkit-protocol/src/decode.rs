@@ -15,6 +15,19 @@ use crate::{Limits, MAX_KEY_LEN};
 
 type Decoded<'a> = Result<(Request<'a>, usize), DecodeError<'a>>;
 
+/// `get <key>`, the commonest request by far, without the tokenizer: one key with no space
+/// around it, within the key length, decodes exactly as the general path decodes it
+/// (`Ctx::get`); `None` sends anything else down that path.
+fn single_get(text: &[u8]) -> Option<Request<'_>> {
+    let key = text.strip_prefix(b"get ")?;
+    let plain = !key.is_empty() && key.len() <= MAX_KEY_LEN && !key.contains(&b' ');
+    plain.then(|| Request::Get {
+        cas: false,
+        touch: None,
+        keys: Words::new(key),
+    })
+}
+
 /// Decodes the first request in `buf`.
 ///
 /// `Ok((request, consumed))`: drop `consumed` bytes (the line and any data block) after
@@ -27,20 +40,7 @@ pub fn decode_request<'a>(buf: &'a [u8], limits: &Limits) -> Decoded<'a> {
     let Some(line) = find_line(buf) else {
         return Err(no_newline(buf, limits));
     };
-    // `get <key>`, the commonest request by far, without the tokenizer: one key with no
-    // space around it, within the key length, decodes exactly as the general path below
-    // decodes it (`Ctx::get`), and anything else takes that path.
-    if let Some(key) = line.text.strip_prefix(b"get ")
-        && !key.is_empty()
-        && key.len() <= MAX_KEY_LEN
-        && !key.contains(&b' ')
-    {
-        let keys = Words::new(key);
-        let get = Request::Get {
-            cas: false,
-            touch: None,
-            keys,
-        };
+    if let Some(get) = single_get(line.text) {
         return Ok((get, line.consumed));
     }
     let t = Tokens::split(line.text);
