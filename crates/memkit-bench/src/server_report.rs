@@ -435,6 +435,17 @@ impl ServerReport {
         o
     }
 
+    /// A throughput bar's label: threads, depth, load, and the connections when not the
+    /// run's usual count.
+    fn bar_label(&self, r: &TpRow) -> String {
+        let label = format!("t{} d{} {}", r.threads, r.depth, r.workload.short());
+        if r.conns == self.config.conns {
+            label
+        } else {
+            format!("{label} c{}", r.conns)
+        }
+    }
+
     /// A bar chart (SVG): throughput of every cell, and the Zipf miss ratio, both servers.
     pub fn to_svg(&self) -> String {
         const MC: &str = "#9e9e9e";
@@ -444,17 +455,7 @@ impl ServerReport {
             .iter()
             .map(|r| {
                 (
-                    if r.conns == self.config.conns {
-                        format!("t{} d{} {}", r.threads, r.depth, r.workload.short())
-                    } else {
-                        format!(
-                            "t{} d{} {} c{}",
-                            r.threads,
-                            r.depth,
-                            r.workload.short(),
-                            r.conns
-                        )
-                    },
+                    self.bar_label(r),
                     Pair {
                         memcached: r.rate.memcached / 1e3,
                         memkitd: r.rate.memkitd / 1e3,

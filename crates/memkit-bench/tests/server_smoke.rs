@@ -3,7 +3,9 @@
 //! Checks sanity of what comes back, never timings or ratios. memcached must be installed
 //! (CI installs it): without it this test fails, it does not skip.
 
-use memkit_bench::server_bench::{self, Binaries, ServerBenchConfig, ServerPart, TpWorkload};
+use memkit_bench::server_bench::{
+    self, Binaries, ServerBenchConfig, ServerPart, ServerReport, TpWorkload,
+};
 
 fn profile() -> &'static str {
     if cfg!(debug_assertions) {
@@ -28,46 +30,7 @@ fn quick_server_bench_is_sane() {
     let report = server_bench::run(&cfg, &bins, &parts, &mut |l| eprintln!("# {l}"))
         .unwrap_or_else(|e| panic!("server bench failed: {e}"));
 
-    // depths x (fits, exceeds, fits in binary) + one multi-get + the wide depth-1 cell, per
-    // thread count.
-    assert!(cfg.binary);
-    assert!(cfg.wide_conns > cfg.conns);
-    assert_eq!(
-        report.tp.len(),
-        cfg.threads.len() * (3 * cfg.depths.len() + 2)
-    );
-    for &t in &cfg.threads {
-        let fits = |depth: usize, conns: usize| {
-            report.tp.iter().any(|r| {
-                r.workload == TpWorkload::Fits
-                    && r.threads == t
-                    && r.depth == depth
-                    && r.conns == conns
-            })
-        };
-        assert!(fits(1, cfg.conns) && fits(1, cfg.wide_conns) && fits(16, cfg.conns));
-    }
-    for r in &report.tp {
-        for v in [r.rate.memcached, r.rate.memkitd] {
-            assert!(v > 0.0 && v.is_finite(), "{r:?}");
-        }
-        for v in [r.cpu_per_m.memcached, r.cpu_per_m.memkitd] {
-            assert!(v >= 0.0 && v.is_finite(), "{r:?}");
-        }
-        assert!(r.user_per_m.memcached <= r.cpu_per_m.memcached, "{r:?}");
-        assert!(r.user_per_m.memkitd <= r.cpu_per_m.memkitd, "{r:?}");
-        assert_eq!(r.errors.memcached + r.errors.memkitd, 0.0, "{r:?}");
-        for h in [r.hit.memcached, r.hit.memkitd] {
-            match r.workload {
-                // Every key was pre-loaded and fits.
-                TpWorkload::Fits | TpWorkload::MultiGet | TpWorkload::Binary => {
-                    assert!(h > 0.95, "{r:?}")
-                }
-                // Far more keys than memory: some hits, many misses.
-                TpWorkload::Exceeds => assert!(h > 0.0 && h < 0.9, "{r:?}"),
-            }
-        }
-    }
+    check_throughput(&cfg, &report);
 
     assert_eq!(report.lat.len(), cfg.threads.len());
     for l in &report.lat {
@@ -121,6 +84,60 @@ fn quick_server_bench_is_sane() {
         "{:?}",
         report.versions
     );
+    check_markdown(&cfg, &report);
+    let svg = report.to_svg();
+    assert!(
+        svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+        "{svg}"
+    );
+}
+
+/// The throughput cells: one of each kind per thread count, and sane figures in each.
+fn check_throughput(cfg: &ServerBenchConfig, report: &ServerReport) {
+    // depths x (fits, exceeds, fits in binary) + one multi-get + the wide depth-1 cell, per
+    // thread count.
+    assert!(cfg.binary);
+    assert!(cfg.wide_conns > cfg.conns);
+    assert_eq!(
+        report.tp.len(),
+        cfg.threads.len() * (3 * cfg.depths.len() + 2)
+    );
+    for &t in &cfg.threads {
+        let fits = |depth: usize, conns: usize| {
+            report.tp.iter().any(|r| {
+                r.workload == TpWorkload::Fits
+                    && r.threads == t
+                    && r.depth == depth
+                    && r.conns == conns
+            })
+        };
+        assert!(fits(1, cfg.conns) && fits(1, cfg.wide_conns) && fits(16, cfg.conns));
+    }
+    for r in &report.tp {
+        for v in [r.rate.memcached, r.rate.memkitd] {
+            assert!(v > 0.0 && v.is_finite(), "{r:?}");
+        }
+        for v in [r.cpu_per_m.memcached, r.cpu_per_m.memkitd] {
+            assert!(v >= 0.0 && v.is_finite(), "{r:?}");
+        }
+        assert!(r.user_per_m.memcached <= r.cpu_per_m.memcached, "{r:?}");
+        assert!(r.user_per_m.memkitd <= r.cpu_per_m.memkitd, "{r:?}");
+        assert_eq!(r.errors.memcached + r.errors.memkitd, 0.0, "{r:?}");
+        for h in [r.hit.memcached, r.hit.memkitd] {
+            match r.workload {
+                // Every key was pre-loaded and fits.
+                TpWorkload::Fits | TpWorkload::MultiGet | TpWorkload::Binary => {
+                    assert!(h > 0.95, "{r:?}")
+                }
+                // Far more keys than memory: some hits, many misses.
+                TpWorkload::Exceeds => assert!(h > 0.0 && h < 0.9, "{r:?}"),
+            }
+        }
+    }
+}
+
+/// The report's tables and targets: the CPU table's rows, issue 19's targets measured.
+fn check_markdown(cfg: &ServerBenchConfig, report: &ServerReport) {
     let md = report.to_markdown();
     assert!(md.contains("| target | this run | status |"), "{md}");
     assert!(md.contains("Binary protocol against text"), "{md}");
@@ -147,9 +164,4 @@ fn quick_server_bench_is_sane() {
     for t in &targets[7..] {
         assert!(t.met.is_some() && t.measured.starts_with("worst"), "{t:?}");
     }
-    let svg = report.to_svg();
-    assert!(
-        svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
-        "{svg}"
-    );
 }
