@@ -112,7 +112,7 @@ impl Session {
         loop {
             if self.swallow > 0 {
                 let n = self.swallow.min(self.rbuf.len() as u64);
-                self.rbuf.advance(n as usize);
+                self.consume(n as usize);
                 self.swallow -= n;
                 if self.swallow > 0 {
                     return Pump::Done(Action::Continue);
@@ -158,12 +158,24 @@ impl Session {
                 None
             }
             a => {
-                self.rbuf.advance(part.used);
+                self.consume(part.used);
                 self.swallow = part.swallow;
                 self.answered = true;
                 self.requests = self.requests.wrapping_add(1);
                 (a != Action::Continue).then_some(a)
             }
+        }
+    }
+
+    /// Drops the first `n` bytes of the input. All of it, the usual case one request at a
+    /// time, is a clear that keeps the buffer's start where it is: an advance would move
+    /// it, and the buffer would then be rebuilt (`BytesMut::reserve`) when the connection
+    /// hands it back to the pool.
+    fn consume(&mut self, n: usize) {
+        if n == self.rbuf.len() {
+            self.rbuf.clear();
+        } else {
+            self.rbuf.advance(n);
         }
     }
 

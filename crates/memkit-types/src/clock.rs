@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A source of wall-clock time.
 pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
@@ -27,11 +26,18 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
+    /// Read once per command, so read directly: `SystemTime`'s checked subtraction and
+    /// 128-bit millisecond arithmetic were most of its cost (a depth-1 request spent about
+    /// 95 instructions on the clock that way under callgrind, 33 now).
     fn now_millis(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0)
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime(2) writes the timespec it is given; CLOCK_REALTIME always
+        // exists.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+        (ts.tv_sec.max(0) as u64) * 1000 + (ts.tv_nsec as u64) / 1_000_000
     }
 }
 
