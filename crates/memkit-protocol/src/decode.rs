@@ -15,16 +15,26 @@ use crate::{Limits, MAX_KEY_LEN};
 
 type Decoded<'a> = Result<(Request<'a>, usize), DecodeError<'a>>;
 
-/// `get <key>`, the commonest request by far, without the tokenizer: one key with no space
-/// around it, within the key length, decodes exactly as the general path decodes it
-/// (`Ctx::get`); `None` sends anything else down that path.
-fn single_get(text: &[u8]) -> Option<Request<'_>> {
-    let key = text.strip_prefix(b"get ")?;
-    let plain = !key.is_empty() && key.len() <= MAX_KEY_LEN && !key.contains(&b' ');
-    plain.then(|| Request::Get {
-        cas: false,
-        touch: None,
-        keys: Words::new(key),
+/// `get <key>`, the commonest request by far, without the tokenizer and in one pass over the
+/// line: one key with no space or NUL in it, within the key length, on a complete line,
+/// decodes exactly as the general path decodes it (`find_line`, then `Ctx::get`), with the
+/// bytes the line takes; `None` sends anything else down that path.
+fn single_get(buf: &[u8]) -> Option<(Request<'_>, usize)> {
+    let rest = buf.strip_prefix(b"get ")?;
+    let end = rest.iter().position(|&b| matches!(b, b'\n' | b' ' | 0))?;
+    if rest[end] != b'\n' {
+        return None;
+    }
+    let key = rest[..end].strip_suffix(b"\r").unwrap_or(&rest[..end]);
+    let plain = !key.is_empty() && key.len() <= MAX_KEY_LEN;
+    plain.then(|| {
+        let keys = Words::one(key);
+        let get = Request::Get {
+            cas: false,
+            touch: None,
+            keys,
+        };
+        (get, b"get ".len() + end + 1)
     })
 }
 
@@ -37,12 +47,12 @@ pub fn decode_request<'a>(buf: &'a [u8], limits: &Limits) -> Decoded<'a> {
     if buf.is_empty() {
         return Err(DecodeError::Incomplete);
     }
+    if let Some(get) = single_get(buf) {
+        return Ok(get);
+    }
     let Some(line) = find_line(buf) else {
         return Err(no_newline(buf, limits));
     };
-    if let Some(get) = single_get(line.text) {
-        return Ok((get, line.consumed));
-    }
     let t = Tokens::split(line.text);
     // By reference: the tokens are 24 slices, and a copy per request showed in profiles.
     let c = Ctx {

@@ -52,7 +52,7 @@ pub use num::{write_i64, write_u64};
 pub use render::{ItemMeta, MetaCmd, MetaStatus};
 pub use request::{AdminCmd, KeyBuf, Request, ShutdownMode, StoreCmd, encode_request, meta_key};
 pub use response::{MetaCode, Response, decode_response};
-pub use token::{MAX_TOKENS, Words};
+pub use token::{MAX_TOKENS, Words, WordsIter};
 
 /// Size limits the decoder enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

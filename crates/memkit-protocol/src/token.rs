@@ -93,17 +93,33 @@ impl<'a> Tokens<'a> {
 /// the arguments of `stats`. Compared and iterated word by word, so that `a  b` and `a b` are
 /// the same list; encoding writes single spaces.
 #[derive(Clone, Copy, Default)]
-pub struct Words<'a>(&'a [u8]);
+pub struct Words<'a> {
+    raw: &'a [u8],
+    /// Known to be one word (the tokenizer-free `get`, which checked): iterated without
+    /// scanning it for spaces again.
+    one: bool,
+}
 
 impl<'a> Words<'a> {
     /// Words over `raw` (split on spaces).
     pub const fn new(raw: &'a [u8]) -> Self {
-        Words(raw)
+        Words { raw, one: false }
+    }
+
+    /// `word`, which the caller checked is not empty and holds no space.
+    pub(crate) const fn one(word: &'a [u8]) -> Self {
+        Words {
+            raw: word,
+            one: true,
+        }
     }
 
     /// Iterates over the words.
-    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.0.split(|&b| b == b' ').filter(|w| !w.is_empty())
+    pub fn iter(&self) -> WordsIter<'a> {
+        WordsIter {
+            rest: self.raw,
+            one: self.one,
+        }
     }
 
     /// Number of words.
@@ -118,7 +134,31 @@ impl<'a> Words<'a> {
 
     /// The raw span, as received.
     pub fn raw(&self) -> &'a [u8] {
-        self.0
+        self.raw
+    }
+}
+
+/// The words of a [`Words`], in order.
+#[derive(Debug, Clone)]
+pub struct WordsIter<'a> {
+    rest: &'a [u8],
+    one: bool,
+}
+
+impl<'a> Iterator for WordsIter<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let rest = std::mem::take(&mut self.rest);
+        if std::mem::take(&mut self.one) {
+            return Some(rest);
+        }
+        let start = rest.iter().position(|&b| b != b' ')?;
+        let rest = &rest[start..];
+        let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+        let (word, tail) = rest.split_at(end);
+        self.rest = tail;
+        Some(word)
     }
 }
 

@@ -171,6 +171,9 @@ fn retrieval() {
         assert_eq!(run(&line), [E::BadFormat.as_str()], "{pad:?}");
     }
     assert_eq!(run(b"get \r\n"), ["ERROR"]);
+    // A carriage return inside the key is part of it; only the one before the newline goes.
+    assert!(matches!(one(b"get a\rb\r\r\n"), Request::Get { keys, .. }
+            if keys.iter().collect::<Vec<_>>() == [&b"a\rb\r"[..]]));
     // More than 23 tokens: a multi-get keeps splitting.
     let many: Vec<u8> = [b"get".as_slice(), &b" a".repeat(3000), b"\r\n"].concat();
     assert!(matches!(one(&many), Request::Get { keys, .. } if keys.len() == 3000));
