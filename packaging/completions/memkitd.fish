@@ -4,7 +4,7 @@ complete -c memkitd -s l -l listen -d 'Interface(s) to listen on: repeatable, co
 complete -c memkitd -s m -l memory-limit -d 'Item memory in megabytes (also accepts k/m/g suffixes)' -r
 complete -c memkitd -s c -l conn-limit -d 'Max simultaneous connections' -r
 complete -c memkitd -s t -l threads -d 'Number of worker threads' -r
-complete -c memkitd -s R -l max-reqs-per-event -d 'Maximum number of requests per event (accepted; memkitd batches all ready requests)' -r
+complete -c memkitd -s R -l max-reqs-per-event -d 'Maximum number of requests per event: a connection with more input waiting then gives way to the others (counted in conn_yields)' -r
 complete -c memkitd -s B -l protocol -d 'Protocol: auto (default: a client\'s first byte decides), ascii or binary. -S implies binary and -Y ascii, as in memcached' -r
 complete -c memkitd -s I -l max-item-size -d 'Maximum item size, with k/m suffix (default 1m, minimum 1k, at most half of -m)' -r
 complete -c memkitd -s o -l extended -d 'Comma-separated extended options, e.g. -o idle_timeout=60' -r

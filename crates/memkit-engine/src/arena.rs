@@ -51,9 +51,9 @@ pub(crate) fn large_cost(len: usize) -> usize {
 /// or a ghost fingerprint that matches by chance, promotes a stub) and the segment under
 /// eviction. memcached needs none (an item's header and key share its value's chunk);
 /// charged to the budget, they cost a shard of values that fill memcached's 512 KiB chunk one
-/// item of sixteen. Two were not enough: with S3-FIFO at `-m 64`, half the fills of those
-/// values ended with 126 or 127 items of memcached's 128. Three of about 256 segments a shard:
-/// 3/256 of `-m`, 768 KiB at `-m 64`, where memcached's hash table takes 512 KiB outside it.
+/// item of sixteen. Three of about 256 segments a shard (why not two: `docs/BENCHMARKS.md`,
+/// issue 22): 3/256 of `-m`, 768 KiB at `-m 64`, where memcached's hash table takes 512 KiB
+/// outside it.
 pub(crate) const STUB_SEGMENTS: usize = 3;
 
 /// A shard's segments, large blocks and budget.

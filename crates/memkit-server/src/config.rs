@@ -66,7 +66,8 @@ pub struct Args {
         allow_hyphen_values = true
     )]
     pub threads: String,
-    /// Maximum number of requests per event (accepted; memkitd batches all ready requests).
+    /// Maximum number of requests per event: a connection with more input waiting then gives
+    /// way to the others (counted in conn_yields)
     #[arg(
         short = 'R',
         long = "max-reqs-per-event",

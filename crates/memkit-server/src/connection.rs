@@ -125,13 +125,14 @@ impl<S: Transport> Conn<S> {
     /// connection to do, or `None` when the connection is done (a write failed or timed
     /// out, or the journal could not be flushed).
     async fn answer(&mut self) -> Option<Action> {
+        let before = self.session.requests;
         loop {
             let pumped = self.session.pump(&self.sh, self.id);
             if !self.flush().await {
                 return None;
             }
             if let Pump::Done(action) = pumped {
-                if std::mem::take(&mut self.session.answered)
+                if self.session.requests != before
                     && let Some(idle) = self.idle.as_mut()
                 {
                     idle.last_request = Instant::now();

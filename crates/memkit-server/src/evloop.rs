@@ -212,7 +212,7 @@ impl Worker {
 enum Turn {
     /// Waiting for the socket: more input, or room to write.
     Wait,
-    /// Has input left after [`READS_PER_TURN`] reads.
+    /// May have input left after `-R` requests or [`READS_PER_TURN`] reads.
     GiveWay,
     Close,
     Watch(u8),
@@ -319,9 +319,10 @@ impl LoopConn {
                         self.session.release();
                         return Turn::Wait;
                     }
-                    let answered = self.session.requests.wrapping_sub(first_request);
-                    if answered as usize >= sh.settings.reqs_per_event || reads == READS_PER_TURN {
-                        if answered as usize >= sh.settings.reqs_per_event {
+                    let answered = self.session.requests.wrapping_sub(first_request) as usize;
+                    let yields = answered >= sh.settings.reqs_per_event;
+                    if yields || reads == READS_PER_TURN {
+                        if yields {
                             sh.counters.conn_yields.fetch_add(1, Relaxed);
                         }
                         self.next = Some(Action::Continue);

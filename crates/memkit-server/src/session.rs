@@ -70,11 +70,9 @@ pub struct Session {
     /// SASL (`-S`): this binary connection's authentication.
     sasl: crate::sasl::Session,
     part: Option<Part>,
-    /// Requests answered, wrapping (a driver compares two readings).
+    /// Requests answered, wrapping: a driver compares two readings (`-R`; the idle timeout
+    /// counts from the last complete request).
     pub requests: u32,
-    /// A request was answered since the driver last cleared this (the idle timeout counts
-    /// from the last complete request).
-    pub answered: bool,
     /// A request that may have changed stored data was answered since the driver last
     /// cleared this (`sync` durability waits before writing its reply).
     pub mutated: bool,
@@ -100,43 +98,46 @@ impl Session {
         if !self.rbuf.is_empty() && self.out.capacity() == 0 {
             self.out = pool::take_out();
         }
-        if let Some(part) = self.part.take() {
-            let action = dispatch_rest(&self.rbuf, part.done, sh, id, &mut self.out);
-            if let Some(a) = self.answered(part, action) {
-                return Pump::Done(a);
-            }
-            if self.part.is_some() || self.out.len() >= FLUSH_AT {
-                return Pump::Flush;
-            }
-        }
         loop {
-            if self.swallow > 0 {
-                let n = self.swallow.min(self.rbuf.len() as u64);
-                self.consume(n as usize);
-                self.swallow -= n;
-                if self.swallow > 0 {
-                    return Pump::Done(Action::Continue);
+            let (part, action) = match self.part.take() {
+                // The rest of a multi-get answered in parts.
+                Some(part) => {
+                    let action = dispatch_rest(&self.rbuf, part.done, sh, id, &mut self.out);
+                    (part, action)
                 }
-            }
-            if self.rbuf.is_empty() {
-                return Pump::Done(Action::Continue);
-            }
-            let Step::Done {
-                used,
-                swallow,
-                action,
-                mutates,
-            } = self.step(sh, id)
-            else {
-                return Pump::Done(Action::Continue);
+                None => {
+                    if self.swallow > 0 {
+                        let n = self.swallow.min(self.rbuf.len() as u64);
+                        self.consume(n as usize);
+                        self.swallow -= n;
+                        if self.swallow > 0 {
+                            return Pump::Done(Action::Continue);
+                        }
+                    }
+                    if self.rbuf.is_empty() {
+                        return Pump::Done(Action::Continue);
+                    }
+                    let Step::Done {
+                        used,
+                        swallow,
+                        action,
+                        mutates,
+                    } = self.step(sh, id)
+                    else {
+                        return Pump::Done(Action::Continue);
+                    };
+                    self.mutated |= mutates;
+                    (
+                        Part {
+                            used,
+                            swallow,
+                            done: 0,
+                        },
+                        action,
+                    )
+                }
             };
-            self.mutated |= mutates;
-            let part = Part {
-                used,
-                swallow,
-                done: 0,
-            };
-            if let Some(a) = self.answered(part, action) {
+            if let Some(a) = self.book(part, action) {
                 return Pump::Done(a);
             }
             if self.part.is_some() || self.out.len() >= FLUSH_AT {
@@ -148,7 +149,7 @@ impl Session {
     /// Books what the request at the start of the input came to: a multi-get with parts
     /// still to render stays there (a `Request` is not kept across the write: it borrows
     /// the input), anything else is consumed. The action when it is the driver's to take.
-    fn answered(&mut self, part: Part, action: Action) -> Option<Action> {
+    fn book(&mut self, part: Part, action: Action) -> Option<Action> {
         match action {
             Action::More(at) => {
                 self.part = Some(Part {
@@ -160,7 +161,6 @@ impl Session {
             a => {
                 self.consume(part.used);
                 self.swallow = part.swallow;
-                self.answered = true;
                 self.requests = self.requests.wrapping_add(1);
                 (a != Action::Continue).then_some(a)
             }
@@ -338,7 +338,7 @@ mod pool {
     /// swapped for a small one (memcached's `conn_shrink`).
     pub fn release(rbuf: &mut BytesMut, out: &mut Vec<u8>) {
         if rbuf.is_empty() {
-            // Always an allocated buffer here: `serve` reserves before every read.
+            // Always an allocated buffer here: a read makes room first (`room_to_read`).
             let mut b = std::mem::take(rbuf);
             // Reclaims the space `advance` consumed, in place: nothing is copied.
             b.clear();
