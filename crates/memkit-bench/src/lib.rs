@@ -24,11 +24,13 @@
 //!   memkitd and memcached: stop and start times, items kept.
 //! - [`loadgen`]: the async (tokio) load generator, text or binary protocol (the binary side
 //!   on `memkit_protocol::binary`'s client codec); [`procs`]: the server processes and their
-//!   `/proc` figures.
+//!   `/proc` figures; [`cpu_sample`]: a server's user/kernel split sampled by `perf record`
+//!   (the CPU table's split when perf can record; `/proc`'s tick-sampled one otherwise).
 //!
 //! Numbers never appear in assertions: the tests check that every path runs and yields
 //! sane values, never how fast.
 
+pub mod cpu_sample;
 pub mod engine_bench;
 pub mod fill;
 pub mod loadgen;

@@ -9,9 +9,11 @@
 //!   connections (issue 19's many-workers case). Each cell is bounded in time and request
 //!   count, run as alternating rounds (memcached, memkitd, then the other order), best round
 //!   reported. Each cell also yields the server's CPU seconds per million requests
-//!   (`/proc/PID/stat` utime + stime, and utime alone). With [`ServerBenchConfig::binary`], each depth of the fitting key space
-//!   also runs in the binary protocol: the same requests as `GET`/`SET` frames, right after
-//!   the text cell (`loadgen`'s `binary` module).
+//!   (`/proc/PID/stat` utime + stime) and the user part of it: divided by `perf`'s samples
+//!   when it can record, else utime ([`crate::cpu_sample`] says why). With
+//!   [`ServerBenchConfig::binary`], each depth of the fitting key space also runs in the
+//!   binary protocol: the same requests as `GET`/`SET` frames, right after the text cell
+//!   (`loadgen`'s `binary` module).
 //! - **latency**: p50/p99/p999 at a fixed offered load (a fraction of the slower server's
 //!   depth-1 throughput measured just before), open loop, on the fitting key space (module
 //!   `latency`).
@@ -29,6 +31,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::cpu_sample::{CpuSplit, Sampler, SplitSource};
 use crate::loadgen::{self, Closed, Proto, Shape, Source, Tally};
 use crate::procs::{self, Kind, Server, Spec};
 use crate::workload::{Dist, KeyGen};
@@ -115,6 +118,8 @@ pub struct ServerBenchConfig {
     pub memaslap_secs: u64,
     /// Load generator threads (tokio workers).
     pub client_threads: usize,
+    /// Where the throughput cells' user/system split comes from.
+    pub cpu_split: CpuSplit,
     /// Seed of every random choice.
     pub seed: u64,
 }
@@ -149,6 +154,7 @@ impl ServerBenchConfig {
             latency_rounds: 5,
             memaslap_secs: 4,
             client_threads: 2,
+            cpu_split: CpuSplit::Auto,
             seed: 0x6d65_6d6b_6974,
         }
     }
@@ -253,6 +259,8 @@ impl TpWorkload {
 struct Cpu {
     user: f64,
     system: f64,
+    /// `/proc`'s utime, whichever split `user` comes from: the log shows both.
+    ticks_user: f64,
 }
 
 impl Cpu {
@@ -375,6 +383,8 @@ pub struct ServerReport {
     pub loadavg: (Option<String>, Option<String>),
     /// Wall time of the run.
     pub elapsed: Duration,
+    /// The split behind every user figure of the throughput cells.
+    pub cpu_split: SplitSource,
 }
 
 impl ServerReport {
@@ -391,6 +401,7 @@ impl ServerReport {
             versions: Pair2::default(),
             loadavg: (None, None),
             elapsed: Duration::ZERO,
+            cpu_split: SplitSource::Proc,
         }
     }
 }
@@ -455,6 +466,8 @@ struct Ctx<'a> {
     shape: Shape,
     /// The latency part runs inside the throughput part, on its pre-loaded servers.
     wants_latency: bool,
+    /// How [`Ctx::split_closed`] divides a cell's CPU.
+    split: SplitSource,
 }
 
 /// Starts both servers with `spec`.
@@ -480,8 +493,43 @@ impl Ctx<'_> {
         let cpu = Cpu {
             user: user - user0,
             system: system - system0,
+            ticks_user: user - user0,
         };
         Ok((t, cpu))
+    }
+
+    /// [`Ctx::closed`] with its user/system split taken from perf's samples when the run
+    /// uses them. The total stays `/proc`'s, which is exact where the split is not. Both
+    /// servers are sampled alike, so perf's own cost lands on each the same way.
+    fn split_closed(
+        &self,
+        server: &Server,
+        cfg: Closed,
+        source: impl Fn(usize) -> Source,
+    ) -> io::Result<(Tally, Cpu)> {
+        let SplitSource::Perf { perf, hz } = &self.split else {
+            return self.closed(server, cfg, source);
+        };
+        // Enabled before the first /proc reading and disabled after the second: the samples
+        // cover the same span as the total they divide.
+        let sampler = Sampler::start(perf, server.pid(), *hz)?;
+        let (t, cpu) = self.closed(server, cfg, source)?;
+        let samples = sampler.finish()?;
+        let (user, system) = samples.split(cpu.total()).ok_or_else(|| {
+            io::Error::other(format!(
+                "perf took no samples of {} over a load that used {:.2} s of CPU",
+                server.kind.name(),
+                cpu.total()
+            ))
+        })?;
+        Ok((
+            t,
+            Cpu {
+                user,
+                system,
+                ..cpu
+            },
+        ))
     }
 
     /// Sets keys `lo..hi` on `server`, depth 16.
@@ -621,16 +669,17 @@ impl Ctx<'_> {
                     seed: cfg.seed ^ (depth as u64) ^ ((round as u64) << 8),
                     proto: wl.proto(),
                 };
-                let (t, cpu) = self.closed(s, closed, |_| wl.source(cfg))?;
+                let (t, cpu) = self.split_closed(s, closed, |_| wl.source(cfg))?;
                 let rate = t.rate();
                 let per_m = |secs: f64| secs / t.requests.max(1) as f64 * 1e6;
                 (self.log)(&format!(
                     "-t {threads} {wl:?} depth {depth} x {conns} round {round}: {} {:.0} req/s, \
-                     cpu {:.2} s/M (user {:.2}), hit {:.3}, errors {}",
+                     cpu {:.2} s/M (user {:.2}, utime {:.2}), hit {:.3}, errors {}",
                     s.kind.name(),
                     rate,
                     per_m(cpu.total()),
                     per_m(cpu.user),
+                    per_m(cpu.ticks_user),
                     t.hit_ratio(),
                     t.errors
                 ));
@@ -662,6 +711,17 @@ pub fn run(
         .build()?;
     let mut report = ServerReport::empty(cfg.clone());
     report.loadavg = (procs::loadavg(), None);
+    let throughput =
+        parts.contains(&ServerPart::Throughput) || parts.contains(&ServerPart::Latency);
+    if throughput {
+        let (split, why_not) = crate::cpu_sample::choose(cfg.cpu_split)?;
+        log(&format!(
+            "CPU split: {}{}",
+            split.describe(),
+            why_not.map_or(String::new(), |e| format!(" (perf cannot record: {e})"))
+        ));
+        report.cpu_split = split;
+    }
     let mut ctx = Ctx {
         cfg,
         bins,
@@ -672,8 +732,9 @@ pub fn run(
             value_len: cfg.value_len,
         },
         wants_latency: parts.contains(&ServerPart::Latency),
+        split: report.cpu_split.clone(),
     };
-    if parts.contains(&ServerPart::Throughput) || parts.contains(&ServerPart::Latency) {
+    if throughput {
         ctx.throughput(&mut report)?;
     }
     if parts.contains(&ServerPart::Memory) {

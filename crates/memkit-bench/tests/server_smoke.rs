@@ -142,6 +142,8 @@ fn check_markdown(cfg: &ServerBenchConfig, report: &ServerReport) {
     assert!(md.contains("| target | this run | status |"), "{md}");
     assert!(md.contains("Binary protocol against text"), "{md}");
     assert!(md.contains("CPU per request, user and system"), "{md}");
+    // The caption names the split the run used (perf here when it can record, else /proc).
+    assert!(md.contains(&report.cpu_split.describe()), "{md}");
     // One row per keys-fit cell: depth 1 at both connection counts, depth 16, per -t.
     let cpu_rows = md
         .split("CPU per request, user and system")

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{Binaries, ServerBenchConfig, ServerPart, run};
+use crate::cpu_sample::CpuSplit;
 
 /// `memkit-bench server` options.
 #[derive(Debug, Args)]
@@ -42,6 +43,12 @@ pub struct ServerArgs {
     /// Seed of every random choice.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Source of the CPU table's user/system split: `perf` samples (4000 Hz cpu-clock; the
+    /// run fails if perf cannot record), `proc` (utime and stime, the kernel's per-tick
+    /// samples), or `auto`: perf when it can record, else proc. The total is always
+    /// `/proc`'s.
+    #[arg(long, value_enum, default_value_t = CpuSplit::Auto)]
+    pub cpu_split: CpuSplit,
 }
 
 /// Runs the subcommand: markdown to stdout, progress to stderr; the exit code.
@@ -64,6 +71,7 @@ pub fn main(a: ServerArgs) -> i32 {
         cfg.seed = s;
     }
     cfg.binary &= !a.no_binary;
+    cfg.cpu_split = a.cpu_split;
     let found = match a.memkitd {
         Some(p) => Binaries::find_with(p),
         None => Binaries::find("release", !a.no_build),

@@ -4,7 +4,8 @@
 //!
 //! The split matters because the kernel's loopback work (one receive and one send per
 //! request at depth 1) is about the same for both servers: the servers' own code shows in
-//! user time, which a user + system total dilutes.
+//! user time, which a user + system total dilutes. The caption names where the split came
+//! from ([`crate::cpu_sample`]): `/proc`'s tick samples are too few to judge 0.75x by.
 
 use std::fmt::Write as _;
 
@@ -41,11 +42,14 @@ pub(super) fn table(report: &ServerReport) -> String {
     if rows.is_empty() {
         return o;
     }
-    o.push_str(
+    let _ = write!(
+        o,
         "\nCPU per request, user and system: get/set 90/10, keys fit, text protocol; µs per \
-         request (the same figure as s / M req above), `/proc/PID/stat` utime and stime of \
-         each server over its best round.\n\n\
-         | -t | depth | connections | memcached user | memcached system | memkitd user | memkitd system | memkitd / memcached user | memkitd / memcached total | memkitd / memcached throughput |\n\
+         request (the same figure as s / M req above) of each server over its best round; {}.\n\n",
+        report.cpu_split.describe()
+    );
+    o.push_str(
+        "| -t | depth | connections | memcached user | memcached system | memkitd user | memkitd system | memkitd / memcached user | memkitd / memcached total | memkitd / memcached throughput |\n\
          |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
@@ -116,6 +120,7 @@ pub(super) fn targets(report: &ServerReport) -> Vec<Target> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu_sample::SplitSource;
     use crate::server_bench::ServerBenchConfig;
 
     fn pair(memcached: f64, memkitd: f64) -> Pair {
@@ -176,6 +181,22 @@ mod tests {
                 "| 2 | 16 | 50 | 2.00 | 6.00 | 1.50 | 6.00 | **0.75x** | **0.94x** | 2.00x |",
             ],
             "{md}"
+        );
+    }
+
+    #[test]
+    fn caption_names_the_split_source() {
+        let mut r = report();
+        let caption = |r: &ServerReport| table(r).lines().nth(1).unwrap_or_default().to_string();
+        assert!(caption(&r).contains("split from `/proc/PID/stat` utime and stime"));
+        r.cpu_split = SplitSource::Perf {
+            perf: "perf".into(),
+            hz: 4000,
+        };
+        let c = caption(&r);
+        assert!(
+            c.contains("split from 4000 Hz cpu-clock samples (perf), total from `/proc/PID/stat`"),
+            "{c}"
         );
     }
 
