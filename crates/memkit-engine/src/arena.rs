@@ -148,8 +148,13 @@ impl Arena {
 
     #[inline]
     pub fn key_of(&self, e: Loc) -> &[u8] {
-        let s = self.seg(seg_of(e));
-        read_item(s.bytes(), off_of(e), s.base_seq).key(s.bytes())
+        self.key_at(e, &self.item_at(e))
+    }
+
+    /// The key of the record `at` parsed at `e`.
+    #[inline]
+    pub fn key_at(&self, e: Loc, at: &ItemAt) -> &[u8] {
+        at.key(self.seg(seg_of(e)).bytes())
     }
 
     /// The value of a live item: inline in its segment, or its large block.

@@ -353,7 +353,17 @@ fn put_varint(out: &mut [u8], mut v: u64) -> usize {
     i + 1
 }
 
+/// A one-byte varint (a value under 128: most value lengths and sequence offsets) is
+/// answered without the loop, which every record parse meets twice.
+#[inline]
 fn get_varint(b: &[u8]) -> (u64, usize) {
+    match b.first() {
+        Some(&byte) if byte < 0x80 => (u64::from(byte), 1),
+        _ => get_varint_long(b),
+    }
+}
+
+fn get_varint_long(b: &[u8]) -> (u64, usize) {
     let mut v = 0u64;
     for (i, &byte) in b.iter().enumerate().take(10) {
         v |= u64::from(byte & 0x7f) << (7 * i);

@@ -16,6 +16,7 @@
 //! This file links and unlinks items and writes their records; the commands are in
 //! `shard/commands.rs`, what a storage hook needs in `shard/persist.rs`.
 
+use std::cell::Cell;
 use std::hash::BuildHasher;
 
 use memkit_types::{Result, Ttl};
@@ -175,8 +176,19 @@ impl Shard {
         self.arena.value_of(e, at)
     }
 
-    fn find(&self, h: u64, key: &[u8]) -> Option<Loc> {
-        self.index.find(h, |&e| self.arena.key_of(e) == key)
+    /// The live entry for `key` and its parsed record: the key comparison parses the
+    /// record, so the caller gets it rather than parsing it a second time.
+    fn find(&self, h: u64, key: &[u8]) -> Option<(Loc, ItemAt)> {
+        let hit = Cell::new(None);
+        let e = self.index.find(h, |&e| {
+            let at = self.arena.item_at(e);
+            let same = self.arena.key_at(e, &at) == key;
+            if same {
+                hit.set(Some(at));
+            }
+            same
+        })?;
+        hit.get().map(|at| (e, at))
     }
 
     pub(crate) fn cas_of(&self, h: &Header) -> u64 {
@@ -227,10 +239,9 @@ impl Shard {
 
     fn lookup(&mut self, h: u64, key: &[u8], now: u32) -> Found {
         self.apply_flush(now);
-        let Some(e) = self.find(h, key) else {
+        let Some((e, at)) = self.find(h, key) else {
             return Found::Miss;
         };
-        let at = self.arena.item_at(e);
         match self.dead(&at.header, now) {
             None => Found::Live(e, at),
             Some(d) => {
@@ -298,8 +309,7 @@ impl Shard {
             true,
             now,
         )?;
-        if let Some(old) = self.find(h, key) {
-            let at = self.arena.item_at(old);
+        if let Some((old, at)) = self.find(h, key) {
             self.unlink(h, old, &at, false);
         } else {
             // A key with no live version: the policy may start it with bits of its own
@@ -353,8 +363,7 @@ impl Shard {
         let base = self.write_base();
         let room = self.make_room(hdr.total_len(base), 0, false, now);
         let result = room.map(|()| {
-            let cur = self.find(h, key)?;
-            let cur_at = self.arena.item_at(cur);
+            let (cur, cur_at) = self.find(h, key)?;
             self.unlink(h, cur, &cur_at, true);
             if hdr.seq > self.seq {
                 self.seq = hdr.seq;

@@ -176,7 +176,7 @@ impl Shard {
             return Ok(None);
         }
         self.rewrite(h, key, e, now, |hdr, _| hdr.exptime = new_exp)?;
-        Ok(self.find(h, key))
+        Ok(self.find(h, key).map(|(e, _)| e))
     }
 
     /// `touch`.
@@ -360,7 +360,7 @@ impl Shard {
             self.write_new(h, key, hdr, [&[], &[]], now)?;
         }
         if opts.invalidate {
-            let Some(e) = self.find(h, key) else {
+            let Some((e, _)) = self.find(h, key) else {
                 return Ok(DeleteOutcome::NotFound);
             };
             let new_cas = opts.new_cas;
