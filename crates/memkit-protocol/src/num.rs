@@ -73,20 +73,15 @@ pub(crate) fn parse_i32(s: &[u8]) -> Option<i32> {
     Some(v as i32)
 }
 
-/// Appends the decimal form of `v`.
+/// Appends the decimal form of `v`. A reply line has two or three numbers: a digit loop of
+/// divisions cost 50-80 instructions each, itoa's two digits a step about a third of that.
+#[inline]
 pub fn write_u64(out: &mut Vec<u8>, v: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut n = v;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+    if v < 10 {
+        out.push(b'0' + v as u8);
+    } else {
+        out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
     }
-    out.extend_from_slice(&buf[i..]);
 }
 
 /// Appends the decimal form of a signed `v`.
@@ -129,5 +124,10 @@ mod tests {
         v.push(b' ');
         write_i64(&mut v, i64::MIN);
         assert_eq!(v, b"0 18446744073709551615 -9223372036854775808");
+        for n in [9u64, 10, 99, 100, 1_000_000, 4_294_967_295] {
+            let mut v = Vec::new();
+            write_u64(&mut v, n);
+            assert_eq!(v, n.to_string().as_bytes());
+        }
     }
 }

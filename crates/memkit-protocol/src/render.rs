@@ -27,6 +27,9 @@ pub fn write_value(out: &mut Vec<u8>, key: &[u8], flags: u32, data: &[u8], cas: 
 /// Appends only the `VALUE` line, for servers that write the data from elsewhere (then
 /// `\r\n`).
 pub fn write_value_header(out: &mut Vec<u8>, key: &[u8], flags: u32, len: usize, cas: Option<u64>) {
+    // "VALUE ", three numbers of at most 20 digits and their spaces, "\r\n": one growth
+    // at most, not one per piece.
+    out.reserve(key.len() + 71);
     out.extend_from_slice(b"VALUE ");
     out.extend_from_slice(key);
     out.push(b' ');
