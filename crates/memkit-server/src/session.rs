@@ -230,6 +230,44 @@ impl Session {
     pub fn release(&mut self) {
         pool::release(&mut self.rbuf, &mut self.out);
     }
+
+    /// Lends a worker loop's buffers to a connection that holds none, for its turn.
+    pub fn lend(&mut self, spare: &mut Spare) {
+        if self.rbuf.capacity() == 0 {
+            std::mem::swap(&mut self.rbuf, &mut spare.rbuf);
+        }
+        if self.out.capacity() == 0 {
+            std::mem::swap(&mut self.out, &mut spare.out);
+        }
+    }
+
+    /// After a turn, gives the worker loop the buffers the connection left empty, when the
+    /// worker has none of that kind; the rest stay (for [`Session::release`] to pool).
+    pub fn give_back(&mut self, spare: &mut Spare) {
+        let (rbuf, out) = (&mut self.rbuf, &self.out);
+        if spare.rbuf.capacity() == 0
+            && rbuf.capacity() > 0
+            && rbuf.is_empty()
+            && pool::tidy_read(rbuf)
+        {
+            std::mem::swap(&mut self.rbuf, &mut spare.rbuf);
+        }
+        if spare.out.capacity() == 0 && out.is_empty() && pool::keeps_out(out.capacity()) {
+            std::mem::swap(&mut self.out, &mut spare.out);
+        }
+    }
+}
+
+/// A worker loop's input and output buffers, lent to the connection it drives
+/// ([`Session::lend`]) and taken back when the connection is done with them
+/// ([`Session::give_back`]). At one request in flight a connection has nothing left to read
+/// after each reply, and gives its buffers up (an idle connection holds none): through the
+/// thread's pool that was a take and a give-back of each buffer per request, about 120
+/// instructions; a swap with the worker's pair is a few.
+#[derive(Debug, Default)]
+pub struct Spare {
+    rbuf: bytes::BytesMut,
+    out: Vec<u8>,
 }
 
 /// Handles the text or meta request at the start of `buf`, appending its reply to `out`.
@@ -337,13 +375,11 @@ mod pool {
     /// input buffer unless it holds the start of a request, in which case a large one is
     /// swapped for a small one (memcached's `conn_shrink`).
     pub fn release(rbuf: &mut BytesMut, out: &mut Vec<u8>) {
-        if rbuf.is_empty() {
-            // Always an allocated buffer here: a read makes room first (`room_to_read`).
+        if rbuf.capacity() == 0 {
+            // Nothing to give: a worker loop took it back (`Session::give_back`).
+        } else if rbuf.is_empty() {
             let mut b = std::mem::take(rbuf);
-            // Reclaims the space `advance` consumed, in place: nothing is copied.
-            b.clear();
-            b.reserve(READ_CHUNK);
-            if b.capacity() <= KEEP_MAX {
+            if tidy_read(&mut b) {
                 READ.with_borrow_mut(|p| (p.len() < POOLED).then(|| p.push(b)));
             }
         } else if rbuf.capacity() > KEEP_MAX && rbuf.len() < READ_CHUNK / 2 {
@@ -354,9 +390,22 @@ mod pool {
         if out.capacity() > 0 {
             let mut b = std::mem::take(out);
             b.clear();
-            if (READ_CHUNK..=KEEP_MAX).contains(&b.capacity()) {
+            if keeps_out(b.capacity()) {
                 OUT.with_borrow_mut(|p| (p.len() < POOLED).then(|| p.push(b)));
             }
         }
+    }
+
+    /// Readies an empty input buffer for its next connection: whether it is one to keep.
+    pub fn tidy_read(b: &mut BytesMut) -> bool {
+        // Reclaims the space `advance` consumed, in place: nothing is copied.
+        b.clear();
+        b.reserve(READ_CHUNK);
+        b.capacity() <= KEEP_MAX
+    }
+
+    /// Whether an output buffer of this capacity is one to keep for the next connection.
+    pub fn keeps_out(capacity: usize) -> bool {
+        (READ_CHUNK..=KEEP_MAX).contains(&capacity)
     }
 }
