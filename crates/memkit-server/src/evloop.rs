@@ -199,7 +199,9 @@ impl Worker {
             Turn::Idle => {
                 // An idle connection holds no buffer: what the worker could not take back
                 // goes to the thread's pool.
-                conn.session.release();
+                if conn.session.holds_buffers() {
+                    conn.session.release();
+                }
                 return;
             }
             Turn::GiveWay => {

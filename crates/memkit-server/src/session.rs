@@ -231,6 +231,11 @@ impl Session {
         pool::release(&mut self.rbuf, &mut self.out);
     }
 
+    /// Whether the connection holds a buffer of its own.
+    pub fn holds_buffers(&self) -> bool {
+        self.rbuf.capacity() > 0 || self.out.capacity() > 0
+    }
+
     /// Lends a worker loop's buffers to a connection that holds none, for its turn.
     pub fn lend(&mut self, spare: &mut Spare) {
         if self.rbuf.capacity() == 0 {
