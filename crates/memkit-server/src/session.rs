@@ -414,3 +414,40 @@ mod pool {
         (READ_CHUNK..=KEEP_MAX).contains(&capacity)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker's buffers go to the connection it drives and come back when the connection
+    /// is left with nothing to read; a partial request keeps its input buffer.
+    #[test]
+    fn a_worker_lends_its_buffers_for_a_turn() {
+        let mut spare = Spare::default();
+        let mut s = Session::new(Protocol::Auto);
+        s.room_to_read();
+        s.out = pool::take_out();
+        s.give_back(&mut spare);
+        assert!(!s.holds_buffers(), "empty buffers go back to the worker");
+        assert!(spare.rbuf.capacity() >= pool::READ_CHUNK);
+        let (rptr, optr) = (spare.rbuf.as_ptr(), spare.out.as_ptr());
+
+        let mut other = Session::new(Protocol::Auto);
+        other.lend(&mut spare);
+        assert_eq!(spare.rbuf.capacity() + spare.out.capacity(), 0);
+        assert_eq!((other.rbuf.as_ptr(), other.out.as_ptr()), (rptr, optr));
+
+        // The start of a request stays with its connection; the empty output goes back.
+        other.rbuf.extend_from_slice(b"get fo");
+        other.give_back(&mut spare);
+        assert_eq!(&other.rbuf[..], b"get fo");
+        assert_eq!(spare.out.as_ptr(), optr);
+        assert_eq!(spare.rbuf.capacity(), 0);
+
+        // Driven again, it keeps its own input buffer and borrows only an output buffer.
+        other.lend(&mut spare);
+        assert_eq!(&other.rbuf[..], b"get fo");
+        assert_eq!(other.out.as_ptr(), optr);
+        assert_eq!(spare.out.capacity(), 0);
+    }
+}
