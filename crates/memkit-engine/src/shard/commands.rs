@@ -47,12 +47,14 @@ impl Shard {
         }
         let ttl_before = ttl_of(at.header.exptime, now);
         let mut hdr = at.header;
+        let mut at = at;
         if let Some(t) = opts.touch {
             let new_exp = exptime(t);
             if let Some(new) = self.set_exptime(h, key, e, &at, new_exp, now)? {
                 e = new;
             }
-            hdr = self.arena.item_at(e).header;
+            at = self.arena.item_at(e);
+            hdr = at.header;
         }
         let win_taken = hdr.bits & WIN_SENT != 0;
         let stale = hdr.bits & STALE != 0;
@@ -80,7 +82,7 @@ impl Shard {
             self.arena.set_bits(e, bits);
         }
         let last_access = now.saturating_sub(self.arena.seg(seg_of(e)).created);
-        let at = self.arena.item_at(e);
+        // `at` still describes the record: the bits above change in place, not its layout.
         Ok(Some(f(ItemView {
             key,
             value: self.arena.value_of(e, &at),
