@@ -433,6 +433,12 @@ async fn tracing_sees_a_span_per_fetch_with_its_letters_inside() {
         })
         .finish();
     let _on = tracing::subscriber::set_default(sub);
+    // Whether a callsite is enabled is cached when it first registers, from the
+    // subscribers alive then. Another test of this binary may register the `fetch` span's
+    // callsite while this subscriber is being installed on this thread, and cache it as
+    // disabled (its letters, other callsites, still show). Asking every callsite again now
+    // that this subscriber is installed closes that race.
+    tracing_core::callsite::rebuild_interest_cache();
     let clock = TokioClock::new();
     let cache = Cache::builder(embedded(clock.clone()))
         .clock(clock)
