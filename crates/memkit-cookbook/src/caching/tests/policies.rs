@@ -432,19 +432,24 @@ async fn tracing_sees_a_span_per_fetch_with_its_letters_inside() {
             move || Captured(buf.clone())
         })
         .finish();
-    let _on = tracing::subscriber::set_default(sub);
-    // Whether a callsite is enabled is cached when it first registers, from the
-    // subscribers alive then. Another test of this binary may register the `fetch` span's
-    // callsite while this subscriber is being installed on this thread, and cache it as
-    // disabled (its letters, other callsites, still show). Asking every callsite again now
-    // that this subscriber is installed closes that race.
-    tracing_core::callsite::rebuild_interest_cache();
-    let clock = TokioClock::new();
-    let cache = Cache::builder(embedded(clock.clone()))
-        .clock(clock)
-        .trace(Arc::new(TracingTrace))
-        .build();
     let p = Policy::ttl(Duration::from_secs(10)).no_jitter();
+    let traced_cache = || {
+        let clock = TokioClock::new();
+        Cache::builder(embedded(clock.clone()))
+            .clock(clock)
+            .trace(Arc::new(TracingTrace))
+            .build()
+    };
+    // tracing caches whether a callsite is enabled when it is first reached. Reached first on
+    // another test's thread while this test's subscriber is the only one registered, it is
+    // cached from that thread's default (none): disabled for every thread. So the fetch
+    // path's callsites are reached here first, and installing the subscriber asks them all
+    // again.
+    let warm = traced_cache();
+    warm.fetch(KEY, &p, |_| ok(1)).await.unwrap();
+    warm.fetch(KEY, &p, |_| ok(2)).await.unwrap();
+    let _on = tracing::subscriber::set_default(sub);
+    let cache = traced_cache();
     cache.fetch(KEY, &p, |_| ok(1)).await.unwrap();
     cache.fetch(KEY, &p, |_| ok(2)).await.unwrap();
 
