@@ -6,10 +6,11 @@
 //! construction.
 //!
 //! Memory per connection (the limits are listed in `docs/limits.md`):
-//! - An idle connection holds no buffer. Buffers are taken from a small per-thread pool when
-//!   bytes arrive and given back when nothing is left to read (memcached's `rbuf_release`);
-//!   one grown for a large request or reply is freed instead (its `conn_shrink`). Under load
-//!   a connection keeps its buffers from batch to batch.
+//! - An idle connection holds no buffer. A worker loop lends its own pair to the connection
+//!   it drives ([`Spare`]); a connection task takes buffers from a small per-thread pool when
+//!   bytes arrive. Both are given back when nothing is left to read (memcached's
+//!   `rbuf_release`); one grown for a large request or reply is freed instead (its
+//!   `conn_shrink`). Under load a connection keeps its buffers from batch to batch.
 //! - Input holds at most one request: a value is bounded by `-I`, a line by the codec.
 //! - Output is written out once it passes [`FLUSH_AT`], a multi-get's reply in pieces
 //!   ([`Action::More`]), and nothing is read while a write is pending: a client that sends
@@ -266,9 +267,9 @@ impl Session {
 /// A worker loop's input and output buffers, lent to the connection it drives
 /// ([`Session::lend`]) and taken back when the connection is done with them
 /// ([`Session::give_back`]). At one request in flight a connection has nothing left to read
-/// after each reply, and gives its buffers up (an idle connection holds none): through the
-/// thread's pool that was a take and a give-back of each buffer per request, about 120
-/// instructions; a swap with the worker's pair is a few.
+/// after each reply, and gives its buffers up (an idle connection holds none): a take from
+/// the thread's pool and a give-back of each buffer, per request, cost about 120
+/// instructions; a swap with the worker's pair costs a few.
 #[derive(Debug, Default)]
 pub struct Spare {
     rbuf: bytes::BytesMut,
@@ -380,11 +381,10 @@ mod pool {
     /// input buffer unless it holds the start of a request, in which case a large one is
     /// swapped for a small one (memcached's `conn_shrink`).
     pub fn release(rbuf: &mut BytesMut, out: &mut Vec<u8>) {
-        if rbuf.capacity() == 0 {
-            // Nothing to give: a worker loop took it back (`Session::give_back`).
-        } else if rbuf.is_empty() {
+        if rbuf.is_empty() {
+            // No buffer at all when a worker loop took it back (`Session::give_back`).
             let mut b = std::mem::take(rbuf);
-            if tidy_read(&mut b) {
+            if b.capacity() > 0 && tidy_read(&mut b) {
                 READ.with_borrow_mut(|p| (p.len() < POOLED).then(|| p.push(b)));
             }
         } else if rbuf.capacity() > KEEP_MAX && rbuf.len() < READ_CHUNK / 2 {
