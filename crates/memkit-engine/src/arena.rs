@@ -146,6 +146,17 @@ impl Arena {
         read_item(s.bytes(), off_of(e), s.base_seq)
     }
 
+    /// Starts loading the first two cache lines of the record at `e`: its header and key,
+    /// and for a small item its value.
+    pub fn prefetch(&self, e: Loc) {
+        let Some(s) = self.segs.get(seg_of(e) as usize) else {
+            return;
+        };
+        let at = s.bytes()[off_of(e)..].as_ptr();
+        prefetch_line(at);
+        prefetch_line(at.wrapping_add(64));
+    }
+
     #[inline]
     pub fn key_of(&self, e: Loc) -> &[u8] {
         self.key_at(e, &self.item_at(e))
@@ -355,4 +366,18 @@ impl Arena {
             self.large_free.push(handle);
         }
     }
+}
+
+/// Asks the CPU to start loading the cache line holding `p`, without waiting for it. Any
+/// address will do: a prefetch never faults.
+#[inline]
+pub(crate) fn prefetch_line(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing the program sees and never faults; SSE, which it
+    // needs, is part of x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }

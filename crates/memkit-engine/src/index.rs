@@ -29,7 +29,7 @@
 //! would be four more bytes a bucket). Growing by an eighth means about nine key reads an
 //! item over a fill from empty, and none once the cache is full and evicting.
 
-use crate::arena::{Loc, MAX_SEGMENT_SIZE, MAX_SEGMENTS, off_of, pack, seg_of};
+use crate::arena::{Loc, MAX_SEGMENT_SIZE, MAX_SEGMENTS, off_of, pack, prefetch_line, seg_of};
 
 /// A bucket: [`Layout`]'s word and the distance from the home bucket plus one (0: empty).
 #[derive(Clone, Copy, Default, Debug)]
@@ -214,17 +214,6 @@ impl Index {
         self.rebuild(grown(self.slots.len()), &rehash, None);
     }
 
-    /// Reads the home buckets of `hashes` ahead of their inserts: independent loads overlap
-    /// their cache misses, and the inserts then find their buckets cached.
-    pub fn prefetch(&self, hashes: impl Iterator<Item = u64>) {
-        let n = self.slots.len();
-        if n == 0 {
-            return;
-        }
-        let sum = hashes.fold(0u8, |acc, h| acc.wrapping_add(self.slots[home(h, n)].dist));
-        std::hint::black_box(sum);
-    }
-
     /// Every entry's location, in bucket order.
     pub fn locs(&self) -> impl Iterator<Item = Loc> + '_ {
         let layout = self.layout;
@@ -316,6 +305,15 @@ impl Index {
             // No entry is further than MAX_DIST from home, so `d` stops at MAX_DIST + 1,
             // where every bucket ends the probe.
             d += 1;
+        }
+    }
+
+    /// Starts loading `h`'s home bucket into the cache, for a lookup or an insert soon after:
+    /// independent prefetches overlap their cache misses.
+    pub fn prefetch(&self, h: u64) {
+        let n = self.slots.len();
+        if n > 0 {
+            prefetch_line(self.slots[home(h, n)..].as_ptr().cast());
         }
     }
 

@@ -26,7 +26,7 @@ mod persist;
 pub(crate) mod restart;
 
 use crate::arena::{Arena, Loc, STUB_SEGMENTS, pack, seg_of};
-use crate::engine::KeyHasher;
+use crate::engine::{KeyHasher, Warm};
 use crate::index::{Index, Layout};
 use crate::policy::{EvictionPolicy, Policy, ShardPolicy};
 use crate::segment::{FETCHED, Header, ItemAt, VISITED, large_for, read_item};
@@ -174,6 +174,18 @@ impl Shard {
 
     pub(crate) fn value_of(&self, e: Loc, at: &ItemAt) -> &[u8] {
         self.arena.value_of(e, at)
+    }
+
+    /// [`crate::Engine::prefetch`] in this shard.
+    pub(crate) fn prefetch(&self, h: u64, what: Warm) {
+        match what {
+            Warm::Bucket => self.index.prefetch(h),
+            Warm::Record => {
+                if let Some(e) = self.index.find(h, |_| true) {
+                    self.arena.prefetch(e);
+                }
+            }
+        }
     }
 
     /// The live entry for `key` and its parsed record: the key comparison parses the

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use memkit_engine::{Engine, EngineConfig, EvictionPolicy};
+use memkit_engine::{Engine, EngineConfig, EvictionPolicy, Warm};
 use memkit_types::{
     ArithOptions, ArithOutcome, Error, Exptime, GetOptions, ManualClock, StoreMode, StoreOptions,
     StoreOutcome,
@@ -126,6 +126,45 @@ fn raising_the_memory_limit_at_run_time_lets_the_store_grow(p: EvictionPolicy) {
             "key:{i}"
         );
     }
+}
+
+/// Warming the cache for a lookup is no lookup: it counts nothing, and keys only warmed are
+/// evicted by a scan as keys never read are, where read keys survive it (the worker loop warms
+/// every request's first key, and must not skew eviction toward what was merely asked for).
+fn warming_a_key_is_not_reading_it(p: EvictionPolicy) {
+    let (e, _) = engine(p, 4);
+    for what in [Warm::Bucket, Warm::Record] {
+        e.prefetch(b"nothing:stored:yet", what);
+    }
+    let v = vec![b'v'; 100];
+    let (read, warmed) = (|i: u32| format!("read:{i}"), |i: u32| format!("warmed:{i}"));
+    for i in 0..500u32 {
+        set(&e, read(i).as_bytes(), &v, 0).unwrap();
+        set(&e, warmed(i).as_bytes(), &v, 0).unwrap();
+    }
+    let before = e.stats().counters;
+    for _ in 0..3 {
+        for i in 0..500u32 {
+            for what in [Warm::Bucket, Warm::Record] {
+                e.prefetch(warmed(i).as_bytes(), what);
+                e.prefetch(format!("absent:{i}").as_bytes(), what);
+            }
+        }
+    }
+    assert_eq!(e.stats().counters, before, "a warm counted as a command");
+    for round in 0..20u32 {
+        for i in 0..500u32 {
+            assert!(get(&e, read(i).as_bytes()).is_some(), "read:{i} lost");
+            for what in [Warm::Bucket, Warm::Record] {
+                e.prefetch(warmed(i).as_bytes(), what);
+            }
+        }
+        for j in 0..2000u32 {
+            set(&e, format!("scan:{round}:{j}").as_bytes(), &v, 0).unwrap();
+        }
+    }
+    let kept = (0..500u32).filter(|&i| get(&e, warmed(i).as_bytes()).is_some());
+    assert_eq!(kept.count(), 0, "keys only warmed outlived a scan");
 }
 
 fn frequently_read_keys_survive_a_scan(p: EvictionPolicy) {
@@ -465,6 +504,7 @@ macro_rules! behaviours {
             eviction_keeps_memory_within_budget_and_counts,
             raising_the_memory_limit_at_run_time_lets_the_store_grow,
             frequently_read_keys_survive_a_scan,
+            warming_a_key_is_not_reading_it,
             no_evict_mode_refuses_with_out_of_memory,
             expired_items_are_reclaimed_without_being_read,
             incr_pads_like_memcached_and_vivifies,

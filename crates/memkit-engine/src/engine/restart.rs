@@ -461,7 +461,7 @@ impl Load<'_> {
                 };
                 batch.push((rec, h, exptime, key_at));
             }
-            shard.index.prefetch(batch.iter().map(|b| b.1));
+            batch.iter().for_each(|b| shard.index.prefetch(b.1));
             for (rec, h, exptime, key_at) in &batch {
                 let (key, value) = self
                     .map
