@@ -38,6 +38,44 @@ fn single_get(buf: &[u8]) -> Option<(Request<'_>, usize)> {
     })
 }
 
+/// The key the text request at the start of `buf` names first, when its command names it
+/// second (`get`, `gets`, the storage commands, `delete`, `incr`, `decr`, `touch`, `mg`,
+/// `ms`, `md`, `ma`), for a driver that warms the cache for the lookup before it decodes the
+/// request (memkitd's worker loop). A guess, not a decode: a request that turns out
+/// malformed or a meta key in base64 names a key nobody looks up, which costs only the
+/// warming. The key ends at a space, a control character or the line's end; `None` for
+/// other commands, and for a key not yet ended in `buf` or longer than a key may be.
+pub fn first_key(buf: &[u8]) -> Option<&[u8]> {
+    // The commonest commands by their bytes, the rest by name.
+    let rest = match buf {
+        [b'g', b'e', b't', b' ', rest @ ..]
+        | [b's', b'e', b't', b' ', rest @ ..]
+        | [b'm', b'g' | b's' | b'd' | b'a', b' ', rest @ ..] => rest,
+        _ => {
+            let sp = buf.iter().take(8).position(|&b| b == b' ')?;
+            let named_second = matches!(
+                &buf[..sp],
+                b"gets"
+                    | b"add"
+                    | b"replace"
+                    | b"append"
+                    | b"prepend"
+                    | b"cas"
+                    | b"delete"
+                    | b"incr"
+                    | b"decr"
+                    | b"touch"
+            );
+            if !named_second {
+                return None;
+            }
+            &buf[sp + 1..]
+        }
+    };
+    let end = rest.iter().take(MAX_KEY_LEN + 1).position(|&b| b <= b' ')?;
+    (end > 0).then(|| &rest[..end])
+}
+
 /// Decodes the first request in `buf`.
 ///
 /// `Ok((request, consumed))`: drop `consumed` bytes (the line and any data block) after

@@ -8,7 +8,8 @@
 //!   encoding's mapping to the store's options (meta's is in [`meta`], binary's in
 //!   [`binary`]).
 //! - [`decode`]: [`decode_request`] — one request per call, zero-copy, with memcached's exact
-//!   error replies and byte accounting ([`DecodeError`], [`Reject`]).
+//!   error replies and byte accounting ([`DecodeError`], [`Reject`]); [`first_key`], a
+//!   request's first key guessed ahead of decoding, for cache warming.
 //! - [`request`]: [`Request`] and [`encode_request`] (client side).
 //! - [`meta`]: [`MetaFlags`], the flags of `mg`/`ms`/`md`/`ma`, in request order.
 //! - [`render`]: the server's reply writers — hot-path functions (`VALUE`, `STORED`, numbers,
@@ -44,7 +45,7 @@ pub mod response;
 mod token;
 
 pub use command::Command;
-pub use decode::decode_request;
+pub use decode::{decode_request, first_key};
 pub use error::{DecodeError, ErrorReply, Reject};
 pub use memkit_types::MAX_KEY_LEN;
 pub use meta::MetaFlags;

@@ -360,3 +360,37 @@ fn meta_requests() {
         Request::MetaDebug { base64: true, .. }
     ));
 }
+
+/// The key a request names first, guessed ahead of decoding for cache warming: the second
+/// word of the commands that name it there, ended by a space or the line's end; nothing for
+/// other commands, a key not yet ended, or one longer than a key may be.
+#[test]
+fn first_key_is_the_second_word_of_a_keyed_command() {
+    use memkit_protocol::first_key;
+    let cases: &[(&[u8], Option<&[u8]>)] = &[
+        (b"get foo\r\n", Some(b"foo")),
+        (b"get foo bar\r\n", Some(b"foo")),
+        (b"gets k\n", Some(b"k")),
+        (b"set k 0 0 1\r\nx\r\n", Some(b"k")),
+        (b"mg key v f t\r\n", Some(b"key")),
+        (b"ms key 2 T0\r\nhi\r\n", Some(b"key")),
+        (b"delete k noreply\r\n", Some(b"k")),
+        (b"incr n 1\r\n", Some(b"n")),
+        (b"touch k 10\r\n", Some(b"k")),
+        (b"gat 10 k\r\n", None),
+        (b"stats\r\n", None),
+        (b"version\r\n", None),
+        (b"get foo", None),
+        (b"get \r\n", None),
+        (b"get a\tb\r\n", Some(b"a")),
+        (b"get", None),
+        (b"", None),
+    ];
+    for &(buf, want) in cases {
+        assert_eq!(first_key(buf), want, "{}", String::from_utf8_lossy(buf));
+    }
+    let long = [b"get ".as_slice(), &[b'k'; 251], b"\r\n"].concat();
+    assert_eq!(first_key(&long), None);
+    let longest = [b"get ".as_slice(), &[b'k'; 250], b"\r\n"].concat();
+    assert_eq!(first_key(&longest).map(<[u8]>::len), Some(250));
+}
