@@ -8,6 +8,11 @@
 //! event is a slot lookup, a read, [`Session::pump`] and a write. An idle connection is its
 //! slot (a socket, a session with no buffers, its registry entry) and nothing else.
 //!
+//! The connections one poll wakes are served a step at a time: every read, then every
+//! answer, then every write. Between its read and its answer, each connection's first
+//! lookup is warmed ([`memkit_engine::Engine::prefetch`]), so a get's two cache misses
+//! (index bucket, record) overlap the other connections' work instead of stalling its own.
+//!
 //! What a connection needs the runtime for (TLS, `-Y`, `-o idle_timeout`, `--persist`
 //! `sync` mode) is served by [`crate::connection`] on the worker's tokio runtime instead; a
 //! loop connection that becomes a `watch` stream moves there too.
@@ -32,6 +37,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::dispatch::Action;
 use crate::server::{ConnLive, ConnState, Moved, Registered, Shared};
 use crate::session::{Pump, Session, Spare};
+use memkit_engine::Warm;
 
 /// Reads a connection may make in one turn before its neighbours' events are served:
 /// 1 MiB in 16 KiB reads.
@@ -115,6 +121,7 @@ struct Worker {
 impl Worker {
     fn run(mut self) {
         let mut events = Events::with_capacity(256);
+        let mut woken = Vec::with_capacity(256);
         loop {
             // Connections that gave way must not wait for an edge that already came.
             let timeout = (!self.again.is_empty()).then_some(std::time::Duration::ZERO);
@@ -125,8 +132,9 @@ impl Worker {
                 return;
             }
             for i in std::mem::take(&mut self.again) {
-                self.drive(i, false, false);
+                self.drive(i);
             }
+            woken.clear();
             for ev in events.iter() {
                 if ev.token() == WAKE {
                     if !self.take_new() {
@@ -135,7 +143,31 @@ impl Worker {
                     continue;
                 }
                 let closed = ev.is_read_closed() || ev.is_error();
-                self.drive(ev.token().0, closed || ev.is_readable(), closed);
+                woken.push((ev.token().0, closed || ev.is_readable(), closed));
+            }
+            // The connections woken together are served a step at a time, each step for all
+            // of them: their reads, their answers, their writes. Running one kind of work in
+            // a row keeps its code and data warm (in the kernel too); and the two cache
+            // misses of each lookup (index bucket, then record) are started a step ahead,
+            // while a system call or another connection's work runs, so that no lookup
+            // waits for memory it asked for just before (`docs/BENCHMARKS.md`, issue 19).
+            // A connection woken alone has nothing to overlap its misses with: it is not
+            // warmed.
+            let last = woken.len().wrapping_sub(1);
+            for (n, &(slot, input, closed)) in woken.iter().enumerate() {
+                self.read_ahead(slot, input, closed, last > 0);
+                if n > 0 {
+                    self.warm(woken[n - 1].0, Warm::Record);
+                }
+            }
+            for (n, &(slot, ..)) in woken.iter().enumerate() {
+                self.answer(slot);
+                if n == 0 && last > 0 {
+                    self.warm(woken[last].0, Warm::Record);
+                }
+            }
+            for &(slot, ..) in &woken {
+                self.drive(slot);
             }
         }
     }
@@ -181,9 +213,10 @@ impl Worker {
         // reports a ready socket when it is added), so nothing is read here.
     }
 
-    /// Gives a connection its turn: `input` when the poller saw bytes or the end arrive,
-    /// `closed` when it saw the end (or an error) among them.
-    fn drive(&mut self, slot: usize, input: bool, closed: bool) {
+    /// Marks what the poller saw (`input`: bytes or the end arrived; `closed`: the end or an
+    /// error among them) and, for a connection that was waiting for nothing but input,
+    /// makes its read and (`warm`) warms the cache for its first lookup ([`Warm::Bucket`]).
+    fn read_ahead(&mut self, slot: usize, input: bool, closed: bool, warm: bool) {
         let Some(Some(conn)) = self.slots.get_mut(slot) else {
             return;
         };
@@ -191,6 +224,51 @@ impl Worker {
             conn.drained = false;
         }
         conn.closed |= closed;
+        let waits_for_input = conn.next == Some(Action::Continue) && conn.session.out.is_empty();
+        if !input || !waits_for_input || conn.reg.sh.stopping() {
+            return;
+        }
+        conn.session.lend(&mut self.spare);
+        match conn.read() {
+            Read::Got => {
+                // The turn answers what was read before it reads again.
+                conn.next = None;
+                if warm {
+                    conn.warm(Warm::Bucket);
+                }
+            }
+            Read::Again => {}
+            Read::End => conn.next = Some(Action::Close),
+        }
+    }
+
+    /// Answers what a connection read ahead, leaving its replies for its turn to write.
+    fn answer(&mut self, slot: usize) {
+        let Some(Some(conn)) = self.slots.get_mut(slot) else {
+            return;
+        };
+        if conn.next.is_none() {
+            conn.session.lend(&mut self.spare);
+            if let Pump::Done(a) = conn.session.pump(&conn.reg.sh, conn.reg.id) {
+                conn.next = Some(a);
+            }
+        }
+    }
+
+    /// [`LoopConn::warm`] on the connection at `slot`, if it read ahead and is not answered.
+    fn warm(&self, slot: usize, what: Warm) {
+        if let Some(Some(conn)) = self.slots.get(slot)
+            && conn.next.is_none()
+        {
+            conn.warm(what);
+        }
+    }
+
+    /// Gives a connection its turn.
+    fn drive(&mut self, slot: usize) {
+        let Some(Some(conn)) = self.slots.get_mut(slot) else {
+            return;
+        };
         conn.session.lend(&mut self.spare);
         let turn = conn.turn();
         conn.session.give_back(&mut self.spare);
@@ -231,6 +309,16 @@ enum Turn {
     GiveWay,
     Close,
     Watch(u8),
+}
+
+/// What a read came to.
+enum Read {
+    /// Bytes arrived.
+    Got,
+    /// Nothing yet (the socket is drained, or the read was interrupted).
+    Again,
+    /// The peer's end, or a failed socket.
+    End,
 }
 
 /// A plain TCP or UNIX socket.
@@ -362,14 +450,13 @@ impl LoopConn {
     /// Moves the connection as far as its socket lets it: write what is pending, act on
     /// the last request, read, answer; repeat.
     fn turn(&mut self) -> Turn {
-        let sh: &Shared = &self.reg.sh;
         let mut reads = 0;
         let first_request = self.session.requests;
         loop {
             if !self.session.out.is_empty() {
                 // A write that completes at once is no state a snapshot could see: the
                 // connection says it is writing only while it waits to.
-                match write_now(&mut self.sock, &mut self.session, sh) {
+                match write_now(&mut self.sock, &mut self.session, &self.reg.sh) {
                     Ok(true) => {}
                     Ok(false) => {
                         self.live.set(ConnState::Write);
@@ -381,7 +468,7 @@ impl LoopConn {
             match self.next.take() {
                 None => {}
                 Some(Action::Continue | Action::More(_)) => {
-                    if sh.stopping() {
+                    if self.reg.sh.stopping() {
                         return Turn::Close;
                     }
                     if self.drained && !self.closed {
@@ -390,50 +477,69 @@ impl LoopConn {
                         return Turn::Idle;
                     }
                     let answered = self.session.requests.wrapping_sub(first_request) as usize;
-                    let yields = answered >= sh.settings.reqs_per_event;
+                    let yields = answered >= self.reg.sh.settings.reqs_per_event;
                     if yields || reads == READS_PER_TURN {
                         if yields {
-                            sh.counters.conn_yields.fetch_add(1, Relaxed);
+                            self.reg.sh.counters.conn_yields.fetch_add(1, Relaxed);
                         }
                         self.next = Some(Action::Continue);
                         return Turn::GiveWay;
                     }
                     reads += 1;
-                    self.session.room_to_read();
-                    let spare = self.session.rbuf.capacity() - self.session.rbuf.len();
-                    match read_into(self.sock.fd(), &mut self.session.rbuf) {
-                        Ok(0) => return Turn::Close,
-                        Ok(n) => {
-                            self.drained = n < spare;
-                            sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
-                            self.live
-                                .last_cmd
-                                .store(sh.uptime_secs.load(Relaxed), Relaxed);
-                            self.live.set(ConnState::ParseCmd);
-                        }
-                        Err(e) => {
+                    match self.read() {
+                        Read::Got => {}
+                        Read::Again => {
                             self.next = Some(Action::Continue);
-                            match e.kind() {
-                                io::ErrorKind::WouldBlock => {
-                                    (self.drained, self.closed) = (true, false);
-                                }
-                                io::ErrorKind::Interrupted => {}
-                                _ => return Turn::Close,
-                            }
                             continue;
                         }
+                        Read::End => return Turn::Close,
                     }
                 }
                 Some(Action::Close) => return Turn::Close,
                 Some(Action::Shutdown) => {
-                    sh.shutdown.notify_one();
+                    self.reg.sh.shutdown.notify_one();
                     return Turn::Close;
                 }
                 Some(Action::Watch(mask)) => return Turn::Watch(mask),
             }
-            if let Pump::Done(a) = self.session.pump(sh, self.reg.id) {
+            if let Pump::Done(a) = self.session.pump(&self.reg.sh, self.reg.id) {
                 self.next = Some(a);
             }
+        }
+    }
+
+    /// Reads what the socket holds into the session's input.
+    fn read(&mut self) -> Read {
+        let sh: &Shared = &self.reg.sh;
+        self.session.room_to_read();
+        let spare = self.session.rbuf.capacity() - self.session.rbuf.len();
+        match read_into(self.sock.fd(), &mut self.session.rbuf) {
+            Ok(0) => Read::End,
+            Ok(n) => {
+                self.drained = n < spare;
+                sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
+                self.live
+                    .last_cmd
+                    .store(sh.uptime_secs.load(Relaxed), Relaxed);
+                self.live.set(ConnState::ParseCmd);
+                Read::Got
+            }
+            Err(e) => match e.kind() {
+                io::ErrorKind::WouldBlock => {
+                    (self.drained, self.closed) = (true, false);
+                    Read::Again
+                }
+                io::ErrorKind::Interrupted => Read::Again,
+                _ => Read::End,
+            },
+        }
+    }
+
+    /// Warms the cache for the lookup of the first key in the connection's input (text
+    /// requests: a binary request's key is not guessed).
+    fn warm(&self, what: Warm) {
+        if let Some(key) = memkit_protocol::first_key(&self.session.rbuf) {
+            self.reg.sh.engine.prefetch(key, what);
         }
     }
 

@@ -6,8 +6,8 @@
 //! construction.
 //!
 //! Memory per connection (the limits are listed in `docs/limits.md`):
-//! - An idle connection holds no buffer. A worker loop lends its own pair to the connection
-//!   it drives ([`Spare`]); a connection task takes buffers from a small per-thread pool when
+//! - An idle connection holds no buffer. A worker loop lends its own buffers to the
+//!   connections it drives ([`Spare`]); a connection task takes buffers from a small per-thread pool when
 //!   bytes arrive. Both are given back when nothing is left to read (memcached's
 //!   `rbuf_release`); one grown for a large request or reply is freed instead (its
 //!   `conn_shrink`). Under load a connection keeps its buffers from batch to batch.
@@ -239,41 +239,56 @@ impl Session {
 
     /// Lends a worker loop's buffers to a connection that holds none, for its turn.
     pub fn lend(&mut self, spare: &mut Spare) {
-        if self.rbuf.capacity() == 0 {
-            std::mem::swap(&mut self.rbuf, &mut spare.rbuf);
+        if self.rbuf.capacity() == 0
+            && let Some(b) = spare.rbufs.pop()
+        {
+            self.rbuf = b;
         }
-        if self.out.capacity() == 0 {
-            std::mem::swap(&mut self.out, &mut spare.out);
+        if self.out.capacity() == 0
+            && let Some(b) = spare.outs.pop()
+        {
+            self.out = b;
         }
     }
 
-    /// After a turn, gives the worker loop the buffers the connection left empty, when the
-    /// worker has none of that kind; the rest stay (for [`Session::release`] to pool).
+    /// After a turn, gives the worker loop the buffers the connection left empty, while the
+    /// worker keeps fewer than [`Spare::KEEPS`] of that kind; the rest stay (for
+    /// [`Session::release`] to pool).
     pub fn give_back(&mut self, spare: &mut Spare) {
-        let (rbuf, out) = (&mut self.rbuf, &self.out);
-        if spare.rbuf.capacity() == 0
+        let rbuf = &mut self.rbuf;
+        if spare.rbufs.len() < Spare::KEEPS
             && rbuf.capacity() > 0
             && rbuf.is_empty()
             && pool::tidy_read(rbuf)
         {
-            std::mem::swap(&mut self.rbuf, &mut spare.rbuf);
+            spare.rbufs.push(std::mem::take(rbuf));
         }
-        if spare.out.capacity() == 0 && out.is_empty() && pool::keeps_out(out.capacity()) {
-            std::mem::swap(&mut self.out, &mut spare.out);
+        if spare.outs.len() < Spare::KEEPS
+            && self.out.is_empty()
+            && pool::keeps_out(self.out.capacity())
+        {
+            spare.outs.push(std::mem::take(&mut self.out));
         }
     }
 }
 
-/// A worker loop's input and output buffers, lent to the connection it drives
-/// ([`Session::lend`]) and taken back when the connection is done with them
-/// ([`Session::give_back`]). At one request in flight a connection has nothing left to read
-/// after each reply, and gives its buffers up (an idle connection holds none): a take from
-/// the thread's pool and a give-back of each buffer, per request, cost about 120
-/// instructions; a swap with the worker's pair costs a few.
+/// A worker loop's input and output buffers, lent to the connections it drives
+/// ([`Session::lend`]) and taken back when they are done with them ([`Session::give_back`]).
+/// At one request in flight a connection has nothing left to read after each reply, and
+/// gives its buffers up (an idle connection holds none); the connections woken together
+/// hold theirs at once, from their reads to their replies. A take from the thread's pool and
+/// a give-back of each buffer cost about 120 instructions a request; a pop and a push here
+/// cost a few.
 #[derive(Debug, Default)]
 pub struct Spare {
-    rbuf: bytes::BytesMut,
-    out: Vec<u8>,
+    rbufs: Vec<bytes::BytesMut>,
+    outs: Vec<Vec<u8>>,
+}
+
+impl Spare {
+    /// Buffers of each kind a worker keeps: the connections a busy worker commonly finds
+    /// woken together. Past them, buffers come from the thread's pool.
+    const KEEPS: usize = 32;
 }
 
 /// Handles the text or meta request at the start of `buf`, appending its reply to `out`.
@@ -429,25 +444,62 @@ mod tests {
         s.out = pool::take_out();
         s.give_back(&mut spare);
         assert!(!s.holds_buffers(), "empty buffers go back to the worker");
-        assert!(spare.rbuf.capacity() >= pool::READ_CHUNK);
-        let (rptr, optr) = (spare.rbuf.as_ptr(), spare.out.as_ptr());
+        assert_eq!((spare.rbufs.len(), spare.outs.len()), (1, 1));
+        assert!(spare.rbufs[0].capacity() >= pool::READ_CHUNK);
+        let (rptr, optr) = (spare.rbufs[0].as_ptr(), spare.outs[0].as_ptr());
 
         let mut other = Session::new(Protocol::Auto);
         other.lend(&mut spare);
-        assert_eq!(spare.rbuf.capacity() + spare.out.capacity(), 0);
+        assert_eq!((spare.rbufs.len(), spare.outs.len()), (0, 0));
         assert_eq!((other.rbuf.as_ptr(), other.out.as_ptr()), (rptr, optr));
 
         // The start of a request stays with its connection; the empty output goes back.
         other.rbuf.extend_from_slice(b"get fo");
         other.give_back(&mut spare);
         assert_eq!(&other.rbuf[..], b"get fo");
-        assert_eq!(spare.out.as_ptr(), optr);
-        assert_eq!(spare.rbuf.capacity(), 0);
+        assert_eq!((spare.rbufs.len(), spare.outs.len()), (0, 1));
+        assert_eq!(spare.outs[0].as_ptr(), optr);
 
         // Driven again, it keeps its own input buffer and borrows only an output buffer.
         other.lend(&mut spare);
         assert_eq!(&other.rbuf[..], b"get fo");
         assert_eq!(other.out.as_ptr(), optr);
-        assert_eq!(spare.out.capacity(), 0);
+        assert!(spare.outs.is_empty());
+    }
+
+    /// Connections woken together each hold a worker's buffers at once, and the worker
+    /// keeps no more than its bound of them.
+    #[test]
+    fn a_worker_keeps_a_bounded_stack_of_buffers() {
+        let mut spare = Spare::default();
+        let mut conns: Vec<Session> = (0..Spare::KEEPS + 8)
+            .map(|_| Session::new(Protocol::Auto))
+            .collect();
+        for c in &mut conns {
+            c.room_to_read();
+            c.out = pool::take_out();
+        }
+        let ptrs: std::collections::HashSet<_> = conns.iter().map(|c| c.rbuf.as_ptr()).collect();
+        assert_eq!(
+            ptrs.len(),
+            conns.len(),
+            "each connection has its own buffer"
+        );
+        for c in &mut conns {
+            c.give_back(&mut spare);
+        }
+        assert_eq!(
+            (spare.rbufs.len(), spare.outs.len()),
+            (Spare::KEEPS, Spare::KEEPS)
+        );
+        let kept = conns.iter().filter(|c| c.holds_buffers()).count();
+        assert_eq!(kept, 8, "the buffers past the bound stay for the pool");
+        let mut woken: Vec<Session> = (0..3).map(|_| Session::new(Protocol::Auto)).collect();
+        for c in &mut woken {
+            c.lend(&mut spare);
+        }
+        let lent: std::collections::HashSet<_> = woken.iter().map(|c| c.out.as_ptr()).collect();
+        assert_eq!(lent.len(), 3);
+        assert_eq!(spare.outs.len(), Spare::KEEPS - 3);
     }
 }
