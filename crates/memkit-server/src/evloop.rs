@@ -8,10 +8,10 @@
 //! event is a slot lookup, a read, [`Session::pump`] and a write. An idle connection is its
 //! slot (a socket, a session with no buffers, its registry entry) and nothing else.
 //!
-//! The connections one poll wakes are served a step at a time: every read, then every
-//! answer, then every write. Between its read and its answer, each connection's first
-//! lookup is warmed ([`memkit_engine::Engine::prefetch`]), so a get's two cache misses
-//! (index bucket, record) overlap the other connections' work instead of stalling its own.
+//! The connections one poll wakes are read first, then answered and written one by one.
+//! Between its read and its answer, each connection's first lookup is warmed
+//! ([`memkit_engine::Engine::prefetch`]), so a get's two cache misses (index bucket, record)
+//! overlap the other connections' work instead of stalling its own.
 //!
 //! What a connection needs the runtime for (TLS, `-Y`, `-o idle_timeout`, `--persist`
 //! `sync` mode) is served by [`crate::connection`] on the worker's tokio runtime instead; a
@@ -145,29 +145,28 @@ impl Worker {
                 let closed = ev.is_read_closed() || ev.is_error();
                 woken.push((ev.token().0, closed || ev.is_readable(), closed));
             }
-            // The connections woken together are served a step at a time, each step for all
-            // of them: their reads, their answers, their writes. Running one kind of work in
-            // a row keeps its code and data warm (in the kernel too); and the two cache
-            // misses of each lookup (index bucket, then record) are started a step ahead,
-            // while a system call or another connection's work runs, so that no lookup
-            // waits for memory it asked for just before (`docs/BENCHMARKS.md`, issue 19).
-            // A connection woken alone has nothing to overlap its misses with: it is not
-            // warmed.
-            let last = woken.len().wrapping_sub(1);
-            for (n, &(slot, input, closed)) in woken.iter().enumerate() {
-                self.read_ahead(slot, input, closed, last > 0);
-                if n > 0 {
-                    self.warm(woken[n - 1].0, Warm::Record);
-                }
+            self.serve(&woken);
+        }
+    }
+
+    /// Serves the connections one poll woke: first every read, then each connection's
+    /// answer and write. Between a connection's read and its answer, the two cache misses of
+    /// its first lookup (index bucket, then record) are started a step apart, each while a
+    /// system call or another connection's work runs, so that its lookup does not wait for
+    /// memory (`docs/BENCHMARKS.md`, issue 19). A connection woken alone has nothing to
+    /// overlap its misses with, and is not warmed.
+    fn serve(&mut self, woken: &[(usize, bool, bool)]) {
+        let last = woken.len().wrapping_sub(1);
+        for (n, &(slot, input, closed)) in woken.iter().enumerate() {
+            self.read_ahead(slot, input, closed, last > 0);
+            if n > 0 {
+                self.warm(woken[n - 1].0, Warm::Record);
             }
-            for (n, &(slot, ..)) in woken.iter().enumerate() {
-                self.answer(slot);
-                if n == 0 && last > 0 {
-                    self.warm(woken[last].0, Warm::Record);
-                }
-            }
-            for &(slot, ..) in &woken {
-                self.drive(slot);
+        }
+        for (n, &(slot, ..)) in woken.iter().enumerate() {
+            self.drive(slot);
+            if n == 0 && last > 0 {
+                self.warm(woken[last].0, Warm::Record);
             }
         }
     }
@@ -242,20 +241,8 @@ impl Worker {
         }
     }
 
-    /// Answers what a connection read ahead, leaving its replies for its turn to write.
-    fn answer(&mut self, slot: usize) {
-        let Some(Some(conn)) = self.slots.get_mut(slot) else {
-            return;
-        };
-        if conn.next.is_none() {
-            conn.session.lend(&mut self.spare);
-            if let Pump::Done(a) = conn.session.pump(&conn.reg.sh, conn.reg.id) {
-                conn.next = Some(a);
-            }
-        }
-    }
-
-    /// [`LoopConn::warm`] on the connection at `slot`, if it read ahead and is not answered.
+    /// [`LoopConn::warm`] on the connection at `slot`, if it read ahead and is not answered
+    /// yet.
     fn warm(&self, slot: usize, what: Warm) {
         if let Some(Some(conn)) = self.slots.get(slot)
             && conn.next.is_none()
