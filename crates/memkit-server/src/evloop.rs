@@ -31,13 +31,13 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc;
 
 use bytes::{BufMut, BytesMut};
+use memkit_engine::Warm;
 use mio::net::{TcpStream, UnixStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::dispatch::Action;
 use crate::server::{ConnLive, ConnState, Moved, Registered, Shared};
 use crate::session::{Pump, Session, Spare};
-use memkit_engine::Warm;
 
 /// Reads a connection may make in one turn before its neighbours' events are served:
 /// 1 MiB in 16 KiB reads.

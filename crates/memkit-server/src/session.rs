@@ -7,10 +7,10 @@
 //!
 //! Memory per connection (the limits are listed in `docs/limits.md`):
 //! - An idle connection holds no buffer. A worker loop lends its own buffers to the
-//!   connections it drives ([`Spare`]); a connection task takes buffers from a small per-thread pool when
-//!   bytes arrive. Both are given back when nothing is left to read (memcached's
-//!   `rbuf_release`); one grown for a large request or reply is freed instead (its
-//!   `conn_shrink`). Under load a connection keeps its buffers from batch to batch.
+//!   connections it drives ([`Spare`]); a connection task takes buffers from a small
+//!   per-thread pool when bytes arrive. Both are given back when nothing is left to read
+//!   (memcached's `rbuf_release`); one grown for a large request or reply is freed instead
+//!   (its `conn_shrink`). Under load a connection keeps its buffers from batch to batch.
 //! - Input holds at most one request: a value is bounded by `-I`, a line by the codec.
 //! - Output is written out once it passes [`FLUSH_AT`], a multi-get's reply in pieces
 //!   ([`Action::More`]), and nothing is read while a write is pending: a client that sends
