@@ -152,7 +152,7 @@ impl Arena {
         let Some(s) = self.segs.get(seg_of(e) as usize) else {
             return;
         };
-        let at = s.bytes()[off_of(e)..].as_ptr();
+        let at = s.bytes().as_ptr().wrapping_add(off_of(e));
         prefetch_line(at);
         prefetch_line(at.wrapping_add(64));
     }

@@ -54,7 +54,8 @@ pub mod stats;
 
 pub use embedded::Embedded;
 pub use engine::{
-    CrawledItem, Engine, EngineConfig, EvictHook, Evicted, Warm, WarmError, WarmRestored, WarmSaved,
+    CrawledItem, Engine, EngineConfig, EvictHook, Evicted, Prefetch, WarmError, WarmRestored,
+    WarmSaved,
 };
 pub use hook::{Change, Flush, Loaded, Record, StoreHook};
 pub use policy::EvictionPolicy;

@@ -26,7 +26,7 @@ mod persist;
 pub(crate) mod restart;
 
 use crate::arena::{Arena, Loc, STUB_SEGMENTS, pack, seg_of};
-use crate::engine::{KeyHasher, Warm};
+use crate::engine::{KeyHasher, Prefetch};
 use crate::index::{Index, Layout};
 use crate::policy::{EvictionPolicy, Policy, ShardPolicy};
 use crate::segment::{FETCHED, Header, ItemAt, VISITED, large_for, read_item};
@@ -177,10 +177,10 @@ impl Shard {
     }
 
     /// [`crate::Engine::prefetch`] in this shard.
-    pub(crate) fn prefetch(&self, h: u64, what: Warm) {
+    pub(crate) fn prefetch(&self, h: u64, what: Prefetch) {
         match what {
-            Warm::Bucket => self.index.prefetch(h),
-            Warm::Record => {
+            Prefetch::Bucket => self.index.prefetch(h),
+            Prefetch::Record => {
                 if let Some(e) = self.index.find(h, |_| true) {
                     self.arena.prefetch(e);
                 }

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use memkit_engine::{Engine, EngineConfig, EvictionPolicy, Warm};
+use memkit_engine::{Engine, EngineConfig, EvictionPolicy, Prefetch};
 use memkit_types::{
     ArithOptions, ArithOutcome, Error, Exptime, GetOptions, ManualClock, StoreMode, StoreOptions,
     StoreOutcome,
@@ -133,7 +133,7 @@ fn raising_the_memory_limit_at_run_time_lets_the_store_grow(p: EvictionPolicy) {
 /// every request's first key, and must not skew eviction toward what was merely asked for).
 fn warming_a_key_is_not_reading_it(p: EvictionPolicy) {
     let (e, _) = engine(p, 4);
-    for what in [Warm::Bucket, Warm::Record] {
+    for what in [Prefetch::Bucket, Prefetch::Record] {
         e.prefetch(b"nothing:stored:yet", what);
     }
     let v = vec![b'v'; 100];
@@ -145,7 +145,7 @@ fn warming_a_key_is_not_reading_it(p: EvictionPolicy) {
     let before = e.stats().counters;
     for _ in 0..3 {
         for i in 0..500u32 {
-            for what in [Warm::Bucket, Warm::Record] {
+            for what in [Prefetch::Bucket, Prefetch::Record] {
                 e.prefetch(warmed(i).as_bytes(), what);
                 e.prefetch(format!("absent:{i}").as_bytes(), what);
             }
@@ -155,7 +155,7 @@ fn warming_a_key_is_not_reading_it(p: EvictionPolicy) {
     for round in 0..20u32 {
         for i in 0..500u32 {
             assert!(get(&e, read(i).as_bytes()).is_some(), "read:{i} lost");
-            for what in [Warm::Bucket, Warm::Record] {
+            for what in [Prefetch::Bucket, Prefetch::Record] {
                 e.prefetch(warmed(i).as_bytes(), what);
             }
         }

@@ -43,8 +43,10 @@ fn single_get(buf: &[u8]) -> Option<(Request<'_>, usize)> {
 /// `ms`, `md`, `ma`), for a driver that warms the cache for the lookup before it decodes the
 /// request (memkitd's worker loop). A guess, not a decode: a request that turns out
 /// malformed or a meta key in base64 names a key nobody looks up, which costs only the
-/// warming. The key ends at a space, a control character or the line's end; `None` for
-/// other commands, and for a key not yet ended in `buf` or longer than a key may be.
+/// warming. The key ends where the decoder ends it: at a space, a NUL or the line's end (a
+/// carriage return just before the newline is not part of it; any other control byte is);
+/// `None` for other commands, and for a key not yet ended in `buf` or longer than a key may
+/// be.
 pub fn first_key(buf: &[u8]) -> Option<&[u8]> {
     // The commonest commands by their bytes, the rest by name.
     let rest = match buf {
@@ -72,8 +74,17 @@ pub fn first_key(buf: &[u8]) -> Option<&[u8]> {
             &buf[sp + 1..]
         }
     };
-    let end = rest.iter().take(MAX_KEY_LEN + 1).position(|&b| b <= b' ')?;
-    (end > 0).then(|| &rest[..end])
+    // A key of MAX_KEY_LEN bytes may be followed by "\r\n".
+    let end = rest
+        .iter()
+        .take(MAX_KEY_LEN + 2)
+        .position(|&b| matches!(b, b' ' | b'\n' | 0))?;
+    let key = &rest[..end];
+    let key = match rest[end] {
+        b'\n' => key.strip_suffix(b"\r").unwrap_or(key),
+        _ => key,
+    };
+    (!key.is_empty() && key.len() <= MAX_KEY_LEN).then_some(key)
 }
 
 /// Decodes the first request in `buf`.

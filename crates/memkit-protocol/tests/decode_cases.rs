@@ -362,8 +362,9 @@ fn meta_requests() {
 }
 
 /// The key a request names first, guessed ahead of decoding for cache warming: the second
-/// word of the commands that name it there, ended by a space or the line's end; nothing for
-/// other commands, a key not yet ended, or one longer than a key may be.
+/// word of the commands that name it there, ended where the decoder ends it (a space, a NUL,
+/// the line's end; other control bytes stay in it, as memcaslap's keys have them); nothing
+/// for other commands, a key not yet ended, or one longer than a key may be.
 #[test]
 fn first_key_is_the_second_word_of_a_keyed_command() {
     use memkit_protocol::first_key;
@@ -382,7 +383,10 @@ fn first_key_is_the_second_word_of_a_keyed_command() {
         (b"version\r\n", None),
         (b"get foo", None),
         (b"get \r\n", None),
-        (b"get a\tb\r\n", Some(b"a")),
+        (b"get a\tb\r\n", Some(b"a\tb")),
+        (b"get 3\xd3\x10\x10N\r\n", Some(b"3\xd3\x10\x10N")),
+        (b"get a\rb\r\n", Some(b"a\rb")),
+        (b"get a\0b\r\n", Some(b"a")),
         (b"get", None),
         (b"", None),
     ];
@@ -391,6 +395,15 @@ fn first_key_is_the_second_word_of_a_keyed_command() {
     }
     let long = [b"get ".as_slice(), &[b'k'; 251], b"\r\n"].concat();
     assert_eq!(first_key(&long), None);
-    let longest = [b"get ".as_slice(), &[b'k'; 250], b"\r\n"].concat();
-    assert_eq!(first_key(&longest).map(<[u8]>::len), Some(250));
+    for end in [b"\r\n".as_slice(), b"\n", b" x\r\n"] {
+        let longest = [b"get ".as_slice(), &[b'k'; 250], end].concat();
+        assert_eq!(first_key(&longest).map(<[u8]>::len), Some(250));
+    }
+    // The decoder agrees on the key of a one-key get.
+    let req = b"get 3\xd3\x10\x10N\r\n";
+    let (decoded, _) = decode_request(req, &Limits::default()).unwrap();
+    let Request::Get { keys, .. } = decoded else {
+        panic!("{decoded:?}");
+    };
+    assert_eq!(keys.iter().next(), first_key(req));
 }

@@ -31,7 +31,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc;
 
 use bytes::{BufMut, BytesMut};
-use memkit_engine::Warm;
+use memkit_engine::Prefetch;
 use mio::net::{TcpStream, UnixStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
@@ -160,13 +160,13 @@ impl Worker {
         for (n, &(slot, input, closed)) in woken.iter().enumerate() {
             self.read_ahead(slot, input, closed, last > 0);
             if n > 0 {
-                self.warm(woken[n - 1].0, Warm::Record);
+                self.prefetch(woken[n - 1].0, Prefetch::Record);
             }
         }
         for (n, &(slot, ..)) in woken.iter().enumerate() {
             self.drive(slot);
             if n == 0 && last > 0 {
-                self.warm(woken[last].0, Warm::Record);
+                self.prefetch(woken[last].0, Prefetch::Record);
             }
         }
     }
@@ -214,8 +214,8 @@ impl Worker {
 
     /// Marks what the poller saw (`input`: bytes or the end arrived; `closed`: the end or an
     /// error among them) and, for a connection that was waiting for nothing but input,
-    /// makes its read and (`warm`) warms the cache for its first lookup ([`Warm::Bucket`]).
-    fn read_ahead(&mut self, slot: usize, input: bool, closed: bool, warm: bool) {
+    /// makes its read and (`prefetch`) starts loading its first lookup's index bucket.
+    fn read_ahead(&mut self, slot: usize, input: bool, closed: bool, prefetch: bool) {
         let Some(Some(conn)) = self.slots.get_mut(slot) else {
             return;
         };
@@ -232,8 +232,8 @@ impl Worker {
             Read::Got => {
                 // The turn answers what was read before it reads again.
                 conn.next = None;
-                if warm {
-                    conn.warm(Warm::Bucket);
+                if prefetch {
+                    conn.prefetch(Prefetch::Bucket);
                 }
             }
             Read::Again => {}
@@ -241,13 +241,13 @@ impl Worker {
         }
     }
 
-    /// [`LoopConn::warm`] on the connection at `slot`, if it read ahead and is not answered
+    /// [`LoopConn::prefetch`] on the connection at `slot`, if it read ahead and is not answered
     /// yet.
-    fn warm(&self, slot: usize, what: Warm) {
+    fn prefetch(&self, slot: usize, what: Prefetch) {
         if let Some(Some(conn)) = self.slots.get(slot)
             && conn.next.is_none()
         {
-            conn.warm(what);
+            conn.prefetch(what);
         }
     }
 
@@ -522,9 +522,9 @@ impl LoopConn {
         }
     }
 
-    /// Warms the cache for the lookup of the first key in the connection's input (text
+    /// [`memkit_engine::Engine::prefetch`] for the first key in the connection's input (text
     /// requests: a binary request's key is not guessed).
-    fn warm(&self, what: Warm) {
+    fn prefetch(&self, what: Prefetch) {
         if let Some(key) = memkit_protocol::first_key(&self.session.rbuf) {
             self.reg.sh.engine.prefetch(key, what);
         }

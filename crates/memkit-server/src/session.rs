@@ -286,8 +286,9 @@ pub struct Spare {
 }
 
 impl Spare {
-    /// Buffers of each kind a worker keeps: the connections a busy worker commonly finds
-    /// woken together. Past them, buffers come from the thread's pool.
+    /// Buffers of each kind a worker keeps: a busy worker finds 5-9 connections woken
+    /// together on average (`docs/BENCHMARKS.md`, issue 19), some polls many more. Past
+    /// these, buffers come from the thread's pool.
     const KEEPS: usize = 32;
 }
 
