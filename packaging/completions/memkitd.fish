@@ -4,6 +4,8 @@ complete -c memkitd -s l -l listen -d 'Interface(s) to listen on: repeatable, co
 complete -c memkitd -s m -l memory-limit -d 'Item memory in megabytes (also accepts k/m/g suffixes)' -r
 complete -c memkitd -s c -l conn-limit -d 'Max simultaneous connections' -r
 complete -c memkitd -s t -l threads -d 'Number of worker threads' -r
+complete -c memkitd -l io -d 'How worker threads wait for their connections (memkitd\'s own): io_uring where the kernel has it, else epoll; or epoll' -r -f -a "uring\t'io_uring where the kernel has it (Linux 6.1 and later, not disabled), else epoll'
+epoll\t'epoll (mio), edge-triggered'"
 complete -c memkitd -s R -l max-reqs-per-event -d 'Maximum number of requests per event: a connection with more input waiting then gives way to the others (counted in conn_yields)' -r
 complete -c memkitd -s B -l protocol -d 'Protocol: auto (default: a client\'s first byte decides), ascii or binary. -S implies binary and -Y ascii, as in memcached' -r
 complete -c memkitd -s I -l max-item-size -d 'Maximum item size, with k/m suffix (default 1m, minimum 1k, at most half of -m)' -r

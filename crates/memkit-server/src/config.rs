@@ -66,6 +66,10 @@ pub struct Args {
         allow_hyphen_values = true
     )]
     pub threads: String,
+    /// How worker threads wait for their connections (memkitd's own): io_uring where the
+    /// kernel has it, else epoll; or epoll.
+    #[arg(long = "io", value_enum, default_value_t)]
+    pub io: crate::evloop::Io,
     /// Maximum number of requests per event: a connection with more input waiting then gives
     /// way to the others (counted in conn_yields)
     #[arg(
@@ -271,6 +275,8 @@ pub struct Settings {
     pub evict: bool,
     pub conn_limit: usize,
     pub threads: usize,
+    /// `--io`: what the worker threads wait with, as this kernel allows it.
+    pub io: crate::evloop::Io,
     pub reqs_per_event: usize,
     pub enable_shutdown: bool,
     /// `-F` clears it: `flush_all` refused.
@@ -406,6 +412,7 @@ impl Settings {
             evict: !a.disable_evictions,
             conn_limit: n.conns.max(1) as usize,
             threads: n.threads.max(1) as usize,
+            io: a.io.effective(),
             reqs_per_event: n.reqs.max(1) as usize,
             enable_shutdown: a.enable_shutdown,
             flush_enabled: !pr.disable_flush,

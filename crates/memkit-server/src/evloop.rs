@@ -17,27 +17,45 @@
 //! `sync` mode) is served by [`crate::connection`] on the worker's tokio runtime instead; a
 //! loop connection that becomes a `watch` stream moves there too.
 //!
-//! The poller is edge-triggered: a connection reads until a read comes back short (the
-//! socket is drained: the next arrival is a new edge) and writes until the socket takes no
-//! more, then waits for the next edge. A connection that keeps sending gives way to its
-//! neighbours after `-R` requests (memcached's `reqs_per_event`, counted in `conn_yields`)
-//! or [`READS_PER_TURN`] reads (a large value or a swallowed one arriving), and is driven
-//! again after the others' events.
+//! On Linux the loop submits its connections' receives and sends through io_uring
+//! ([`ring`]): a pass of the loop is one `io_uring_enter` for all the connections it
+//! serves, instead of an `epoll_wait` and a `read` and a `send` for each request. A
+//! connection waiting for a request has a receive armed; a reply is one send, with the
+//! connection's next receive linked behind it. `--io epoll`, or a kernel without io_uring,
+//! polls with epoll (mio), edge-triggered: a connection reads until a read comes back short
+//! (the socket is drained: the next arrival is a new edge) and writes until the socket takes
+//! no more, then waits for the next edge. Either way, a connection that keeps sending gives
+//! way to its neighbours after `-R` requests of one arrival (memcached's `reqs_per_event`,
+//! counted in `conn_yields`) or [`READS_PER_TURN`] reads (a large value or a swallowed one
+//! arriving), and is driven again after the others' events. [`sock`] holds the system calls
+//! both make.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc;
 
-use bytes::{BufMut, BytesMut};
 use memkit_engine::Prefetch;
 use mio::net::{TcpStream, UnixStream};
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Interest, Poll, Token};
 
 use crate::dispatch::Action;
 use crate::server::{ConnLive, ConnState, Moved, Registered, Shared};
 use crate::session::{Pump, Session, Spare};
+
+#[cfg(target_os = "linux")]
+mod ring;
+mod sock;
+
+#[cfg(target_os = "linux")]
+use ring::next_era;
+use sock::{Sock, Waker, read_into, write_now};
+
+#[cfg(not(target_os = "linux"))]
+fn next_era(era: u32) -> u32 {
+    era.wrapping_add(1)
+}
 
 /// Reads a connection may make in one turn before its neighbours' events are served:
 /// 1 MiB in 16 KiB reads.
@@ -54,35 +72,82 @@ pub(crate) struct Handoff {
     pub live: Arc<ConnLive>,
 }
 
+/// How a worker loop waits for its connections (`--io`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Io {
+    /// io_uring where the kernel has it (Linux 6.1 and later, not disabled), else epoll.
+    #[default]
+    Uring,
+    /// epoll (mio), edge-triggered.
+    Epoll,
+}
+
+impl Io {
+    /// What a worker will use: `Uring` only where a ring can be set up.
+    pub fn effective(self) -> Io {
+        #[cfg(target_os = "linux")]
+        if self == Io::Uring && ring::available() {
+            return Io::Uring;
+        }
+        Io::Epoll
+    }
+
+    /// The name `stats settings` shows as `memkit_io`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Io::Uring => "io_uring",
+            Io::Epoll => "epoll",
+        }
+    }
+}
+
 /// A worker loop's mailbox: new connections, and the stop (the sender dropped).
 #[derive(Debug)]
 pub(crate) struct Loop {
     tx: Option<mpsc::Sender<Handoff>>,
-    waker: Waker,
+    waker: Arc<Waker>,
 }
 
 impl Loop {
-    /// Starts a loop on a thread named `name`; `runtime` serves its connections that turn
-    /// into `watch` streams.
+    /// Starts a loop on a thread named `name`, waiting through `io` (as
+    /// [`Io::effective`] found it); `runtime` serves its connections that turn into `watch`
+    /// streams.
     pub fn start(
         name: String,
         runtime: tokio::runtime::Handle,
+        io: Io,
     ) -> io::Result<(Loop, std::thread::JoinHandle<()>)> {
-        let poll = Poll::new()?;
-        let waker = Waker::new(poll.registry(), WAKE)?;
+        let waker = Arc::new(Waker::new()?);
         let (tx, rx) = mpsc::channel();
+        let wake = waker.clone();
+        // The ring is set up on its thread: with `SINGLE_ISSUER` its creator is its only
+        // submitter.
+        let (ready_tx, ready) = mpsc::sync_channel(1);
         let thread = std::thread::Builder::new().name(name).spawn(move || {
+            let backend = match Backend::new(io, &wake) {
+                Ok(b) => b,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready_tx.send(Ok(()));
             Worker {
-                poll,
+                backend,
+                waker: wake,
                 rx,
                 slots: Vec::new(),
                 free: Vec::new(),
                 again: Vec::new(),
                 spare: Spare::default(),
                 runtime,
+                era: 0,
             }
             .run()
         })?;
+        ready
+            .recv()
+            .unwrap_or_else(|_| Err(io::Error::other("worker loop ended at its start")))?;
         let tx = Some(tx);
         Ok((Loop { tx, waker }, thread))
     }
@@ -93,20 +158,47 @@ impl Loop {
         if let Some(tx) = &self.tx
             && tx.send(h).is_ok()
         {
-            let _ = self.waker.wake();
+            self.waker.wake();
         }
     }
 
     /// Tells the loop to close its connections and end.
     pub fn stop(&mut self) {
         self.tx = None;
-        let _ = self.waker.wake();
+        self.waker.wake();
+    }
+}
+
+/// What a worker waits with.
+enum Backend {
+    Epoll(Poll),
+    #[cfg(target_os = "linux")]
+    Ring(Box<ring::Ring>),
+}
+
+impl Backend {
+    /// A poller or ring for `io`, watching `waker`.
+    fn new(io: Io, waker: &Waker) -> io::Result<Backend> {
+        let fd = waker.0.as_raw_fd();
+        #[cfg(target_os = "linux")]
+        if io == Io::Uring {
+            let mut ring = ring::Ring::new()?;
+            ring.watch_waker(fd)?;
+            return Ok(Backend::Ring(Box::new(ring)));
+        }
+        let _ = io;
+        let poll = Poll::new()?;
+        let mut src = mio::unix::SourceFd(&fd);
+        poll.registry()
+            .register(&mut src, WAKE, Interest::READABLE)?;
+        Ok(Backend::Epoll(poll))
     }
 }
 
 /// A worker thread's loop state.
 struct Worker {
-    poll: Poll,
+    backend: Backend,
+    waker: Arc<Waker>,
     rx: mpsc::Receiver<Handoff>,
     /// Connections by token; `None` slots are listed in `free`.
     slots: Vec<Option<LoopConn>>,
@@ -116,16 +208,31 @@ struct Worker {
     /// Buffers for the connection being driven, when it has none of its own.
     spare: Spare,
     runtime: tokio::runtime::Handle,
+    /// The generation the next connection gets: a ring's completion names its connection
+    /// by slot and generation, and one that arrives after its connection closed (a receive
+    /// ended by the close) finds a different generation, or none, in the slot.
+    era: u32,
 }
 
 impl Worker {
-    fn run(mut self) {
+    fn run(self) {
+        match self.backend {
+            Backend::Epoll(_) => self.run_epoll(),
+            #[cfg(target_os = "linux")]
+            Backend::Ring(_) => self.run_ring(),
+        }
+    }
+
+    fn run_epoll(mut self) {
         let mut events = Events::with_capacity(256);
         let mut woken = Vec::with_capacity(256);
         loop {
             // Connections that gave way must not wait for an edge that already came.
             let timeout = (!self.again.is_empty()).then_some(std::time::Duration::ZERO);
-            if let Err(e) = self.poll.poll(&mut events, timeout)
+            let Backend::Epoll(poll) = &mut self.backend else {
+                return;
+            };
+            if let Err(e) = poll.poll(&mut events, timeout)
                 && e.kind() != io::ErrorKind::Interrupted
             {
                 tracing::error!("worker poll failed: {e}");
@@ -137,6 +244,7 @@ impl Worker {
             woken.clear();
             for ev in events.iter() {
                 if ev.token() == WAKE {
+                    self.waker.clear();
                     if !self.take_new() {
                         return;
                     }
@@ -199,17 +307,30 @@ impl Worker {
             next: Some(Action::Continue),
             drained: false,
             closed: false,
+            era: self.era,
+            ring: None,
         };
-        // Both interests at once: edge-triggered, a socket that stays writable costs
-        // nothing, and a write that fills the socket needs no re-registration.
-        let both = Interest::READABLE | Interest::WRITABLE;
-        if conn.sock.register(&self.poll, Token(slot), both).is_err() {
+        self.era = next_era(self.era);
+        let added = match &mut self.backend {
+            Backend::Epoll(poll) => {
+                // Both interests at once: edge-triggered, a socket that stays writable costs
+                // nothing, and a write that fills the socket needs no re-registration.
+                // Bytes that arrived before the registration are not lost: epoll reports a
+                // ready socket when it is added.
+                let both = Interest::READABLE | Interest::WRITABLE;
+                conn.sock.register(poll, Token(slot), both)
+            }
+            #[cfg(target_os = "linux")]
+            Backend::Ring(ring) => {
+                conn.ring = Some(RingState::default());
+                ring::arm(ring, &mut conn, slot)
+            }
+        };
+        if added.is_err() {
             self.free.push(slot);
             return;
         }
         self.slots[slot] = Some(conn);
-        // Bytes may have arrived before the registration: the edge is not lost (epoll
-        // reports a ready socket when it is added), so nothing is read here.
     }
 
     /// Marks what the poller saw (`input`: bytes or the end arrived; `closed`: the end or an
@@ -256,12 +377,33 @@ impl Worker {
         let Some(Some(conn)) = self.slots.get_mut(slot) else {
             return;
         };
+        if conn.ring.is_some_and(|r| r.sending) {
+            // The send's completion drives it.
+            return;
+        }
         conn.session.lend(&mut self.spare);
         let turn = conn.turn();
         conn.session.give_back(&mut self.spare);
         match turn {
             Turn::Wait => return,
+            #[cfg(target_os = "linux")]
+            Turn::Send => {
+                if let Backend::Ring(ring) = &mut self.backend
+                    && ring::send(ring, conn, slot).is_ok()
+                {
+                    return;
+                }
+            }
+            #[cfg(not(target_os = "linux"))]
+            Turn::Send => {}
             Turn::Idle => {
+                #[cfg(target_os = "linux")]
+                if let Backend::Ring(ring) = &mut self.backend
+                    && ring::arm(ring, conn, slot).is_err()
+                {
+                    self.close(slot);
+                    return;
+                }
                 // An idle connection holds no buffer: what the worker could not take back
                 // goes to the thread's pool.
                 if conn.session.holds_buffers() {
@@ -270,17 +412,43 @@ impl Worker {
                 return;
             }
             Turn::GiveWay => {
+                if let Some(r) = conn.ring.as_mut() {
+                    r.event = conn.session.requests;
+                }
                 self.again.push(slot);
                 return;
             }
             Turn::Close | Turn::Watch(_) => {}
         }
-        let Some(conn) = self.slots[slot].take() else {
+        let Some(conn) = self.close(slot) else {
             return;
         };
-        self.free.push(slot);
         if let Turn::Watch(mask) = turn {
-            conn.into_watch(&self.poll, &self.runtime, mask);
+            conn.into_watch(self.poll_of(), &self.runtime, mask);
+        }
+    }
+
+    /// Takes the connection at `slot` out of the loop; the caller drops it (closing it) or
+    /// moves it. A receive still armed on it is ended by shutting the socket's reading side
+    /// down: the ring holds the socket open until then, and its completion, which will find
+    /// the slot empty or another connection's, gives its buffer back.
+    fn close(&mut self, slot: usize) -> Option<LoopConn> {
+        let conn = self.slots.get_mut(slot)?.take()?;
+        self.free.push(slot);
+        if conn.ring.is_some_and(|r| r.armed) {
+            // SAFETY: shutdown(2) on a descriptor the connection owns.
+            unsafe { libc::shutdown(conn.sock.fd(), libc::SHUT_RD) };
+        }
+        Some(conn)
+    }
+
+    /// The epoll poller, if this worker has one (a ring worker's connections are in no poll
+    /// to leave).
+    fn poll_of(&self) -> Option<&Poll> {
+        match &self.backend {
+            Backend::Epoll(p) => Some(p),
+            #[cfg(target_os = "linux")]
+            Backend::Ring(_) => None,
         }
     }
 }
@@ -290,6 +458,8 @@ impl Worker {
 enum Turn {
     /// Waiting for room to write.
     Wait,
+    /// Output to hand to the ring (a ring worker's connection does not write itself).
+    Send,
     /// Waiting for input, with nothing to write.
     Idle,
     /// May have input left after `-R` requests or [`READS_PER_TURN`] reads.
@@ -308,113 +478,6 @@ enum Read {
     End,
 }
 
-/// A plain TCP or UNIX socket.
-enum Sock {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
-impl Sock {
-    fn register(&mut self, poll: &Poll, token: Token, interest: Interest) -> io::Result<()> {
-        match self {
-            Sock::Tcp(s) => poll.registry().register(s, token, interest),
-            Sock::Unix(s) => poll.registry().register(s, token, interest),
-        }
-    }
-
-    fn deregister(&mut self, poll: &Poll) {
-        let _ = match self {
-            Sock::Tcp(s) => poll.registry().deregister(s),
-            Sock::Unix(s) => poll.registry().deregister(s),
-        };
-    }
-
-    fn fd(&self) -> RawFd {
-        match self {
-            Sock::Tcp(s) => s.as_raw_fd(),
-            Sock::Unix(s) => s.as_raw_fd(),
-        }
-    }
-}
-
-/// Reads what the socket holds into `buf`'s spare capacity (which the caller made room
-/// in), without initialising it first.
-fn read_into(fd: RawFd, buf: &mut BytesMut) -> io::Result<usize> {
-    let spare = buf.spare_capacity_mut();
-    // SAFETY: read(2) writes at most `spare.len()` bytes into the spare capacity, which is
-    // valid for writes of that length.
-    let n = unsafe { sys::read(fd, spare.as_mut_ptr().cast(), spare.len()) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: read(2) initialised the first `n` bytes of the spare capacity.
-    unsafe { buf.advance_mut(n as usize) };
-    Ok(n as usize)
-}
-
-/// Sends what it can of `buf` on the socket.
-fn send(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
-    // SAFETY: send(2) reads at most `buf.len()` bytes from `buf`.
-    let n = unsafe { sys::send(fd, buf.as_ptr().cast(), buf.len()) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(n as usize)
-}
-
-/// The loop's two system calls a request. On Linux they bypass glibc's `read` and `send`:
-/// each of those is a thread-cancellation point, bracketing the call with enabling and
-/// disabling asynchronous cancellation (about 45 instructions a call, two calls a request),
-/// and no thread here is ever cancelled.
-#[cfg(target_os = "linux")]
-mod sys {
-    use std::os::fd::RawFd;
-
-    /// read(2).
-    ///
-    /// # Safety
-    /// `buf` must be valid for writes of `len` bytes.
-    pub unsafe fn read(fd: RawFd, buf: *mut libc::c_void, len: usize) -> isize {
-        // SAFETY: the caller's contract is read(2)'s.
-        unsafe { libc::syscall(libc::SYS_read, fd, buf, len) as isize }
-    }
-
-    /// send(2) without SIGPIPE.
-    ///
-    /// # Safety
-    /// `buf` must be valid for reads of `len` bytes.
-    pub unsafe fn send(fd: RawFd, buf: *const libc::c_void, len: usize) -> isize {
-        let (to, to_len) = (std::ptr::null::<libc::sockaddr>(), 0 as libc::socklen_t);
-        // SAFETY: the caller's contract is send(2)'s; sendto(2) with no address is send(2).
-        unsafe {
-            libc::syscall(
-                libc::SYS_sendto,
-                fd,
-                buf,
-                len,
-                libc::MSG_NOSIGNAL,
-                to,
-                to_len,
-            ) as isize
-        }
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-mod sys {
-    use std::os::fd::RawFd;
-
-    pub unsafe fn read(fd: RawFd, buf: *mut libc::c_void, len: usize) -> isize {
-        // SAFETY: the caller's contract is read(2)'s.
-        unsafe { libc::read(fd, buf, len) }
-    }
-
-    pub unsafe fn send(fd: RawFd, buf: *const libc::c_void, len: usize) -> isize {
-        // SAFETY: the caller's contract is send(2)'s.
-        unsafe { libc::send(fd, buf, len, 0) }
-    }
-}
-
 /// A loop's connection: its socket, its session, and what its last request asked for.
 struct LoopConn {
     sock: Sock,
@@ -431,6 +494,22 @@ struct LoopConn {
     /// the end may sit behind bytes a short read took: it is read whatever `drained` says
     /// (tokio keeps its closed readiness for the same reason).
     closed: bool,
+    /// Its generation, which a ring's completions carry.
+    era: u32,
+    /// A ring worker's connection: what the ring holds of it.
+    ring: Option<RingState>,
+}
+
+/// What a ring holds of a connection.
+#[derive(Debug, Clone, Copy, Default)]
+struct RingState {
+    /// A receive is armed.
+    armed: bool,
+    /// A send of the output is in flight: the output is the kernel's until it completes.
+    sending: bool,
+    /// `requests` when the connection's input last arrived: `-R` counts the requests of
+    /// one arrival, across the sends that answer them.
+    event: u32,
 }
 
 impl LoopConn {
@@ -438,9 +517,12 @@ impl LoopConn {
     /// the last request, read, answer; repeat.
     fn turn(&mut self) -> Turn {
         let mut reads = 0;
-        let first_request = self.session.requests;
+        let first_request = self.ring.map_or(self.session.requests, |r| r.event);
         loop {
             if !self.session.out.is_empty() {
+                if self.ring.is_some() {
+                    return Turn::Send;
+                }
                 // A write that completes at once is no state a snapshot could see: the
                 // connection says it is writing only while it waits to.
                 match write_now(&mut self.sock, &mut self.session, &self.reg.sh) {
@@ -532,8 +614,10 @@ impl LoopConn {
 
     /// Moves a connection that sent `watch` to the worker's runtime, which streams the log
     /// to it (rare, and waits on two things at once: a task's work).
-    fn into_watch(mut self, poll: &Poll, runtime: &tokio::runtime::Handle, mask: u8) {
-        self.sock.deregister(poll);
+    fn into_watch(mut self, poll: Option<&Poll>, runtime: &tokio::runtime::Handle, mask: u8) {
+        if let Some(poll) = poll {
+            self.sock.deregister(poll);
+        }
         self.live.set(ConnState::Watch);
         let LoopConn { sock, reg, .. } = self;
         // The descriptor changes owner and is never closed in between.
@@ -564,28 +648,6 @@ where
     if let Ok(s) = socket {
         crate::connection::watch_stream(s, &reg.sh, mask).await;
     }
-}
-
-/// Writes the session's output until done (`true`) or the socket is full (`false`: the
-/// rest stays, and the poller's next writable edge resumes it).
-fn write_now(sock: &mut Sock, session: &mut Session, sh: &Shared) -> io::Result<bool> {
-    let mut at = 0;
-    let out = &session.out;
-    while at < out.len() {
-        match send(sock.fd(), &out[at..]) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => at += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                sh.counters.bytes_written.fetch_add(at as u64, Relaxed);
-                session.out.drain(..at);
-                return Ok(false);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    session.written(sh);
-    Ok(true)
 }
 
 #[cfg(test)]

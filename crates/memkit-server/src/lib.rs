@@ -15,8 +15,8 @@
 //! - [`session`]: one client's requests and replies without its I/O: pick the protocol
 //!   (`-B`), decode, dispatch, batch the replies, swallow refused data; its buffer policy
 //!   (pooled, released when idle, bounded in and out; see `docs/limits.md`).
-//! - [`evloop`]: memcached's worker threads: one poller per thread drives its connections'
-//!   sessions, no runtime in between. [`connection`]: a session as a tokio task, for what
+//! - [`evloop`]: memcached's worker threads: one io_uring (or epoll poller) per thread
+//!   drives its connections' sessions, no runtime in between. [`connection`]: a session as a tokio task, for what
 //!   needs the runtime (TLS, `-Y`, idle timeouts, `sync` durability, embedders).
 //! - [`exec`]: THE place where a request meets the storage backend: one executor for the
 //!   logical commands every encoding decodes into, and the [`exec::Reply`] trait each

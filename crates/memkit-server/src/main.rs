@@ -142,7 +142,7 @@ fn serve(
             std::process::exit(71)
         });
     let timers = memkit_server::server::needs_timers(&settings, &security);
-    let workers = Workers::start_with(settings.threads, timers).unwrap_or_else(|e| {
+    let workers = Workers::start_with(settings.threads, timers, settings.io).unwrap_or_else(|e| {
         tracing::error!("cannot start worker threads: {e}");
         std::process::exit(71)
     });

@@ -630,13 +630,16 @@ pub struct Workers {
 impl Workers {
     /// Starts `n` (at least one) workers, with tokio's timer.
     pub fn start(n: usize) -> std::io::Result<Workers> {
-        Self::start_with(n, true)
+        Self::start_with(n, true, crate::evloop::Io::default())
     }
 
     /// [`Workers::start`], with the timer only when `timers`. A connection needs one only
     /// for `-o idle_timeout` and for TLS's handshake and close bounds ([`needs_timers`]);
     /// without them a runtime's timer is pure cost, checked at every wake-up.
-    pub fn start_with(n: usize, timers: bool) -> std::io::Result<Workers> {
+    /// Their loops wait through `io` where the kernel allows it ([`crate::evloop::Io::effective`]).
+    pub fn start_with(n: usize, timers: bool, io: crate::evloop::Io) -> std::io::Result<Workers> {
+        let io = io.effective();
+        tracing::debug!("worker threads wait through {}", io.name());
         let mut w = Workers {
             handles: Vec::new(),
             loops: Vec::new(),
@@ -653,7 +656,7 @@ impl Workers {
             let rt = rt.build()?;
             let (tx, rx) = tokio::sync::oneshot::channel::<()>();
             let (lp, thread) =
-                crate::evloop::Loop::start(format!("memkitd-loop-{i}"), rt.handle().clone())?;
+                crate::evloop::Loop::start(format!("memkitd-loop-{i}"), rt.handle().clone(), io)?;
             w.loops.push(lp);
             w.threads.push(thread);
             w.handles.push(rt.handle().clone());

@@ -314,6 +314,8 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
         ),
         ("watch_enabled", yes(st.watch).into()),
         ("memkit_eviction_policy", "s3fifo-segments".into()),
+        // What the worker loops wait with (--io, as the kernel allows it).
+        ("memkit_io", st.io.name().into()),
     ]);
     for (k, v) in rows {
         write_stat(out, k, v.as_bytes());

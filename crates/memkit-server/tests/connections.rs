@@ -11,12 +11,48 @@ use inproc::conn;
 use memkit_testkit::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// The worker loops' two ways of waiting (`--io`, `stats settings`'s `memkit_io`): the
+/// tests of a connection's life run under both.
+const IO: [(&str, &str); 2] = [("uring", "io_uring"), ("epoll", "epoll")];
+
+/// Starts a server waiting through `io` (where the kernel allows it), with `args`.
+async fn start(io: &str, args: &[&str]) -> TestServer {
+    let mut all = vec!["--io", io];
+    all.extend_from_slice(args);
+    TestServer::start(&all)
+}
+
+/// `--io` chooses what the worker loops wait with, and `stats settings` says which: epoll
+/// when asked for, io_uring by default where this kernel has it.
+#[tokio::test]
+async fn the_worker_loops_wait_through_what_io_names() {
+    for (io, name) in IO {
+        let s = start(io, &[]).await;
+        let mut c = conn(&s).await;
+        let settings = c.ask(b"stats settings\r\n", b"END\r\n").await;
+        let shown = settings
+            .lines()
+            .find_map(|l| l.strip_prefix("STAT memkit_io "))
+            .expect("memkit_io");
+        let allowed = memkit_server::evloop::Io::Uring.effective().name();
+        assert_eq!(shown, if io == "epoll" { name } else { allowed });
+        eprintln!("--io {io}: {shown}");
+        s.stop().await;
+    }
+}
+
 /// `stats conns` names where each connection is, as memcached's `state_text` does: the
 /// asking one answering, an idle one waiting, one holding half a request reading, one
 /// discarding a refused value swallowing, one streaming `watch` lines watching.
 #[tokio::test]
 async fn stats_conns_shows_each_connections_state() {
-    let s = TestServer::start(&[]);
+    for (io, _) in IO {
+        stats_conns_under(io).await;
+    }
+}
+
+async fn stats_conns_under(io: &str) {
+    let s = start(io, &[]).await;
     let mut asker = conn(&s).await;
     let mut idle = conn(&s).await;
     assert!(
@@ -174,7 +210,13 @@ async fn workers_have_a_timer_when_an_idle_timeout_needs_one() {
 /// yields are counted in `conn_yields`.
 #[tokio::test]
 async fn a_connection_that_keeps_sending_gives_way_after_r_requests() {
-    let s = TestServer::start(&["-R", "5"]);
+    for (io, _) in IO {
+        gives_way_under(io).await;
+    }
+}
+
+async fn gives_way_under(io: &str) {
+    let s = start(io, &["-R", "5"]).await;
     let mut asker = conn(&s).await;
     let settings = asker.ask(b"stats settings\r\n", b"END\r\n").await;
     assert!(settings.contains("STAT reqs_per_event 5\r\n"), "{settings}");
@@ -217,7 +259,13 @@ async fn a_connection_that_keeps_sending_gives_way_after_r_requests() {
 /// the bytes.
 #[tokio::test]
 async fn requests_and_the_end_sent_together_are_answered_and_closed() {
-    let s = TestServer::start(&[]);
+    for (io, _) in IO {
+        answered_and_closed_under(io).await;
+    }
+}
+
+async fn answered_and_closed_under(io: &str) {
+    let s = start(io, &[]).await;
     for _ in 0..50 {
         let mut c = tokio::net::TcpStream::connect(s.tcp_addr()).await.unwrap();
         c.write_all(b"set k 0 0 1\r\nv\r\nget k\r\n").await.unwrap();
@@ -230,4 +278,32 @@ async fn requests_and_the_end_sent_together_are_answered_and_closed() {
         assert_eq!(got, b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n");
     }
     s.stop().await;
+}
+
+/// A value larger than a receive's buffer and a reply larger than the socket takes at once:
+/// the request is read on past its first part, the reply sent whole, and the connection
+/// serves the next request, at one request in flight and with requests pipelined behind.
+#[tokio::test]
+async fn large_values_cross_the_loop_whole() {
+    for (io, _) in IO {
+        let s = start(io, &[]).await;
+        let mut c = conn(&s).await;
+        let value: Vec<u8> = (0..700_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let mut set = format!("set big 0 0 {}\r\n", value.len()).into_bytes();
+        set.extend_from_slice(&value);
+        set.extend_from_slice(b"\r\n");
+        assert_eq!(c.ask(&set, b"\r\n").await, "STORED\r\n");
+        let mut want = format!("VALUE big 0 {}\r\n", value.len()).into_bytes();
+        want.extend_from_slice(&value);
+        want.extend_from_slice(b"\r\nEND\r\n");
+        for _ in 0..3 {
+            let got = c.ask(b"get big\r\n", b"END\r\n").await;
+            assert!(got.as_bytes() == want, "{io}: {} bytes back", got.len());
+        }
+        // The meta no-op's MN marks the end: the value's letters are lower case.
+        let got = c.ask(b"get big\r\nget big\r\nmn\r\n", b"MN\r\n").await;
+        assert!(got.as_bytes()[..want.len()] == want, "{io}");
+        assert_eq!(got.len(), 2 * want.len() + "MN\r\n".len(), "{io}");
+        s.stop().await;
+    }
 }

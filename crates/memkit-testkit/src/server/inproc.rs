@@ -57,7 +57,8 @@ impl TestServer {
                     .enable_all()
                     .build()
                     .expect("runtime");
-                let workers = Workers::start(sh.settings.threads).expect("worker threads");
+                let workers = Workers::start_with(sh.settings.threads, true, sh.settings.io)
+                    .expect("worker threads");
                 rt.block_on(async {
                     let listener = tokio::net::TcpListener::from_std(tcp).expect("listener");
                     let mut listeners = vec![Listener::from(listener)];

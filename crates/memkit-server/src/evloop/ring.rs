@@ -1,0 +1,613 @@
+//! A worker loop's io_uring: the receives and sends of its connections, submitted together
+//! and completed together, in place of an `epoll_wait` and a `read` and a `send` each.
+//!
+//! Why: at one request in flight a request is a readiness event, a read and a send, three
+//! system calls (two, with the readiness events of a busy loop shared). On the machines
+//! measured here a system call's entry and exit alone cost about 170 ns, on both sides of
+//! the boundary (`docs/BENCHMARKS.md`, issue 19). Through the ring, a loop's pass is one
+//! `io_uring_enter` for all the connections it serves: their sends are issued in it, their
+//! receives completed by it.
+//!
+//! A receive takes its buffer from a ring of [`BUFS`] provided buffers of [`BUF_LEN`] bytes
+//! when its bytes arrive, so that a connection waiting for a request holds no memory of its
+//! own (memcached's idle connection holds none either). What arrives is copied into the
+//! connection's input and the buffer goes back at once; a request larger than a buffer is
+//! read the rest of the way by the connection's own reads.
+//!
+//! The ring is set up with `SINGLE_ISSUER` and `DEFER_TASKRUN`: only the worker thread
+//! submits, and completions are made only when it asks for them, instead of interrupting it.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use io_uring::types::{BufRingEntry, Fd, SubmitArgs, Timespec};
+use io_uring::{IoUring, cqueue, opcode, squeue};
+use memkit_engine::Prefetch;
+
+use super::{Backend, LoopConn, Worker};
+use crate::dispatch::Action;
+use crate::server::ConnState;
+
+/// Provided buffers a ring keeps (a power of two).
+const BUFS: u16 = 256;
+/// Each buffer's length: a typical request fits (memcaslap's are under 200 bytes; a PHP
+/// session's set is a few KiB and is read on by the connection).
+pub(super) const BUF_LEN: usize = 2048;
+/// The buffer group's id.
+const GROUP: u16 = 0;
+
+/// What an operation was, in the top byte of its `user_data`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Op {
+    Recv = 1,
+    Send = 2,
+    Wake = 3,
+    /// A send with its connection's next receive linked behind it: it completes with no
+    /// entry of its own unless it fails, and the receive's completion says it is done.
+    SendThenRecv = 4,
+}
+
+/// One completion, copied out of the queue.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Done {
+    pub op: Op,
+    /// The connection's slot and generation, for receives and sends.
+    pub slot: usize,
+    pub era: u32,
+    pub res: i32,
+    pub flags: u32,
+}
+
+impl Done {
+    /// The provided buffer a receive filled.
+    pub fn buffer(&self) -> Option<u16> {
+        cqueue::buffer_select(self.flags)
+    }
+
+    /// The socket held more than the receive took.
+    pub fn more_input(&self) -> bool {
+        cqueue::sock_nonempty(self.flags)
+    }
+
+    /// A multishot operation (the waker's poll) is still armed.
+    pub fn armed(&self) -> bool {
+        cqueue::more(self.flags)
+    }
+}
+
+/// An operation's `user_data`: its kind, and the slot and generation of its connection.
+fn user_data(op: Op, slot: usize, era: u32) -> u64 {
+    ((op as u64) << 56) | (u64::from(era & 0xFF_FFFF) << 32) | (slot as u32 as u64)
+}
+
+fn unpack(ud: u64) -> Option<(Op, usize, u32)> {
+    let op = match ud >> 56 {
+        1 => Op::Recv,
+        2 => Op::Send,
+        3 => Op::Wake,
+        4 => Op::SendThenRecv,
+        _ => return None,
+    };
+    Some((op, ud as u32 as usize, ((ud >> 32) & 0xFF_FFFF) as u32))
+}
+
+/// Generations wrap at 24 bits (the room left in `user_data`).
+pub(super) fn next_era(era: u32) -> u32 {
+    era.wrapping_add(1) & 0xFF_FFFF
+}
+
+/// Whether this kernel sets up a ring as [`Ring::new`] does (the buffer ring needs 5.19,
+/// `DEFER_TASKRUN` 6.1).
+pub(super) fn available() -> bool {
+    let ring = IoUring::<squeue::Entry, cqueue::Entry>::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(2);
+    ring.is_ok()
+}
+
+/// The ring, its provided buffers, and a count of the operations the kernel still holds.
+pub(super) struct Ring {
+    ring: IoUring,
+    /// The buffer ring shared with the kernel: `BUFS` entries, page-aligned.
+    entries: *mut BufRingEntry,
+    /// The buffers' memory.
+    bufs: Box<[u8]>,
+    /// The buffer ring's tail as published, and buffers added since.
+    tail: u16,
+    added: u16,
+    /// Receives and sends submitted and not completed: their memory must outlive them.
+    pub inflight: usize,
+}
+
+// SAFETY: the buffer ring's memory is owned by the `Ring` and used only through it; the raw
+// pointer is what keeps `Ring` from being `Send` by default, and the ring moves into its
+// worker thread once, before its first use.
+unsafe impl Send for Ring {}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring")
+            .field("inflight", &self.inflight)
+            .finish_non_exhaustive()
+    }
+}
+
+fn entries_layout() -> std::alloc::Layout {
+    let size = usize::from(BUFS) * std::mem::size_of::<BufRingEntry>();
+    std::alloc::Layout::from_size_align(size, 4096).expect("buffer ring layout")
+}
+
+impl Ring {
+    /// A ring for one worker thread, its buffers registered; `Err` where the kernel has no
+    /// io_uring (before 6.1, or disabled: `kernel.io_uring_disabled`, seccomp).
+    pub fn new() -> io::Result<Ring> {
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_cqsize(4096)
+            .build(1024)?;
+        let layout = entries_layout();
+        // SAFETY: the layout has a non-zero size.
+        let entries = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<BufRingEntry>();
+        if entries.is_null() {
+            return Err(io::ErrorKind::OutOfMemory.into());
+        }
+        let mut r = Ring {
+            ring,
+            entries,
+            bufs: vec![0u8; usize::from(BUFS) * BUF_LEN].into_boxed_slice(),
+            tail: 0,
+            added: 0,
+            inflight: 0,
+        };
+        // SAFETY: `entries` is page-aligned memory for `BUFS` entries that lives as long as
+        // the registration (it is unregistered before it is freed, in `drop`).
+        unsafe {
+            r.ring
+                .submitter()
+                .register_buf_ring_with_flags(r.entries as u64, BUFS, GROUP, 0)?
+        };
+        for bid in 0..BUFS {
+            r.give_back(bid);
+        }
+        r.publish();
+        Ok(r)
+    }
+
+    /// The bytes a receive left in buffer `bid`.
+    pub fn buffer(&self, bid: u16, len: usize) -> &[u8] {
+        let at = usize::from(bid) * BUF_LEN;
+        &self.bufs[at..at + len.min(BUF_LEN)]
+    }
+
+    /// Returns buffer `bid` to the kernel (at the next [`Ring::publish`]).
+    pub fn give_back(&mut self, bid: u16) {
+        let at = self.tail.wrapping_add(self.added) & (BUFS - 1);
+        // SAFETY: `at` < BUFS, inside the entries' allocation; the kernel reads entries only
+        // up to the published tail, which this one is past.
+        let e = unsafe { &mut *self.entries.add(usize::from(at)) };
+        e.set_addr(self.bufs.as_ptr() as u64 + (usize::from(bid) * BUF_LEN) as u64);
+        e.set_len(BUF_LEN as u32);
+        e.set_bid(bid);
+        self.added += 1;
+    }
+
+    /// Publishes the buffers given back since the last call.
+    fn publish(&mut self) {
+        if self.added == 0 {
+            return;
+        }
+        self.tail = self.tail.wrapping_add(self.added);
+        self.added = 0;
+        // SAFETY: the tail is the first entry's reserved field, a u16 the kernel reads
+        // atomically; the entries written before it are released with it.
+        unsafe {
+            let tail = BufRingEntry::tail(self.entries).cast::<AtomicU16>();
+            (*tail).store(self.tail, Ordering::Release);
+        }
+    }
+
+    /// Queues an entry, submitting what is queued first if the queue is full.
+    ///
+    /// # Safety
+    /// Whatever memory `e` points to must stay valid until its completion.
+    unsafe fn push(&mut self, e: &squeue::Entry) -> io::Result<()> {
+        // SAFETY: the caller's contract.
+        while unsafe { self.ring.submission().push(e) }.is_err() {
+            self.ring.submit()?;
+        }
+        Ok(())
+    }
+
+    /// Arms a receive on `fd` for the connection at `slot`, into a provided buffer.
+    pub fn recv(&mut self, fd: RawFd, slot: usize, era: u32) -> io::Result<()> {
+        let e = opcode::Recv::new(Fd(fd), std::ptr::null_mut(), BUF_LEN as u32)
+            .buf_group(GROUP)
+            .build()
+            .flags(squeue::Flags::BUFFER_SELECT)
+            .user_data(user_data(Op::Recv, slot, era));
+        // SAFETY: the receive writes only into a provided buffer, which the ring owns.
+        unsafe { self.push(&e)? };
+        self.inflight += 1;
+        Ok(())
+    }
+
+    /// Sends `len` bytes at `buf` on `fd` for the connection at `slot`; with `then_recv`,
+    /// arms the connection's next receive behind it (linked: issued once the send is done,
+    /// cancelled if it fails).
+    ///
+    /// `MSG_WAITALL`: the kernel sends all of it, waiting for room as it must, or fails; a
+    /// completion with fewer bytes is a failed socket.
+    ///
+    /// # Safety
+    /// `buf` must stay valid for reads of `len` bytes, and unchanged, until the send's
+    /// completion (or, with `then_recv`, the receive's).
+    pub unsafe fn send(
+        &mut self,
+        fd: RawFd,
+        buf: *const u8,
+        len: usize,
+        (slot, era): (usize, u32),
+        then_recv: bool,
+    ) -> io::Result<()> {
+        let op = if then_recv {
+            Op::SendThenRecv
+        } else {
+            Op::Send
+        };
+        let mut e = opcode::Send::new(Fd(fd), buf, len.min(u32::MAX as usize) as u32)
+            .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+            .build()
+            .user_data(user_data(op, slot, era));
+        if then_recv {
+            e = e.flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS);
+        }
+        // SAFETY: the caller keeps `buf` valid until the completion.
+        unsafe { self.push(&e)? };
+        if then_recv {
+            // Counted with its receive: it has a completion of its own only when it fails.
+            return self.recv(fd, slot, era);
+        }
+        self.inflight += 1;
+        Ok(())
+    }
+
+    /// Polls the worker's waker (an eventfd) for as long as the ring lives.
+    pub fn watch_waker(&mut self, fd: RawFd) -> io::Result<()> {
+        let e = opcode::PollAdd::new(Fd(fd), libc::POLLIN as u32)
+            .multi(true)
+            .build()
+            .user_data(user_data(Op::Wake, 0, 0));
+        // SAFETY: a poll refers to no memory of ours.
+        unsafe { self.push(&e) }
+    }
+
+    /// Publishes returned buffers, submits what is queued and waits for one completion at
+    /// least (`wait`), or up to `timeout`; then moves the completions into `done`.
+    pub fn enter(
+        &mut self,
+        wait: bool,
+        timeout: Option<std::time::Duration>,
+        done: &mut Vec<Done>,
+    ) -> io::Result<()> {
+        self.publish();
+        let want = usize::from(wait);
+        let r = match timeout {
+            Some(t) => {
+                let ts = Timespec::from(t);
+                let args = SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+            None => self.ring.submit_and_wait(want),
+        };
+        match r {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                ) => {}
+            Err(e) => return Err(e),
+        }
+        done.clear();
+        for c in self.ring.completion() {
+            let Some((op, slot, era)) = unpack(c.user_data()) else {
+                continue;
+            };
+            if !matches!(op, Op::Wake | Op::SendThenRecv) {
+                self.inflight -= 1;
+            }
+            done.push(Done {
+                op,
+                slot,
+                era,
+                res: c.result(),
+                flags: c.flags(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        if self.inflight > 0 {
+            // The kernel may still write into the buffers: leaked rather than freed under it.
+            std::mem::forget(std::mem::take(&mut self.bufs));
+            return;
+        }
+        // The kernel stops using the entries once unregistered; the ring's own teardown
+        // (closing its descriptor) follows when `ring` drops.
+        let _ = self.ring.submitter().unregister_buf_ring(GROUP);
+        // SAFETY: allocated in `new` with this layout; unregistered above.
+        unsafe { std::alloc::dealloc(self.entries.cast(), entries_layout()) };
+    }
+}
+
+/// Arms a receive for a connection that waits for input, unless one is armed.
+pub(super) fn arm(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Result<()> {
+    let Some(st) = conn.ring.as_mut() else {
+        return Ok(());
+    };
+    if !st.armed {
+        ring.recv(conn.sock.fd(), slot, conn.era)?;
+        st.armed = true;
+    }
+    Ok(())
+}
+
+/// Sends the rest of a connection's output. A connection that will wait for its next
+/// request once this is written has its receive linked behind the send: one submission for
+/// both, and one completion.
+pub(super) fn send(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Result<()> {
+    let waits = conn.next == Some(Action::Continue) && conn.drained && !conn.closed;
+    let waits = waits && !conn.reg.sh.stopping();
+    let Some(st) = conn.ring.as_mut() else {
+        return Err(io::ErrorKind::Unsupported.into());
+    };
+    let then_recv = waits && !st.armed;
+    let out = &conn.session.out;
+    // SAFETY: while `sending` is set the connection is not driven ([`Worker::drive`]) and
+    // nothing else touches its output, which stays where it is until the send is done
+    // ([`Worker::sent`], [`Worker::received`]); a stopping worker waits for its sends
+    // ([`Worker::finish_ring`]).
+    unsafe {
+        ring.send(
+            conn.sock.fd(),
+            out.as_ptr(),
+            out.len(),
+            (slot, conn.era),
+            then_recv,
+        )?
+    };
+    st.sending = true;
+    st.armed |= then_recv;
+    if then_recv {
+        // It is not driven again before its next input: it waits from here.
+        conn.live.set(conn.session.waiting_state());
+    }
+    Ok(())
+}
+
+impl Worker {
+    fn ring(&mut self) -> &mut Ring {
+        match &mut self.backend {
+            Backend::Ring(r) => r,
+            Backend::Epoll(_) => unreachable!("an epoll worker has no ring"),
+        }
+    }
+
+    /// The loop through the ring: one `io_uring_enter` submits the pass's receives and
+    /// sends and waits for completions; the connections completed are then served, their
+    /// lookups warmed as in [`Worker::serve`].
+    pub(super) fn run_ring(mut self) {
+        let mut done = Vec::with_capacity(256);
+        let mut woken = Vec::with_capacity(256);
+        loop {
+            let wait = self.again.is_empty();
+            if let Err(e) = self.ring().enter(wait, None, &mut done) {
+                tracing::error!("worker ring failed: {e}");
+                break;
+            }
+            for i in std::mem::take(&mut self.again) {
+                self.drive(i);
+            }
+            woken.clear();
+            let mut stop = false;
+            // A connection completed alone has nothing to overlap its misses with.
+            let warm = done.len() > 1;
+            for d in &done {
+                let drive = match d.op {
+                    Op::Wake => {
+                        self.waker.clear();
+                        if !d.armed() && self.rewatch().is_err() {
+                            stop = true;
+                        }
+                        stop |= !self.take_new();
+                        false
+                    }
+                    Op::Recv => self.received(d, warm),
+                    Op::Send | Op::SendThenRecv => self.sent(d),
+                };
+                if drive {
+                    woken.push(d.slot);
+                }
+            }
+            self.serve_ring(&woken);
+            if stop {
+                break;
+            }
+        }
+        self.finish_ring();
+    }
+
+    fn rewatch(&mut self) -> io::Result<()> {
+        let fd = self.waker.0.as_raw_fd();
+        self.ring().watch_waker(fd)
+    }
+
+    /// Drives the connections a pass completed. Their input is already in (no system call
+    /// comes between them now), so each one's record is warmed a connection ahead of its
+    /// answer, its index bucket since its receive was copied in.
+    fn serve_ring(&mut self, woken: &[usize]) {
+        let warm = woken.len() > 1;
+        if warm {
+            self.prefetch(woken[0], Prefetch::Record);
+        }
+        for (n, &slot) in woken.iter().enumerate() {
+            if warm && let Some(&next) = woken.get(n + 1) {
+                self.prefetch(next, Prefetch::Record);
+            }
+            self.drive(slot);
+        }
+    }
+
+    /// A receive completed: its bytes go into the connection's input, and (`warm`) its
+    /// first lookup's index bucket starts loading. Whether the connection is to be driven.
+    fn received(&mut self, d: &Done, warm: bool) -> bool {
+        let Backend::Ring(ring) = &mut self.backend else {
+            return false;
+        };
+        let conn = match self.slots.get_mut(d.slot) {
+            Some(Some(c)) if c.era == d.era => c,
+            _ => {
+                // Its connection closed while it was armed.
+                if let Some(bid) = d.buffer() {
+                    ring.give_back(bid);
+                }
+                return false;
+            }
+        };
+        let Some(st) = conn.ring.as_mut() else {
+            return false;
+        };
+        st.armed = false;
+        st.event = conn.session.requests;
+        if st.sending {
+            // The send linked ahead of this receive is done (a failed one completes on its
+            // own, before this).
+            st.sending = false;
+            conn.session.written(&conn.reg.sh);
+        }
+        match d.res {
+            n if n > 0 => {
+                let Some(bid) = d.buffer() else {
+                    conn.next = Some(Action::Close);
+                    return true;
+                };
+                let n = n as usize;
+                conn.session.lend(&mut self.spare);
+                conn.session.room_to_read();
+                conn.session.rbuf.extend_from_slice(ring.buffer(bid, n));
+                ring.give_back(bid);
+                conn.drained = !d.more_input();
+                let sh = &conn.reg.sh;
+                sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
+                conn.live
+                    .last_cmd
+                    .store(sh.uptime_secs.load(Relaxed), Relaxed);
+                conn.live.set(ConnState::ParseCmd);
+                if conn.next == Some(Action::Continue) {
+                    conn.next = None;
+                }
+                if warm {
+                    conn.prefetch(Prefetch::Bucket);
+                }
+                true
+            }
+            e if e == -libc::ENOBUFS || e == -libc::EINTR || e == -libc::EAGAIN => {
+                // No buffer was free in this pass: the ones it gave back are published
+                // before the receive is submitted again.
+                if arm(ring, conn, d.slot).is_err() {
+                    conn.next = Some(Action::Close);
+                    return true;
+                }
+                false
+            }
+            _ => {
+                // The peer's end (0) or a failed socket, read after any reply in flight.
+                conn.next = Some(Action::Close);
+                true
+            }
+        }
+    }
+
+    /// A send completed (or, linked ahead of a receive, failed). Whether the connection is
+    /// to be driven.
+    fn sent(&mut self, d: &Done) -> bool {
+        let conn = match self.slots.get_mut(d.slot) {
+            Some(Some(c)) if c.era == d.era => c,
+            _ => return false,
+        };
+        let Some(st) = conn.ring.as_mut() else {
+            return false;
+        };
+        st.sending = false;
+        // MSG_WAITALL: anything short of the whole output, and any completion of a send
+        // with a receive linked behind it, is a failed socket; what was not written is lost
+        // with it.
+        let whole = usize::try_from(d.res).is_ok_and(|n| n == conn.session.out.len());
+        if d.op == Op::SendThenRecv || !whole {
+            conn.session.out.clear();
+            conn.next = Some(Action::Close);
+            return true;
+        }
+        conn.session.written(&conn.reg.sh);
+        true
+    }
+
+    /// The loop is stopping: ends what the kernel still holds of its connections (their
+    /// armed receives and sends in flight) and waits for those to complete, so that no
+    /// buffer is freed while the kernel may use it. What does not complete in a second is
+    /// leaked instead.
+    fn finish_ring(&mut self) {
+        for conn in self.slots.iter().flatten() {
+            if conn.ring.is_some_and(|r| r.armed || r.sending) {
+                // SAFETY: shutdown(2) on a descriptor the connection owns.
+                unsafe { libc::shutdown(conn.sock.fd(), libc::SHUT_RDWR) };
+            }
+        }
+        let mut done = Vec::new();
+        let tick = std::time::Duration::from_millis(10);
+        for _ in 0..100 {
+            let ring = self.ring();
+            if ring.inflight == 0 {
+                return;
+            }
+            if ring.enter(true, Some(tick), &mut done).is_err() {
+                break;
+            }
+            for d in &done {
+                if let Some(bid) = d.buffer() {
+                    ring.give_back(bid);
+                }
+            }
+        }
+        if self.ring().inflight > 0 {
+            tracing::warn!("worker ring: operations still in flight at stop; their buffers leak");
+            std::mem::forget(std::mem::take(&mut self.slots));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_data_round_trips() {
+        for (op, slot, era) in [
+            (Op::Recv, 0, 0),
+            (Op::Send, 123_456, 0xFF_FFFF),
+            (Op::Wake, 0, 7),
+        ] {
+            assert_eq!(unpack(user_data(op, slot, era)), Some((op, slot, era)));
+        }
+        assert_eq!(next_era(0xFF_FFFF), 0);
+        assert_eq!(unpack(0), None);
+    }
+}
