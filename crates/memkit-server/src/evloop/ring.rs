@@ -45,8 +45,8 @@ pub(super) enum Op {
     Recv = 1,
     Send = 2,
     Wake = 3,
-    /// A send with its connection's next receive linked behind it: it completes with no
-    /// entry of its own unless it fails, and the receive's completion says it is done.
+    /// A send with its connection's next receive linked behind it (issued once the send is
+    /// done, cancelled if it fails).
     SendThenRecv = 4,
 }
 
@@ -245,7 +245,7 @@ impl Ring {
     ///
     /// # Safety
     /// `buf` must stay valid for reads of `len` bytes, and unchanged, until the send's
-    /// completion (or, with `then_recv`, the receive's).
+    /// completion.
     pub unsafe fn send(
         &mut self,
         fd: RawFd,
@@ -264,15 +264,14 @@ impl Ring {
             .build()
             .user_data(user_data(op, slot, era));
         if then_recv {
-            e = e.flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS);
+            e = e.flags(squeue::Flags::IO_LINK);
         }
         // SAFETY: the caller keeps `buf` valid until the completion.
         unsafe { self.push(&e)? };
+        self.inflight += 1;
         if then_recv {
-            // Counted with its receive: it has a completion of its own only when it fails.
             return self.recv(fd, slot, era);
         }
-        self.inflight += 1;
         Ok(())
     }
 
@@ -318,7 +317,7 @@ impl Ring {
             let Some((op, slot, era)) = unpack(c.user_data()) else {
                 continue;
             };
-            if !matches!(op, Op::Wake | Op::SendThenRecv) {
+            if op != Op::Wake {
                 self.inflight -= 1;
             }
             done.push(Done {
@@ -362,7 +361,7 @@ pub(super) fn arm(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Resu
 
 /// Sends the rest of a connection's output. A connection that will wait for its next
 /// request once this is written has its receive linked behind the send: one submission for
-/// both, and one completion.
+/// both.
 pub(super) fn send(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Result<()> {
     let waits = conn.next == Some(Action::Continue) && conn.drained && !conn.closed;
     let waits = waits && !conn.reg.sh.stopping();
@@ -487,12 +486,6 @@ impl Worker {
         };
         st.armed = false;
         st.event = conn.session.requests;
-        if st.sending {
-            // The send linked ahead of this receive is done (a failed one completes on its
-            // own, before this).
-            st.sending = false;
-            conn.session.written(&conn.reg.sh);
-        }
         match d.res {
             n if n > 0 => {
                 let Some(bid) = d.buffer() else {
@@ -536,8 +529,8 @@ impl Worker {
         }
     }
 
-    /// A send completed (or, linked ahead of a receive, failed). Whether the connection is
-    /// to be driven.
+    /// A send completed. Whether the connection is to be driven: not when its receive is
+    /// linked behind the send.
     fn sent(&mut self, d: &Done) -> bool {
         let conn = match self.slots.get_mut(d.slot) {
             Some(Some(c)) if c.era == d.era => c,
@@ -547,17 +540,25 @@ impl Worker {
             return false;
         };
         st.sending = false;
-        // MSG_WAITALL: anything short of the whole output, and any completion of a send
-        // with a receive linked behind it, is a failed socket; what was not written is lost
-        // with it.
+        // MSG_WAITALL: anything short of the whole output is a failed socket; what was not
+        // written is lost with it.
         let whole = usize::try_from(d.res).is_ok_and(|n| n == conn.session.out.len());
-        if d.op == Op::SendThenRecv || !whole {
+        if !whole {
             conn.session.out.clear();
             conn.next = Some(Action::Close);
             return true;
         }
         conn.session.written(&conn.reg.sh);
-        true
+        if d.op == Op::Send {
+            return true;
+        }
+        // Waiting for its next request, with its receive armed: it is not driven until
+        // then, and holds no buffer meanwhile.
+        conn.session.give_back(&mut self.spare);
+        if conn.session.holds_buffers() {
+            conn.session.release();
+        }
+        false
     }
 
     /// The loop is stopping: ends what the kernel still holds of its connections (their
