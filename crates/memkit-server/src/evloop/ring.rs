@@ -19,9 +19,8 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU16, Ordering};
-
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU16, Ordering};
 
 use io_uring::types::{BufRingEntry, Fd, SubmitArgs, Timespec};
 use io_uring::{IoUring, cqueue, opcode, squeue};
@@ -292,8 +291,8 @@ impl Ring {
         unsafe { self.push(&e) }
     }
 
-    /// Publishes returned buffers, submits what is queued and waits for one completion at
-    /// least (`wait`), or up to `timeout`; then moves the completions into `done`.
+    /// Publishes returned buffers, submits what is queued and (`wait`) waits for
+    /// completions, or up to `timeout`; then moves the completions into `done`.
     ///
     /// The sends submitted complete as they are submitted, as a rule (a socket with room
     /// takes a reply at once), and their completions must not end the wait: the loop would
