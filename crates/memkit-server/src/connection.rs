@@ -47,7 +47,7 @@ pub async fn serve<S: Transport>(stream: S, sh: Arc<Shared>, id: u64) {
             // Boxed, as every rare path: an idle connection's future is its memory.
             Action::Watch(mask) => {
                 conn.live.set(ConnState::Watch);
-                return Box::pin(watch_stream(conn.stream, &conn.sh, mask)).await;
+                return Box::pin(watch_stream(conn.stream, &conn.sh, mask, &[])).await;
             }
         }
         if !conn.read().await {
@@ -359,13 +359,21 @@ async fn write_out<S: AsyncWrite + Unpin>(
     }
 }
 
-/// After `watch`: stream log lines until the client goes away; input is ignored.
+/// After `watch`: subscribe, send `pending` (a loop connection's replies up to the `watch`
+/// command's OK), then stream log lines until the client goes away; input is ignored.
 pub(crate) async fn watch_stream<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     sh: &Shared,
     mask: u8,
+    pending: &[u8],
 ) {
     let mut sub = sh.watchers.subscribe(mask);
+    // Subscribed before the OK leaves (memcached's order).
+    if !pending.is_empty()
+        && (stream.write_all(pending).await.is_err() || stream.flush().await.is_err())
+    {
+        return;
+    }
     let mut scratch = [0u8; 512];
     loop {
         tokio::select! {

@@ -520,6 +520,11 @@ impl LoopConn {
         let first_request = self.ring.map_or(self.session.requests, |r| r.event);
         loop {
             if !self.session.out.is_empty() {
+                // `watch` is answered by its stream, which subscribes before it sends the
+                // OK (memcached's order): nothing logged after the client reads OK is lost.
+                if let Some(Action::Watch(mask)) = self.next {
+                    return Turn::Watch(mask);
+                }
                 if self.ring.is_some() {
                     return Turn::Send;
                 }
@@ -619,34 +624,38 @@ impl LoopConn {
             self.sock.deregister(poll);
         }
         self.live.set(ConnState::Watch);
-        let LoopConn { sock, reg, .. } = self;
+        let LoopConn {
+            sock, reg, session, ..
+        } = self;
+        let pending = session.out;
         // The descriptor changes owner and is never closed in between.
         drop(match sock {
             Sock::Tcp(s) => {
                 // SAFETY: `into_raw_fd` gave up its ownership of a TCP socket.
                 let s = unsafe { std::net::TcpStream::from_raw_fd(s.into_raw_fd()) };
-                runtime.spawn(
-                    async move { watch(tokio::net::TcpStream::from_std(s), reg, mask).await },
-                )
+                runtime.spawn(async move {
+                    watch(tokio::net::TcpStream::from_std(s), reg, mask, pending).await
+                })
             }
             Sock::Unix(s) => {
                 // SAFETY: as above, of a UNIX socket.
                 let s = unsafe { std::os::unix::net::UnixStream::from_raw_fd(s.into_raw_fd()) };
-                runtime.spawn(
-                    async move { watch(tokio::net::UnixStream::from_std(s), reg, mask).await },
-                )
+                runtime.spawn(async move {
+                    watch(tokio::net::UnixStream::from_std(s), reg, mask, pending).await
+                })
             }
         });
     }
 }
 
-/// A `watch` stream on the runtime; the connection's registration ends with it.
-async fn watch<S>(socket: io::Result<S>, reg: Registered, mask: u8)
+/// A `watch` stream on the runtime, which first sends `pending` (the replies up to the
+/// `watch` command's OK); the connection's registration ends with it.
+async fn watch<S>(socket: io::Result<S>, reg: Registered, mask: u8, pending: Vec<u8>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     if let Ok(s) = socket {
-        crate::connection::watch_stream(s, &reg.sh, mask).await;
+        crate::connection::watch_stream(s, &reg.sh, mask, &pending).await;
     }
 }
 
