@@ -584,18 +584,12 @@ impl LoopConn {
 
     /// Reads what the socket holds into the session's input.
     fn read(&mut self) -> Read {
-        let sh: &Shared = &self.reg.sh;
         self.session.room_to_read();
         let spare = self.session.rbuf.capacity() - self.session.rbuf.len();
         match read_into(self.sock.fd(), &mut self.session.rbuf) {
             Ok(0) => Read::End,
             Ok(n) => {
-                self.drained = n < spare;
-                sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
-                self.live
-                    .last_cmd
-                    .store(sh.uptime_secs.load(Relaxed), Relaxed);
-                self.live.set(ConnState::ParseCmd);
+                self.arrived(n, n < spare);
                 Read::Got
             }
             Err(e) => match e.kind() {
@@ -607,6 +601,18 @@ impl LoopConn {
                 _ => Read::End,
             },
         }
+    }
+
+    /// Counts `n` bytes that arrived in the input (`drained`: the socket holds no more) and
+    /// marks the connection as parsing them.
+    fn arrived(&mut self, n: usize, drained: bool) {
+        let sh: &Shared = &self.reg.sh;
+        self.drained = drained;
+        sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
+        self.live
+            .last_cmd
+            .store(sh.uptime_secs.load(Relaxed), Relaxed);
+        self.live.set(ConnState::ParseCmd);
     }
 
     /// [`memkit_engine::Engine::prefetch`] for the first key in the connection's input (text

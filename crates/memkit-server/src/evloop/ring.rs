@@ -19,7 +19,6 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU16, Ordering};
 
 use io_uring::types::{BufRingEntry, Fd, SubmitArgs, Timespec};
@@ -28,13 +27,12 @@ use memkit_engine::Prefetch;
 
 use super::{Backend, LoopConn, Worker};
 use crate::dispatch::Action;
-use crate::server::ConnState;
 
 /// Provided buffers a ring keeps (a power of two).
 const BUFS: u16 = 256;
 /// Each buffer's length: a typical request fits (memcaslap's are under 200 bytes; a PHP
 /// session's set is a few KiB and is read on by the connection).
-pub(super) const BUF_LEN: usize = 2048;
+const BUF_LEN: usize = 2048;
 /// The buffer group's id.
 const GROUP: u16 = 0;
 /// How long a pass that sent waits for its sends and one more completion before it takes
@@ -47,9 +45,6 @@ pub(super) enum Op {
     Recv = 1,
     Send = 2,
     Wake = 3,
-    /// A send with its connection's next receive linked behind it (issued once the send is
-    /// done, cancelled if it fails).
-    SendThenRecv = 4,
 }
 
 /// One completion, copied out of the queue.
@@ -90,7 +85,6 @@ fn unpack(ud: u64) -> Option<(Op, usize, u32)> {
         1 => Op::Recv,
         2 => Op::Send,
         3 => Op::Wake,
-        4 => Op::SendThenRecv,
         _ => return None,
     };
     Some((op, ud as u32 as usize, ((ud >> 32) & 0xFF_FFFF) as u32))
@@ -126,11 +120,6 @@ pub(super) struct Ring {
     /// Sends queued since the last [`Ring::enter`].
     sends: usize,
 }
-
-// SAFETY: the buffer ring's memory is owned by the `Ring` and used only through it; the raw
-// pointer is what keeps `Ring` from being `Send` by default, and the ring moves into its
-// worker thread once, before its first use.
-unsafe impl Send for Ring {}
 
 impl std::fmt::Debug for Ring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -248,6 +237,9 @@ impl Ring {
     /// `MSG_WAITALL`: the kernel sends all of it, waiting for room as it must, or fails; a
     /// completion with fewer bytes is a failed socket.
     ///
+    /// `Ok(linked)`: the send is queued (an `Err` queued nothing), and the receive behind it
+    /// too unless `linked` is false (a link with nothing after it is no link).
+    ///
     /// # Safety
     /// `buf` must stay valid for reads of `len` bytes, and unchanged, until the send's
     /// completion.
@@ -258,16 +250,11 @@ impl Ring {
         len: usize,
         (slot, era): (usize, u32),
         then_recv: bool,
-    ) -> io::Result<()> {
-        let op = if then_recv {
-            Op::SendThenRecv
-        } else {
-            Op::Send
-        };
+    ) -> io::Result<bool> {
         let mut e = opcode::Send::new(Fd(fd), buf, len.min(u32::MAX as usize) as u32)
             .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
             .build()
-            .user_data(user_data(op, slot, era));
+            .user_data(user_data(Op::Send, slot, era));
         if then_recv {
             e = e.flags(squeue::Flags::IO_LINK);
         }
@@ -275,10 +262,7 @@ impl Ring {
         unsafe { self.push(&e)? };
         self.inflight += 1;
         self.sends += 1;
-        if then_recv {
-            return self.recv(fd, slot, era);
-        }
-        Ok(())
+        Ok(then_recv && self.recv(fd, slot, era).is_ok())
     }
 
     /// Polls the worker's waker (an eventfd) for as long as the ring lives.
@@ -352,7 +336,8 @@ impl Ring {
 impl Drop for Ring {
     fn drop(&mut self) {
         if self.inflight > 0 {
-            // The kernel may still write into the buffers: leaked rather than freed under it.
+            // The kernel may still write into the buffers or read their ring: both leaked
+            // rather than freed under it.
             std::mem::forget(std::mem::take(&mut self.bufs));
             return;
         }
@@ -391,7 +376,7 @@ pub(super) fn send(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Res
     // nothing else touches its output, which stays where it is until the send is done
     // ([`Worker::sent`], [`Worker::received`]); a stopping worker waits for its sends
     // ([`Worker::finish_ring`]).
-    unsafe {
+    let linked = unsafe {
         ring.send(
             conn.sock.fd(),
             out.as_ptr(),
@@ -401,8 +386,8 @@ pub(super) fn send(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Res
         )?
     };
     st.sending = true;
-    st.armed |= then_recv;
-    if then_recv {
+    st.armed |= linked;
+    if linked {
         // It is not driven again before its next input: it waits from here.
         conn.live.set(conn.session.waiting_state());
     }
@@ -447,7 +432,7 @@ impl Worker {
                         false
                     }
                     Op::Recv => self.received(d, warm),
-                    Op::Send | Op::SendThenRecv => self.sent(d),
+                    Op::Send => self.sent(d),
                 };
                 if drive {
                     woken.push(d.slot);
@@ -514,13 +499,7 @@ impl Worker {
                 conn.session.room_to_read();
                 conn.session.rbuf.extend_from_slice(ring.buffer(bid, n));
                 ring.give_back(bid);
-                conn.drained = !d.more_input();
-                let sh = &conn.reg.sh;
-                sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
-                conn.live
-                    .last_cmd
-                    .store(sh.uptime_secs.load(Relaxed), Relaxed);
-                conn.live.set(ConnState::ParseCmd);
+                conn.arrived(n, !d.more_input());
                 if conn.next == Some(Action::Continue) {
                     conn.next = None;
                 }
@@ -546,8 +525,8 @@ impl Worker {
         }
     }
 
-    /// A send completed. Whether the connection is to be driven: not when its receive is
-    /// linked behind the send.
+    /// A send completed. Whether the connection is to be driven: not when a receive is armed
+    /// for it (linked behind the send).
     fn sent(&mut self, d: &Done) -> bool {
         let conn = match self.slots.get_mut(d.slot) {
             Some(Some(c)) if c.era == d.era => c,
@@ -566,7 +545,7 @@ impl Worker {
             return true;
         }
         conn.session.written(&conn.reg.sh);
-        if d.op == Op::Send {
+        if !st.armed {
             return true;
         }
         // Waiting for its next request, with its receive armed: it is not driven until
@@ -622,6 +601,7 @@ mod tests {
             (Op::Recv, 0, 0),
             (Op::Send, 123_456, 0xFF_FFFF),
             (Op::Wake, 0, 7),
+            (Op::Send, u32::MAX as usize, 1),
         ] {
             assert_eq!(unpack(user_data(op, slot, era)), Some((op, slot, era)));
         }
