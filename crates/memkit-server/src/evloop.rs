@@ -377,7 +377,7 @@ impl Worker {
         let Some(Some(conn)) = self.slots.get_mut(slot) else {
             return;
         };
-        if conn.ring.is_some_and(|r| r.sending) {
+        if conn.ring.as_ref().is_some_and(|r| r.sending) {
             // The send's completion drives it.
             return;
         }
@@ -389,8 +389,16 @@ impl Worker {
             #[cfg(target_os = "linux")]
             Turn::Send => {
                 if let Backend::Ring(ring) = &mut self.backend
-                    && ring::send(ring, conn, slot).is_ok()
+                    && let Ok(sent) = ring::send(ring, conn, slot)
                 {
+                    if sent == ring::Sent::Quiet {
+                        // It waits for its next request holding no buffer (its reply went
+                        // out from a copy).
+                        conn.session.give_back(&mut self.spare);
+                        if conn.session.holds_buffers() {
+                            conn.session.release();
+                        }
+                    }
                     return;
                 }
             }
@@ -433,11 +441,17 @@ impl Worker {
     /// down: the ring holds the socket open until then, and its completion, which will find
     /// the slot empty or another connection's, gives its buffer back.
     fn close(&mut self, slot: usize) -> Option<LoopConn> {
-        let conn = self.slots.get_mut(slot)?.take()?;
+        let mut conn = self.slots.get_mut(slot)?.take()?;
         self.free.push(slot);
-        if conn.ring.is_some_and(|r| r.armed) {
+        if let Some(st) = conn.ring.as_mut()
+            && st.armed
+        {
             // SAFETY: shutdown(2) on a descriptor the connection owns.
             unsafe { libc::shutdown(conn.sock.fd(), libc::SHUT_RD) };
+            #[cfg(target_os = "linux")]
+            if let (Some(reply), Backend::Ring(ring)) = (st.quiet.take(), &mut self.backend) {
+                ring.park(slot, conn.era, reply);
+            }
         }
         Some(conn)
     }
@@ -501,10 +515,13 @@ struct LoopConn {
 }
 
 /// What a ring holds of a connection.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Default)]
 struct RingState {
     /// A receive is armed.
     armed: bool,
+    /// The copy of a reply sent quietly, the kernel's until the receive linked behind it
+    /// completes.
+    quiet: Option<Box<[u8]>>,
     /// A send of the output is in flight: the output is the kernel's until it completes.
     sending: bool,
     /// `requests` when the connection's input last arrived: `-R` counts the requests of
@@ -517,7 +534,10 @@ impl LoopConn {
     /// the last request, read, answer; repeat.
     fn turn(&mut self) -> Turn {
         let mut reads = 0;
-        let first_request = self.ring.map_or(self.session.requests, |r| r.event);
+        let first_request = self
+            .ring
+            .as_ref()
+            .map_or(self.session.requests, |r| r.event);
         loop {
             if !self.session.out.is_empty() {
                 // `watch` is answered by its stream, which subscribes before it sends the

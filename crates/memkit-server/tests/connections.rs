@@ -307,3 +307,40 @@ async fn large_values_cross_the_loop_whole() {
         s.stop().await;
     }
 }
+
+/// A client that sends a pipeline and leaves without reading: the replies the server sends
+/// after it left fail, and each such connection is closed, its slot and count given back.
+/// Its first receive takes part of the pipeline (a `stats` reply sent behind it); the
+/// replies to the rest are short, so through the ring they leave as a quiet send with the
+/// next receive linked behind it, and it is the send's failure that ends both.
+#[tokio::test]
+async fn a_client_gone_before_its_replies_is_closed() {
+    for (io, _) in IO {
+        let s = start(io, &[]).await;
+        let mut asker = conn(&s).await;
+        let mut pipeline = b"stats\r\n".to_vec();
+        pipeline.extend(b"get a\r\n".repeat(400));
+        for _ in 0..20 {
+            let mut c = tokio::net::TcpStream::connect(s.tcp_addr()).await.unwrap();
+            c.write_all(&pipeline).await.unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let stats = asker.ask(b"stats\r\n", b"END\r\n").await;
+            let open = stats
+                .lines()
+                .find_map(|l| l.strip_prefix("STAT curr_connections "))
+                .expect("curr_connections")
+                .to_owned();
+            if open == "1" {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{io}: {open} connections still open"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        s.stop().await;
+    }
+}

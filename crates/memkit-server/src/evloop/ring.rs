@@ -35,9 +35,13 @@ const BUFS: u16 = 256;
 const BUF_LEN: usize = 2048;
 /// The buffer group's id.
 const GROUP: u16 = 0;
-/// How long a pass that sent waits for its sends and one more completion before it takes
-/// what it has: the delay a send stuck on a full socket may add to its neighbours' turn.
+/// How long a pass that made counted sends waits for them and one more completion before
+/// it takes what it has: the delay a send stuck on a full socket may add to its neighbours'
+/// turn.
 const SEND_WAIT: std::time::Duration = std::time::Duration::from_micros(200);
+/// The longest reply sent quietly ([`Ring::send_quiet`]): a copy of it stays with its
+/// connection until the next request, so an idle connection holds at most this.
+pub(super) const QUIET_MAX: usize = 1024;
 
 /// What an operation was, in the top byte of its `user_data`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +49,9 @@ pub(super) enum Op {
     Recv = 1,
     Send = 2,
     Wake = 3,
+    /// A quiet send: completes only if it fails, and then in place of the receive linked
+    /// behind it.
+    Quiet = 4,
 }
 
 /// One completion, copied out of the queue.
@@ -85,6 +92,7 @@ fn unpack(ud: u64) -> Option<(Op, usize, u32)> {
         1 => Op::Recv,
         2 => Op::Send,
         3 => Op::Wake,
+        4 => Op::Quiet,
         _ => return None,
     };
     Some((op, ud as u32 as usize, ((ud >> 32) & 0xFF_FFFF) as u32))
@@ -117,8 +125,11 @@ pub(super) struct Ring {
     added: u16,
     /// Receives and sends submitted and not completed: their memory must outlive them.
     pub inflight: usize,
-    /// Sends queued since the last [`Ring::enter`].
+    /// Counted sends queued since the last [`Ring::enter`].
     sends: usize,
+    /// Quiet sends' copies whose connection closed before the pair completed, by slot and
+    /// era: the kernel may still read them until then.
+    parked: Vec<(usize, u32, Box<[u8]>)>,
 }
 
 impl std::fmt::Debug for Ring {
@@ -157,6 +168,7 @@ impl Ring {
             added: 0,
             inflight: 0,
             sends: 0,
+            parked: Vec::new(),
         };
         // SAFETY: `entries` is page-aligned memory for `BUFS` entries that lives as long as
         // the registration (it is unregistered before it is freed, in `drop`).
@@ -205,40 +217,53 @@ impl Ring {
         }
     }
 
-    /// Queues an entry, submitting what is queued first if the queue is full.
+    /// Queues entries together (a linked chain must not be split by a submission), first
+    /// submitting what is queued if there is no room for them all.
     ///
     /// # Safety
-    /// Whatever memory `e` points to must stay valid until its completion.
-    unsafe fn push(&mut self, e: &squeue::Entry) -> io::Result<()> {
-        // SAFETY: the caller's contract.
-        while unsafe { self.ring.submission().push(e) }.is_err() {
+    /// Whatever memory the entries point to must stay valid until their completions.
+    unsafe fn push(&mut self, es: &[squeue::Entry]) -> io::Result<()> {
+        let room = {
+            let sq = self.ring.submission();
+            sq.capacity() - sq.len()
+        };
+        if room < es.len() {
             self.ring.submit()?;
         }
-        Ok(())
+        // SAFETY: the caller's contract; an empty queue has room for a chain of two.
+        unsafe { self.ring.submission().push_multiple(es) }
+            .map_err(|_| io::Error::from(io::ErrorKind::WouldBlock))
+    }
+
+    fn recv_entry(fd: RawFd, slot: usize, era: u32) -> squeue::Entry {
+        opcode::Recv::new(Fd(fd), std::ptr::null_mut(), BUF_LEN as u32)
+            .buf_group(GROUP)
+            .build()
+            .flags(squeue::Flags::BUFFER_SELECT)
+            .user_data(user_data(Op::Recv, slot, era))
+    }
+
+    fn send_entry(fd: RawFd, buf: *const u8, len: usize) -> squeue::Entry {
+        opcode::Send::new(Fd(fd), buf, len.min(u32::MAX as usize) as u32)
+            .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+            .build()
     }
 
     /// Arms a receive on `fd` for the connection at `slot`, into a provided buffer.
     pub fn recv(&mut self, fd: RawFd, slot: usize, era: u32) -> io::Result<()> {
-        let e = opcode::Recv::new(Fd(fd), std::ptr::null_mut(), BUF_LEN as u32)
-            .buf_group(GROUP)
-            .build()
-            .flags(squeue::Flags::BUFFER_SELECT)
-            .user_data(user_data(Op::Recv, slot, era));
         // SAFETY: the receive writes only into a provided buffer, which the ring owns.
-        unsafe { self.push(&e)? };
+        unsafe { self.push(&[Self::recv_entry(fd, slot, era)])? };
         self.inflight += 1;
         Ok(())
     }
 
-    /// Sends `len` bytes at `buf` on `fd` for the connection at `slot`; with `then_recv`,
+    /// Sends `len` bytes at `buf` on `fd` for the connection at `slot`, and (`then_recv`)
     /// arms the connection's next receive behind it (linked: issued once the send is done,
-    /// cancelled if it fails).
+    /// cancelled if it fails). The send's completion is counted: [`Ring::enter`] waits for
+    /// it.
     ///
     /// `MSG_WAITALL`: the kernel sends all of it, waiting for room as it must, or fails; a
     /// completion with fewer bytes is a failed socket.
-    ///
-    /// `Ok(linked)`: the send is queued (an `Err` queued nothing), and the receive behind it
-    /// too unless `linked` is false (a link with nothing after it is no link).
     ///
     /// # Safety
     /// `buf` must stay valid for reads of `len` bytes, and unchanged, until the send's
@@ -250,19 +275,57 @@ impl Ring {
         len: usize,
         (slot, era): (usize, u32),
         then_recv: bool,
-    ) -> io::Result<bool> {
-        let mut e = opcode::Send::new(Fd(fd), buf, len.min(u32::MAX as usize) as u32)
-            .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
-            .build()
-            .user_data(user_data(Op::Send, slot, era));
-        if then_recv {
-            e = e.flags(squeue::Flags::IO_LINK);
-        }
+    ) -> io::Result<()> {
+        let send = Self::send_entry(fd, buf, len).user_data(user_data(Op::Send, slot, era));
         // SAFETY: the caller keeps `buf` valid until the completion.
-        unsafe { self.push(&e)? };
-        self.inflight += 1;
+        unsafe {
+            if then_recv {
+                let send = send.flags(squeue::Flags::IO_LINK);
+                self.push(&[send, Self::recv_entry(fd, slot, era)])?;
+            } else {
+                self.push(&[send])?;
+            }
+        }
+        self.inflight += 1 + usize::from(then_recv);
         self.sends += 1;
-        Ok(then_recv && self.recv(fd, slot, era).is_ok())
+        Ok(())
+    }
+
+    /// Sends `reply` on `fd` with the connection's next receive linked behind it, the send
+    /// completing only if it fails: one completion ends the pair, the receive's or, if the
+    /// send failed, the send's. So a pass of small replies waits for the next completion, with no
+    /// timer: counted sends make [`Ring::enter`] wait for them, bounded by [`SEND_WAIT`],
+    /// and arming that timer and cancelling it cost about 15 µs of a request's latency on
+    /// the machines measured here (`docs/BENCHMARKS.md`).
+    ///
+    /// # Safety
+    /// `reply` must stay where it is, unchanged, until the pair's completion ([`Ring::park`]
+    /// keeps it for a connection that closes first).
+    pub unsafe fn send_quiet(
+        &mut self,
+        fd: RawFd,
+        reply: &[u8],
+        (slot, era): (usize, u32),
+    ) -> io::Result<()> {
+        let send = Self::send_entry(fd, reply.as_ptr(), reply.len())
+            .user_data(user_data(Op::Quiet, slot, era))
+            .flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS);
+        // SAFETY: the caller keeps `reply` valid until the receive's completion, which
+        // comes after the send's end.
+        unsafe { self.push(&[send, Self::recv_entry(fd, slot, era)])? };
+        self.inflight += 1;
+        Ok(())
+    }
+
+    /// Keeps a closed connection's quiet reply until its receive completes.
+    pub fn park(&mut self, slot: usize, era: u32, reply: Box<[u8]>) {
+        self.parked.push((slot, era, reply));
+    }
+
+    /// A completion came for a connection no longer in its slot: its quiet reply, if one was
+    /// parked, is free.
+    fn unpark(&mut self, slot: usize, era: u32) {
+        self.parked.retain(|&(s, e, _)| (s, e) != (slot, era));
     }
 
     /// Polls the worker's waker (an eventfd) for as long as the ring lives.
@@ -272,7 +335,7 @@ impl Ring {
             .build()
             .user_data(user_data(Op::Wake, 0, 0));
         // SAFETY: a poll refers to no memory of ours.
-        unsafe { self.push(&e) }
+        unsafe { self.push(&[e]) }
     }
 
     /// Publishes returned buffers, submits what is queued and (`wait`) waits for
@@ -318,6 +381,8 @@ impl Ring {
             let Some((op, slot, era)) = unpack(c.user_data()) else {
                 continue;
             };
+            // A quiet send's completion (a failure) stands for its receive's, which is
+            // skipped with it.
             if op != Op::Wake {
                 self.inflight -= 1;
             }
@@ -336,9 +401,10 @@ impl Ring {
 impl Drop for Ring {
     fn drop(&mut self) {
         if self.inflight > 0 {
-            // The kernel may still write into the buffers or read their ring: both leaked
-            // rather than freed under it.
+            // The kernel may still write into the buffers, read their ring or read a parked
+            // reply: all leaked rather than freed under it.
             std::mem::forget(std::mem::take(&mut self.bufs));
+            std::mem::forget(std::mem::take(&mut self.parked));
             return;
         }
         // The kernel stops using the entries once unregistered; the ring's own teardown
@@ -361,10 +427,20 @@ pub(super) fn arm(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Resu
     Ok(())
 }
 
+/// How a connection's output left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sent {
+    /// Copied and sent quietly: the connection waits for its next request, its output
+    /// buffer free.
+    Quiet,
+    /// Sent from its output buffer, which is the kernel's until the send's completion.
+    Counted,
+}
+
 /// Sends the rest of a connection's output. A connection that will wait for its next
 /// request once this is written has its receive linked behind the send: one submission for
-/// both.
-pub(super) fn send(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Result<()> {
+/// both; its reply, if short, is sent quietly from a copy.
+pub(super) fn send(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Result<Sent> {
     let waits = conn.next == Some(Action::Continue) && conn.drained && !conn.closed;
     let waits = waits && !conn.reg.sh.stopping();
     let Some(st) = conn.ring.as_mut() else {
@@ -372,26 +448,32 @@ pub(super) fn send(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Res
     };
     let then_recv = waits && !st.armed;
     let out = &conn.session.out;
+    let fd = conn.sock.fd();
+    if then_recv && out.len() <= QUIET_MAX {
+        let reply = st.quiet.insert(Box::from(&out[..]));
+        // SAFETY: the copy stays in the connection's ring state, untouched, until the pair
+        // completes ([`Worker::received`], [`Worker::quiet_failed`]), or, the connection
+        // closed, among the ring's parked replies ([`Worker::close`]).
+        if let Err(e) = unsafe { ring.send_quiet(fd, reply, (slot, conn.era)) } {
+            st.quiet = None;
+            return Err(e);
+        }
+        st.armed = true;
+        conn.session.written(&conn.reg.sh);
+        conn.live.set(conn.session.waiting_state());
+        return Ok(Sent::Quiet);
+    }
     // SAFETY: while `sending` is set the connection is not driven ([`Worker::drive`]) and
     // nothing else touches its output, which stays where it is until the send is done
-    // ([`Worker::sent`], [`Worker::received`]); a stopping worker waits for its sends
-    // ([`Worker::finish_ring`]).
-    let linked = unsafe {
-        ring.send(
-            conn.sock.fd(),
-            out.as_ptr(),
-            out.len(),
-            (slot, conn.era),
-            then_recv,
-        )?
-    };
+    // ([`Worker::sent`]); a stopping worker waits for its sends ([`Worker::finish_ring`]).
+    unsafe { ring.send(fd, out.as_ptr(), out.len(), (slot, conn.era), then_recv)? };
     st.sending = true;
-    st.armed |= linked;
-    if linked {
+    st.armed |= then_recv;
+    if then_recv {
         // It is not driven again before its next input: it waits from here.
         conn.live.set(conn.session.waiting_state());
     }
-    Ok(())
+    Ok(Sent::Counted)
 }
 
 impl Worker {
@@ -433,6 +515,7 @@ impl Worker {
                     }
                     Op::Recv => self.received(d, warm),
                     Op::Send => self.sent(d),
+                    Op::Quiet => self.quiet_failed(d),
                 };
                 if drive {
                     woken.push(d.slot);
@@ -480,6 +563,7 @@ impl Worker {
                 if let Some(bid) = d.buffer() {
                     ring.give_back(bid);
                 }
+                ring.unpark(d.slot, d.era);
                 return false;
             }
         };
@@ -487,6 +571,8 @@ impl Worker {
             return false;
         };
         st.armed = false;
+        // The send before it, if any, is over.
+        st.quiet = None;
         st.event = conn.session.requests;
         match d.res {
             n if n > 0 => {
@@ -523,6 +609,29 @@ impl Worker {
                 true
             }
         }
+    }
+
+    /// A quiet send failed. The receive linked behind it is cancelled with no completion of
+    /// its own: a failed request that skips its success's completion skips those of the
+    /// requests linked behind it (liburing's `skip-cqe` test pins this). Whether the
+    /// connection is to be driven (closed).
+    fn quiet_failed(&mut self, d: &Done) -> bool {
+        let Backend::Ring(ring) = &mut self.backend else {
+            return false;
+        };
+        let conn = match self.slots.get_mut(d.slot) {
+            Some(Some(c)) if c.era == d.era => c,
+            _ => {
+                ring.unpark(d.slot, d.era);
+                return false;
+            }
+        };
+        if let Some(st) = conn.ring.as_mut() {
+            st.armed = false;
+            st.quiet = None;
+        }
+        conn.next = Some(Action::Close);
+        true
     }
 
     /// A send completed. Whether the connection is to be driven: not when a receive is armed
@@ -563,7 +672,7 @@ impl Worker {
     /// leaked instead.
     fn finish_ring(&mut self) {
         for conn in self.slots.iter().flatten() {
-            if conn.ring.is_some_and(|r| r.armed || r.sending) {
+            if conn.ring.as_ref().is_some_and(|r| r.armed || r.sending) {
                 // SAFETY: shutdown(2) on a descriptor the connection owns.
                 unsafe { libc::shutdown(conn.sock.fd(), libc::SHUT_RDWR) };
             }
