@@ -691,11 +691,13 @@ mod tests {
 
     /// An idle loop connection is its slot, its registry entry and the kernel's socket:
     /// this keeps the slot from growing back toward a task's size (`docs/limits.md` has the
-    /// RSS figures).
+    /// RSS figures). 184 bytes in memkit-server's own build, 200 in the workspace's (whose
+    /// features add 16); the quiet reply's copy took 16 of them, with the idle RSS lower
+    /// than before it in the same runs.
     #[test]
     fn an_idle_connection_slot_stays_small() {
         let size = std::mem::size_of::<Option<LoopConn>>();
         eprintln!("loop connection slot: {size} bytes");
-        assert!(size <= 192, "a loop connection's slot holds {size} bytes");
+        assert!(size <= 208, "a loop connection's slot holds {size} bytes");
     }
 }
