@@ -392,12 +392,8 @@ impl Worker {
                     && let Ok(sent) = ring::send(ring, conn, slot)
                 {
                     if sent == ring::Sent::Quiet {
-                        // It waits for its next request holding no buffer (its reply went
-                        // out from a copy).
-                        conn.session.give_back(&mut self.spare);
-                        if conn.session.holds_buffers() {
-                            conn.session.release();
-                        }
+                        // Its reply went out from a copy.
+                        conn.session.rest(&mut self.spare);
                     }
                     return;
                 }
@@ -412,11 +408,8 @@ impl Worker {
                     self.close(slot);
                     return;
                 }
-                // An idle connection holds no buffer: what the worker could not take back
-                // goes to the thread's pool.
-                if conn.session.holds_buffers() {
-                    conn.session.release();
-                }
+                // An idle connection holds no buffer.
+                conn.session.rest(&mut self.spare);
                 return;
             }
             Turn::GiveWay => {
@@ -692,8 +685,7 @@ mod tests {
     /// An idle loop connection is its slot, its registry entry and the kernel's socket:
     /// this keeps the slot from growing back toward a task's size (`docs/limits.md` has the
     /// RSS figures). 184 bytes in memkit-server's own build, 200 in the workspace's (whose
-    /// features add 16); the quiet reply's copy took 16 of them, with the idle RSS lower
-    /// than before it in the same runs.
+    /// features add 16); 16 of them point at a quiet reply's copy (`RingState::quiet`).
     #[test]
     fn an_idle_connection_slot_stays_small() {
         let size = std::mem::size_of::<Option<LoopConn>>();

@@ -270,6 +270,15 @@ impl Session {
             spare.outs.push(std::mem::take(&mut self.out));
         }
     }
+
+    /// The connection waits for its next request holding no buffer: the worker takes back
+    /// what it can ([`Session::give_back`]), the thread's pool the rest.
+    pub fn rest(&mut self, spare: &mut Spare) {
+        self.give_back(spare);
+        if self.holds_buffers() {
+            self.release();
+        }
+    }
 }
 
 /// A worker loop's input and output buffers, lent to the connections it drives

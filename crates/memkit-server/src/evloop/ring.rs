@@ -293,10 +293,10 @@ impl Ring {
 
     /// Sends `reply` on `fd` with the connection's next receive linked behind it, the send
     /// completing only if it fails: one completion ends the pair, the receive's or, if the
-    /// send failed, the send's. So a pass of small replies waits for the next completion, with no
-    /// timer: counted sends make [`Ring::enter`] wait for them, bounded by [`SEND_WAIT`],
-    /// and arming that timer and cancelling it cost about 15 µs of a request's latency on
-    /// the machines measured here (`docs/BENCHMARKS.md`).
+    /// send failed, the send's. So a pass of short replies waits for the next completion
+    /// with no timer, where counted sends make [`Ring::enter`] wait for them, bounded by
+    /// [`SEND_WAIT`]: arming that timer and cancelling it cost about 15 µs of a request's
+    /// latency on the machines measured here (`docs/BENCHMARKS.md`).
     ///
     /// # Safety
     /// `reply` must stay where it is, unchanged, until the pair's completion ([`Ring::park`]
@@ -659,10 +659,7 @@ impl Worker {
         }
         // Waiting for its next request, with its receive armed: it is not driven until
         // then, and holds no buffer meanwhile.
-        conn.session.give_back(&mut self.spare);
-        if conn.session.holds_buffers() {
-            conn.session.release();
-        }
+        conn.session.rest(&mut self.spare);
         false
     }
 
