@@ -184,6 +184,7 @@ impl Backend {
         if io == Io::Uring {
             let mut ring = ring::Ring::new()?;
             ring.watch_waker(fd)?;
+            ring.bell_waker(fd)?;
             return Ok(Backend::Ring(Box::new(ring)));
         }
         let _ = io;
@@ -323,7 +324,10 @@ impl Worker {
             #[cfg(target_os = "linux")]
             Backend::Ring(ring) => {
                 conn.ring = Some(RingState::default());
-                ring::arm(ring, &mut conn, slot)
+                let both = Interest::READABLE | Interest::WRITABLE;
+                conn.sock
+                    .register(ring.bell(), Token(slot), both)
+                    .and_then(|()| ring::arm(ring, &mut conn, slot))
             }
         };
         if added.is_err() {
@@ -449,13 +453,13 @@ impl Worker {
         Some(conn)
     }
 
-    /// The epoll poller, if this worker has one (a ring worker's connections are in no poll
-    /// to leave).
+    /// The epoll poller the worker's connections are registered in: a ring worker's is its
+    /// bell.
     fn poll_of(&self) -> Option<&Poll> {
         match &self.backend {
             Backend::Epoll(p) => Some(p),
             #[cfg(target_os = "linux")]
-            Backend::Ring(_) => None,
+            Backend::Ring(r) => Some(r.bell()),
         }
     }
 }
