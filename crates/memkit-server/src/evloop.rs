@@ -455,11 +455,11 @@ impl Worker {
 
     /// The epoll poller the worker's connections are registered in: a ring worker's is its
     /// bell.
-    fn poll_of(&self) -> Option<&Poll> {
+    fn poll_of(&self) -> &Poll {
         match &self.backend {
-            Backend::Epoll(p) => Some(p),
+            Backend::Epoll(p) => p,
             #[cfg(target_os = "linux")]
-            Backend::Ring(r) => Some(r.bell()),
+            Backend::Ring(r) => r.bell(),
         }
     }
 }
@@ -642,10 +642,8 @@ impl LoopConn {
 
     /// Moves a connection that sent `watch` to the worker's runtime, which streams the log
     /// to it (rare, and waits on two things at once: a task's work).
-    fn into_watch(mut self, poll: Option<&Poll>, runtime: &tokio::runtime::Handle, mask: u8) {
-        if let Some(poll) = poll {
-            self.sock.deregister(poll);
-        }
+    fn into_watch(mut self, poll: &Poll, runtime: &tokio::runtime::Handle, mask: u8) {
+        self.sock.deregister(poll);
         self.live.set(ConnState::Watch);
         let LoopConn {
             sock, reg, session, ..

@@ -613,9 +613,7 @@ impl Worker {
     /// The first connection's reply is submitted as soon as it is rendered, when others
     /// follow it: its request has waited longest, and at one request in flight it would
     /// otherwise wait for the whole pass too. One more `io_uring_enter` a pass of several,
-    /// not one a reply: submitting every reply at once took total CPU from 0.57x
-    /// memcached's to 0.78x, and depth 16 from 7.48x its throughput to 5.06x
-    /// (`docs/BENCHMARKS.md`).
+    /// not one a reply, which the throughput bench pays for (`docs/BENCHMARKS.md`).
     fn serve_ring(&mut self, woken: &[usize]) {
         let warm = woken.len() > 1;
         if warm {
