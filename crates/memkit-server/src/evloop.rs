@@ -18,13 +18,13 @@
 //! loop connection that becomes a `watch` stream moves there too.
 //!
 //! On Linux the loop submits its connections' receives and sends through io_uring
-//! ([`ring`]): a pass of the loop is one `io_uring_enter` for all the connections it
-//! serves, instead of an `epoll_wait` and a `read` and a `send` for each request. A
-//! connection waiting for a request has a receive armed; a reply is one send, with the
-//! connection's next receive linked behind it. `--io epoll`, or a kernel without io_uring,
-//! polls with epoll (mio), edge-triggered: a connection reads until a read comes back short
-//! (the socket is drained: the next arrival is a new edge) and writes until the socket takes
-//! no more, then waits for the next edge. Either way, a connection that keeps sending gives
+//! ([`ring`], driven by [`ring_worker`]): a pass of the loop is one `io_uring_enter` for
+//! all the connections it serves, instead of an `epoll_wait` and a `read` and a `send` for
+//! each request. A connection waiting for a request has a receive armed; a reply is one
+//! send, with the connection's next receive linked behind it. `--io epoll`, or a kernel
+//! without io_uring, polls with epoll (mio), edge-triggered: a connection reads until a read
+//! comes back short (the socket is drained: the next arrival is a new edge) and writes until
+//! the socket takes no more, then waits for the next edge. Either way, a connection that keeps sending gives
 //! way to its neighbours after `-R` requests of one arrival (memcached's `reqs_per_event`,
 //! counted in `conn_yields`) or [`READS_PER_TURN`] reads (a large value or a swallowed one
 //! arriving), and is driven again after the others' events. [`sock`] holds the system calls
@@ -46,6 +46,8 @@ use crate::session::{Pump, Session, Spare};
 
 #[cfg(target_os = "linux")]
 mod ring;
+#[cfg(target_os = "linux")]
+mod ring_worker;
 mod sock;
 
 #[cfg(target_os = "linux")]
@@ -327,7 +329,7 @@ impl Worker {
                 let both = Interest::READABLE | Interest::WRITABLE;
                 conn.sock
                     .register(ring.bell(), Token(slot), both)
-                    .and_then(|()| ring::arm(ring, &mut conn, slot))
+                    .and_then(|()| ring_worker::arm(ring, &mut conn, slot))
             }
         };
         if added.is_err() {
@@ -393,9 +395,9 @@ impl Worker {
             #[cfg(target_os = "linux")]
             Turn::Send => {
                 if let Backend::Ring(ring) = &mut self.backend
-                    && let Ok(sent) = ring::send(ring, conn, slot)
+                    && let Ok(sent) = ring_worker::send(ring, conn, slot)
                 {
-                    if sent == ring::Sent::Quiet {
+                    if sent == ring_worker::Sent::Quiet {
                         // Its reply went out from a copy.
                         conn.session.rest(&mut self.spare);
                     }
@@ -407,7 +409,7 @@ impl Worker {
             Turn::Idle => {
                 #[cfg(target_os = "linux")]
                 if let Backend::Ring(ring) = &mut self.backend
-                    && ring::arm(ring, conn, slot).is_err()
+                    && ring_worker::arm(ring, conn, slot).is_err()
                 {
                     self.close(slot);
                     return;
