@@ -398,6 +398,8 @@ impl Settings {
         let pr = &a.process;
         let n = Numbers::read(&a, &mut warn, &mut refused);
         let (listen, listen_default) = listen_list(&a.listen);
+        let (io, io_warning) = a.io.resolve();
+        warn.extend(io_warning);
         let mut s = Settings {
             port: u16::try_from(n.port).unwrap_or(0),
             listen,
@@ -412,7 +414,7 @@ impl Settings {
             evict: !a.disable_evictions,
             conn_limit: n.conns.max(1) as usize,
             threads: n.threads.max(1) as usize,
-            io: a.io.effective(),
+            io,
             reqs_per_event: n.reqs.max(1) as usize,
             enable_shutdown: a.enable_shutdown,
             flush_enabled: !pr.disable_flush,

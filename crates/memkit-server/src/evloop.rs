@@ -87,11 +87,27 @@ pub enum Io {
 impl Io {
     /// What a worker will use: `Uring` only where a ring can be set up.
     pub fn effective(self) -> Io {
+        self.resolve().0
+    }
+
+    /// What a worker will use, and, where io_uring was asked for and this Linux kernel
+    /// refused it (too old, `kernel.io_uring_disabled`, a seccomp filter), a warning that
+    /// says so: the loops then work the same through epoll, and an operator who measures
+    /// should know which one ran.
+    pub fn resolve(self) -> (Io, Option<String>) {
         #[cfg(target_os = "linux")]
-        if self == Io::Uring && ring::available() {
-            return Io::Uring;
+        if self == Io::Uring {
+            return match ring::probe() {
+                Ok(()) => (Io::Uring, None),
+                Err(e) => (
+                    Io::Epoll,
+                    Some(format!(
+                        "io_uring is not available ({e}): the worker loops wait with epoll"
+                    )),
+                ),
+            };
         }
-        Io::Epoll
+        (Io::Epoll, None)
     }
 
     /// The name `stats settings` shows as `memkit_io`.

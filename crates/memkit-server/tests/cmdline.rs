@@ -288,3 +288,75 @@ fn notls_listener_is_plain_next_to_a_tls_one() {
     let _ = s.read_to_end(&mut got);
     assert!(!got.starts_with(b"VERSION"), "{got:?}");
 }
+
+/// Where the kernel refuses io_uring (here a seccomp filter answers `io_uring_setup` with
+/// EPERM, as a container runtime's default profile does), memkitd serves through epoll and
+/// says so: a warning on standard error, and `memkit_io epoll` in `stats settings`.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_kernel_that_refuses_io_uring_gets_epoll_and_a_warning() {
+    use std::os::unix::process::CommandExt;
+    let mut d = launch(&["-t", "1"])
+        .command(|cmd| {
+            // SAFETY: only prctl between fork and exec; the filter lives in this function's
+            // frame until the second prctl has copied it.
+            unsafe {
+                cmd.pre_exec(|| {
+                    let nr = libc::SYS_io_uring_setup as u32;
+                    let mut code = [
+                        // The system call's number, then: io_uring_setup fails, the rest run.
+                        bpf(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+                        bpf(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 0, 1, nr),
+                        bpf(
+                            libc::BPF_RET | libc::BPF_K,
+                            0,
+                            0,
+                            libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+                        ),
+                        bpf(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+                    ];
+                    let prog = libc::sock_fprog {
+                        len: code.len() as u16,
+                        filter: code.as_mut_ptr(),
+                    };
+                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                        || libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        })
+        .start();
+    let mut c = std::net::TcpStream::connect(d.tcp_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut said = Vec::new();
+    let mut buf = [0u8; 4096];
+    c.write_all(b"set k 0 0 1\r\nv\r\nget k\r\nstats settings\r\n")
+        .unwrap();
+    // The get's END, then the stats'.
+    while said.windows(5).filter(|w| w == b"END\r\n").count() < 2 {
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&said));
+        said.extend_from_slice(&buf[..n]);
+    }
+    let said = String::from_utf8_lossy(&said);
+    assert!(
+        said.starts_with("STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n"),
+        "{said}"
+    );
+    assert!(said.contains("STAT memkit_io epoll\r\n"), "{said}");
+    let (_, err) = d.stop_with(libc::SIGTERM);
+    assert!(err.contains("io_uring is not available"), "{err}");
+}
+
+#[cfg(target_os = "linux")]
+fn bpf(code: u32, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    }
+}

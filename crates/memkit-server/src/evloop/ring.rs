@@ -107,14 +107,14 @@ pub(super) fn next_era(era: u32) -> u32 {
 }
 
 /// Whether this kernel sets up a ring as [`Ring::new`] does (the buffer ring needs 5.19,
-/// `DEFER_TASKRUN` 6.1).
-pub(super) fn available() -> bool {
-    let ring = IoUring::<squeue::Entry, cqueue::Entry>::builder()
+/// `DEFER_TASKRUN` 6.1), and if not, the kernel's refusal.
+pub(super) fn probe() -> io::Result<()> {
+    IoUring::<squeue::Entry, cqueue::Entry>::builder()
         .setup_single_issuer()
         .setup_defer_taskrun()
         .setup_taskrun_flag()
-        .build(2);
-    ring.is_ok()
+        .build(2)
+        .map(drop)
 }
 
 /// The ring, its provided buffers, and a count of the operations the kernel still holds.
