@@ -1,6 +1,6 @@
 //! The server bench's load generator: tokio, N connections, memcached's text protocol or
-//! its binary protocol ([`Proto`]; the binary side is [`binary`], on `memkit_protocol`'s
-//! codec).
+//! its binary protocol ([`Proto`]; the binary side is the private `binary` module, on
+//! `memkit_protocol`'s codec).
 //!
 //! - [`closed_loop`]: every connection keeps up to `depth` requests in flight (refilled as
 //!   replies arrive), until the deadline or the shared request budget runs out. A get that

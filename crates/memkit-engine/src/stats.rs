@@ -1,6 +1,6 @@
 //! Statistics with memcached's names and meanings.
 //!
-//! Each shard keeps plain counters under its own lock in a [`ShardStats`] (no shared cache
+//! Each shard keeps plain counters under its own lock in a `ShardStats` (no shared cache
 //! line on the hot path); [`crate::Engine::stats`] adds them up. Size classes follow
 //! memcached's default slab classes (96 bytes, factor 1.25, up to half the item size limit)
 //! so that `stats slabs` and `stats items` read like memcached's and a memory-by-item-size

@@ -1,5 +1,5 @@
 //! The binary protocol's side of a connection: decode one frame, run its logical command
-//! with the one executor ([`crate::exec`]), write memcached's reply ([`BinReply`]).
+//! with the one executor ([`crate::exec`]), write memcached's reply (`BinReply`).
 //!
 //! Replies follow memcached 1.6.18's `proto_bin.c`: a quiet opcode's success is not
 //! answered, except a get hit; its errors always are, so a client's trailing `NOOP` sees

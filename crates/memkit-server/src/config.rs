@@ -223,6 +223,8 @@ pub struct PersistArgs {
     /// Persistent mode: keep the data in this directory (MemcacheDB-style, crash-safe).
     #[arg(long = "persist", value_name = "DIR")]
     pub persist: Option<std::path::PathBuf>,
+    // The flags' doc comments are their `--help` text, where brackets mark what is optional.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// With --persist: when a write is on disk. sync (default: acknowledged once fsynced,
     /// group commit), periodic[:MS] (fsync every MS ms, default 1000), none (never fsync).
     #[arg(long = "durability", value_name = "MODE", default_value = "sync")]

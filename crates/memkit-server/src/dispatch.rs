@@ -1,5 +1,5 @@
 //! Text and meta requests: each becomes logical [`Command`]s for the one executor
-//! ([`crate::exec`]), whose outcomes [`TextReply`] and [`MetaReply`] render; operator
+//! ([`crate::exec`]), whose outcomes `TextReply` and `MetaReply` render; operator
 //! commands (`stats`, `watch`, `lru_crawler`...) are answered here.
 //!
 //! Connection handling never touches the engine, and the engine never sees wire types, so a

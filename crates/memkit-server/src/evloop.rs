@@ -18,7 +18,7 @@
 //! loop connection that becomes a `watch` stream moves there too.
 //!
 //! On Linux the loop submits its connections' receives and sends through io_uring
-//! ([`ring`], driven by [`ring_worker`]): a pass of the loop is one `io_uring_enter` for
+//! (`ring`, driven by `ring_worker`): a pass of the loop is one `io_uring_enter` for
 //! all the connections it serves, instead of an `epoll_wait` and a `read` and a `send` for
 //! each request. A connection waiting for a request has a receive armed; a reply is one
 //! send, with the connection's next receive linked behind it. `--io epoll`, or a kernel
@@ -26,8 +26,8 @@
 //! comes back short (the socket is drained: the next arrival is a new edge) and writes until
 //! the socket takes no more, then waits for the next edge. Either way, a connection that keeps sending gives
 //! way to its neighbours after `-R` requests of one arrival (memcached's `reqs_per_event`,
-//! counted in `conn_yields`) or [`READS_PER_TURN`] reads (a large value or a swallowed one
-//! arriving), and is driven again after the others' events. [`sock`] holds the system calls
+//! counted in `conn_yields`) or `READS_PER_TURN` reads (a large value or a swallowed one
+//! arriving), and is driven again after the others' events. `sock` holds the system calls
 //! both make.
 
 use std::io;

@@ -614,7 +614,7 @@ async fn reclaim_expired(shared: Arc<Shared>) {
 
 /// memcached's worker threads: each `-t` thread polls its own connections
 /// ([`crate::evloop`]), each beside a single-threaded runtime for the connections that need
-/// one ([`in_loop`]); connections are dealt round robin and stay where they land. A
+/// one (`in_loop`); connections are dealt round robin and stay where they land. A
 /// work-stealing pool moves a busy connection's wakeups between cores and showed a worse p99
 /// than memcached at `-t 2`; pinned, a connection's reads, engine calls and writes stay on
 /// one core and one poller.

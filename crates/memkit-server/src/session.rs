@@ -227,7 +227,7 @@ impl Session {
         }
     }
 
-    /// Nothing is left to read: give the buffers back (see [`pool::release`]).
+    /// Nothing is left to read: give the buffers back (see `pool::release`).
     pub fn release(&mut self) {
         pool::release(&mut self.rbuf, &mut self.out);
     }
@@ -252,7 +252,7 @@ impl Session {
     }
 
     /// After a turn, gives the worker loop the buffers the connection left empty, while the
-    /// worker keeps fewer than [`Spare::KEEPS`] of that kind; the rest stay (for
+    /// worker keeps fewer than `Spare::KEEPS` of that kind; the rest stay (for
     /// [`Session::release`] to pool).
     pub fn give_back(&mut self, spare: &mut Spare) {
         let rbuf = &mut self.rbuf;

@@ -16,6 +16,9 @@ use memkit_client::{
 };
 
 /// Connection options, shared by every subcommand.
+// The fields' doc comments are their `--help` text, where brackets mark what is optional
+// and angle brackets a placeholder.
+#[allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 #[derive(Debug, Clone, ClapArgs)]
 pub struct ConnArgs {
     /// Servers: host[:port[:weight]],... (default $MEMCACHED_SERVERS, then 127.0.0.1:11211).

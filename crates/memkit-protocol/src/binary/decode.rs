@@ -210,7 +210,7 @@ fn be64(b: &[u8]) -> u64 {
 /// Never allocates, never panics, and waits for at most header + extras + key (under 66 KiB)
 /// before deciding, plus a value that fits `limits` for the commands that carry one.
 ///
-/// The checks every frame gets come first ([`Frame::parse`]), then the shape checks of the
+/// The checks every frame gets come first (`Frame::parse`), then the shape checks of the
 /// opcode's family, each in memcached's order for it.
 pub fn decode_request<'a>(
     buf: &'a [u8],

@@ -1,11 +1,11 @@
 //! [`TestServer`]: memkitd for a test, in this process or as a child process, shut down when
 //! dropped, with the address it serves on.
 //!
-//! - In-process (feature `server`), [`TestServer::start`]: memcached-style flags parsed as
+//! - In-process (feature `server`), `TestServer::start`: memcached-style flags parsed as
 //!   memkitd parses them, the store memkitd would open (`--persist` included), served as
 //!   memkitd serves it (an acceptor runtime on a thread of its own, `-t` worker threads) on
-//!   127.0.0.1 (a free port, or [`TestServer::start_on`]'s) and, with `-s`, on that UNIX
-//!   socket too. Its [`Shared`](memkit_server::Shared) state is there to inspect. Dropping
+//!   127.0.0.1 (a free port, or `TestServer::start_on`'s) and, with `-s`, on that UNIX
+//!   socket too. Its `memkit_server::server::Shared` state is there to inspect. Dropping
 //!   it or [`TestServer::kill`] stops it and closes every connection, so a test can take a
 //!   server away under a client and start another on the same port.
 //! - A child process, [`TestServer::process`] or [`TestServer::launch`] for more control:

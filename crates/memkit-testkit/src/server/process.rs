@@ -335,7 +335,7 @@ impl Running {
         self.wait_exit()
     }
 
-    /// Waits ([`PATIENCE`] at most) for it to exit: its status and all its standard error.
+    /// Waits (`PATIENCE` at most) for it to exit: its status and all its standard error.
     pub fn wait_exit(&mut self) -> (ExitStatus, String) {
         let deadline = Instant::now() + PATIENCE;
         let status = loop {
