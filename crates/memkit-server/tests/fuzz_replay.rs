@@ -1,5 +1,6 @@
 //! The server end-to-end fuzz target's checks on stable Rust: replays the checked-in corpus
-//! (`fuzz/corpus/server_stream/`) against an in-process memkitd, bounded in time.
+//! (`fuzz/corpus/server_stream/`) against an in-process memkitd, through each way it drives
+//! a connection, bounded in time.
 //! `cargo +nightly fuzz run server_stream` explores further.
 
 #[path = "support/server_fuzz.rs"]
@@ -16,19 +17,24 @@ fn one_input() {
     }
 }
 
+/// The corpus through each of the three ways a connection is driven: the worker loop
+/// through io_uring (where the kernel has it), the loop through epoll, and the connection
+/// task (`-o idle_timeout` keeps connections out of the loops).
 #[test]
 fn corpus_replays_clean() {
     let seeds = memkit_testkit::fuzz::corpus("server_stream");
-    let h = server_fuzz::Harness::start();
-    let started = Instant::now();
-    for (i, data) in seeds.iter().enumerate() {
-        h.one(data);
-        // A budget, not a sample: the corpus is sized to replay in a few seconds, and a
-        // replay that slow means something regressed.
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "replay too slow at seed {i} of {}",
-            seeds.len()
-        );
+    for flags in [&[][..], &["--io", "epoll"], &["-o", "idle_timeout=3600"]] {
+        let h = server_fuzz::Harness::start_with(flags);
+        let started = Instant::now();
+        for (i, data) in seeds.iter().enumerate() {
+            h.one(data);
+            // A budget, not a sample: the corpus is sized to replay in a few seconds, and
+            // a replay that slow means something regressed.
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "{flags:?}: replay too slow at seed {i} of {}",
+                seeds.len()
+            );
+        }
     }
 }

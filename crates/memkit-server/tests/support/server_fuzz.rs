@@ -44,12 +44,20 @@ impl Harness {
     /// Starts memkitd in-process with a small memory budget (eviction happens) and an item
     /// size limit well above what an input can send.
     pub fn start() -> Harness {
+        Self::start_with(&[])
+    }
+
+    /// [`Harness::start`] with more of memkitd's flags: `--io epoll` for the epoll loop,
+    /// `-o idle_timeout=N` for the connection task, which serves what the loops cannot.
+    pub fn start_with(flags: &[&str]) -> Harness {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
-        let argv = ["memkitd", "-m", "8", "-c", "64"];
+        let mut argv = vec!["memkitd", "-m", "8", "-c", "64"];
+        argv.extend_from_slice(flags);
         let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(argv));
+        let io = settings.io;
         let memory_limit = settings.memory_limit;
         let (addr, shared, task) = rt.block_on(async {
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -59,7 +67,8 @@ impl Harness {
             // memkitd's worker threads, so the inputs reach the connections through the
             // worker loop as in production. A harness lives as long as its process (or
             // test), so its workers are leaked rather than threaded through the task.
-            let workers = memkit_server::server::Workers::start(1).expect("worker threads");
+            let workers =
+                memkit_server::server::Workers::start_with(1, true, io).expect("worker threads");
             let workers: &'static _ = Box::leak(Box::new(workers));
             let task = tokio::spawn(memkit_server::server::run_on(
                 listener,
