@@ -24,11 +24,11 @@
 //! send, with the connection's next receive linked behind it. `--io epoll`, or a kernel
 //! without io_uring, polls with epoll (mio), edge-triggered: a connection reads until a read
 //! comes back short (the socket is drained: the next arrival is a new edge) and writes until
-//! the socket takes no more, then waits for the next edge. Either way, a connection that keeps sending gives
-//! way to its neighbours after `-R` requests of one arrival (memcached's `reqs_per_event`,
-//! counted in `conn_yields`) or `READS_PER_TURN` reads (a large value or a swallowed one
-//! arriving), and is driven again after the others' events. `sock` holds the system calls
-//! both make.
+//! the socket takes no more, then waits for the next edge. Either way, a connection that
+//! keeps sending gives way to its neighbours after `-R` requests of one arrival (memcached's
+//! `reqs_per_event`, counted in `conn_yields`) or `READS_PER_TURN` reads (a large value or a
+//! swallowed one arriving), and is driven again after the others' events. `sock` holds the
+//! system calls both make.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
