@@ -22,10 +22,11 @@
 //! bytes wake an epoll sleeper as a *sync* wake-up, which the scheduler answers by running
 //! it on the sender's core once the sender sleeps; the ring's wake-up carries no such hint,
 //! and the worker is woken on its previous core, behind whatever runs there or out of an
-//! idle core's halt (`docs/BENCHMARKS.md`, "The bell"). A bell that rings for nothing sends
-//! the worker to the ring's own wait until its next completion, and at one request in flight
-//! most do: writable edges, and the edge a request leaves while the worker waits in the
-//! ring (`docs/BENCHMARKS.md`, "What the bell rings for").
+//! idle core's halt (`docs/BENCHMARKS.md`, "The bell"). But a bell that rings for nothing
+//! sends the worker to the ring's own wait until its next completion, and a request that
+//! ends that wait leaves its connection on the epoll's ready list, reported writable at the
+//! next bell: once there, every sleep ends in the ring's wait (measured at 3k and 30k
+//! requests a second: `docs/BENCHMARKS.md`, "What the bell rings for").
 
 use std::io;
 use std::os::fd::RawFd;
