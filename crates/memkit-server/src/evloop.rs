@@ -202,7 +202,6 @@ impl Backend {
         if io == Io::Uring {
             let mut ring = ring::Ring::new()?;
             ring.watch_waker(fd)?;
-            ring.bell_waker(fd)?;
             return Ok(Backend::Ring(Box::new(ring)));
         }
         let _ = io;
@@ -342,10 +341,7 @@ impl Worker {
             #[cfg(target_os = "linux")]
             Backend::Ring(ring) => {
                 conn.ring = Some(RingState::default());
-                let both = Interest::READABLE | Interest::WRITABLE;
-                conn.sock
-                    .register(ring.bell(), Token(slot), both)
-                    .and_then(|()| ring_worker::arm(ring, &mut conn, slot))
+                ring_worker::arm(ring, &mut conn, slot)
             }
         };
         if added.is_err() {
@@ -471,13 +467,13 @@ impl Worker {
         Some(conn)
     }
 
-    /// The epoll poller the worker's connections are registered in: a ring worker's is its
-    /// bell.
-    fn poll_of(&self) -> &Poll {
+    /// The epoll poller, if this worker has one (a ring worker's connections are in no poll
+    /// to leave).
+    fn poll_of(&self) -> Option<&Poll> {
         match &self.backend {
-            Backend::Epoll(p) => p,
+            Backend::Epoll(p) => Some(p),
             #[cfg(target_os = "linux")]
-            Backend::Ring(r) => r.bell(),
+            Backend::Ring(_) => None,
         }
     }
 }
@@ -660,8 +656,10 @@ impl LoopConn {
 
     /// Moves a connection that sent `watch` to the worker's runtime, which streams the log
     /// to it (rare, and waits on two things at once: a task's work).
-    fn into_watch(mut self, poll: &Poll, runtime: &tokio::runtime::Handle, mask: u8) {
-        self.sock.deregister(poll);
+    fn into_watch(mut self, poll: Option<&Poll>, runtime: &tokio::runtime::Handle, mask: u8) {
+        if let Some(poll) = poll {
+            self.sock.deregister(poll);
+        }
         self.live.set(ConnState::Watch);
         let LoopConn {
             sock, reg, session, ..

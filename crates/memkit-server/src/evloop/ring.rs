@@ -17,16 +17,10 @@
 //! The ring is set up with `SINGLE_ISSUER` and `DEFER_TASKRUN`: only the worker thread
 //! submits, and completions are made only when it asks for them, instead of interrupting it.
 //!
-//! An idle worker sleeps in `epoll_wait` on its connections (the bell), not in the ring's own
-//! wait, and then collects what woke it with one more `io_uring_enter`. Why: a socket's
-//! bytes wake an epoll sleeper as a *sync* wake-up, which the scheduler answers by running
-//! it on the sender's core once the sender sleeps; the ring's wake-up carries no such hint,
-//! and the worker is woken on its previous core, behind whatever runs there or out of an
-//! idle core's halt (`docs/BENCHMARKS.md`, "The bell"). But a bell that rings for nothing
-//! sends the worker to the ring's own wait until its next completion, and a request that
-//! ends that wait leaves its connection on the epoll's ready list, reported writable at the
-//! next bell: once there, every sleep ends in the ring's wait (measured at 3k and 30k
-//! requests a second: `docs/BENCHMARKS.md`, "What the bell rings for").
+//! An idle worker sleeps in the ring's own wait. Sleeping in `epoll_wait` on its
+//! connections instead (the *bell*: a socket's bytes wake an epoll sleeper with the
+//! scheduler's sync hint, the ring's wake-up without it) cost an `epoll_wait` and an enter
+//! a sleep and did not move the p50 (`docs/BENCHMARKS.md`, "What the bell rings for").
 
 use std::io;
 use std::os::fd::RawFd;
@@ -116,7 +110,6 @@ pub(super) fn probe() -> io::Result<()> {
     IoUring::<squeue::Entry, cqueue::Entry>::builder()
         .setup_single_issuer()
         .setup_defer_taskrun()
-        .setup_taskrun_flag()
         .build(2)
         .map(drop)
 }
@@ -135,12 +128,6 @@ pub(super) struct Ring {
     pub inflight: usize,
     /// Counted sends queued since the last [`Ring::enter`].
     sends: usize,
-    /// Counted sends not completed: their completions ring no bell.
-    counted: usize,
-    /// The epoll an idle worker sleeps in: its connections (edge-triggered, readable and
-    /// writable) and its waker.
-    bell: mio::Poll,
-    rung: mio::Events,
     /// Quiet sends' copies whose connection closed before the pair completed, by slot and
     /// era: the kernel may still read them until then.
     parked: Vec<(usize, u32, Box<[u8]>)>,
@@ -166,7 +153,6 @@ impl Ring {
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
-            .setup_taskrun_flag()
             .setup_cqsize(4096)
             .build(1024)?;
         let layout = entries_layout();
@@ -183,9 +169,6 @@ impl Ring {
             added: 0,
             inflight: 0,
             sends: 0,
-            counted: 0,
-            bell: mio::Poll::new()?,
-            rung: mio::Events::with_capacity(64),
             parked: Vec::new(),
         };
         // SAFETY: `entries` is page-aligned memory for `BUFS` entries that lives as long as
@@ -306,7 +289,6 @@ impl Ring {
         }
         self.inflight += 1 + usize::from(then_recv);
         self.sends += 1;
-        self.counted += 1;
         Ok(())
     }
 
@@ -345,20 +327,6 @@ impl Ring {
     /// parked, is free.
     pub fn unpark(&mut self, slot: usize, era: u32) {
         self.parked.retain(|&(s, e, _)| (s, e) != (slot, era));
-    }
-
-    /// The bell's poller, where each connection is registered for as long as it is served.
-    pub fn bell(&self) -> &mio::Poll {
-        &self.bell
-    }
-
-    /// Rings the bell with the worker's waker (an eventfd), once for the ring's life.
-    pub fn bell_waker(&mut self, fd: RawFd) -> io::Result<()> {
-        self.bell.registry().register(
-            &mut mio::unix::SourceFd(&fd),
-            mio::Token(usize::MAX),
-            mio::Interest::READABLE,
-        )
     }
 
     /// Polls the worker's waker (an eventfd); armed again whenever the poll ends.
@@ -403,7 +371,6 @@ impl Ring {
             t => t,
         };
         let r = match timeout {
-            None if wait && self.counted == 0 => self.ring_bell(),
             Some(t) => {
                 let ts = Timespec::from(t);
                 let args = SubmitArgs::new().timespec(&ts);
@@ -430,9 +397,6 @@ impl Ring {
             if op != Op::Wake {
                 self.inflight -= 1;
             }
-            if op == Op::Send {
-                self.counted -= 1;
-            }
             done.push(Done {
                 op,
                 slot,
@@ -442,31 +406,6 @@ impl Ring {
             });
         }
         Ok(())
-    }
-
-    /// Submits what is queued and, if nothing has completed, sleeps in `epoll_wait` until a
-    /// connection or the waker rings; then collects the completion that rang.
-    ///
-    /// Every completion that can come with no counted send in flight rings: a receive's
-    /// bytes or end (readable, or the peer's hang-up, which epoll reports unasked), a quiet
-    /// send that waited for room (writable), the waker (readable). A receive linked behind a
-    /// quiet send is issued by the enter after the bell, which finds its bytes there. A
-    /// ring that rings for nothing (an edge from a connection whose receive is not armed)
-    /// costs a wait in the ring's own way, until its next completion.
-    ///
-    /// But an enter runs a bounded batch of the deferred work (20 items, in the kernels
-    /// since 6.10), and what it leaves over has rung already: the worker must not sleep on
-    /// the bell while the ring flags work pending (`TASKRUN_FLAG`). `submit` runs some of it
-    /// then (the flag makes it collect), and the ring's own wait the rest.
-    fn ring_bell(&mut self) -> io::Result<usize> {
-        self.ring.submit()?;
-        if self.ring.completion().is_empty() && !self.ring.submission().taskrun() {
-            match self.bell.poll(&mut self.rung, None) {
-                Err(e) if e.kind() != io::ErrorKind::Interrupted => return Err(e),
-                _ => {}
-            }
-        }
-        self.ring.submit_and_wait(1)
     }
 }
 
