@@ -17,10 +17,8 @@
 //! The ring is set up with `SINGLE_ISSUER` and `DEFER_TASKRUN`: only the worker thread
 //! submits, and completions are made only when it asks for them, instead of interrupting it.
 //!
-//! An idle worker sleeps in the ring's own wait. Sleeping in `epoll_wait` on its
-//! connections instead (the *bell*: a socket's bytes wake an epoll sleeper with the
-//! scheduler's sync hint, the ring's wake-up without it) cost an `epoll_wait` and an enter
-//! a sleep and did not move the p50 (`docs/BENCHMARKS.md`, "What the bell rings for").
+//! An idle worker sleeps in the ring's own wait: [`Ring::enter`] submits and waits in one
+//! system call.
 
 use std::io;
 use std::os::fd::RawFd;
