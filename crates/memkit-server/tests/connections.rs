@@ -396,8 +396,8 @@ async fn a_reader_that_falls_behind_gets_every_reply() {
 
 /// Many connections asking at once, round after round: through the ring a pass then finds
 /// more receives done than the kernel completes in one `io_uring_enter` (it runs a bounded
-/// batch of deferred work), and those left over are answered too. A worker that once slept
-/// in `epoll_wait` with such work left over kept a client here waiting forever.
+/// batch of deferred work), and those left over must be answered too: a worker that sleeps
+/// anywhere but in the ring's wait with such work pending leaves a client waiting forever.
 #[tokio::test]
 async fn many_connections_asking_at_once_are_all_answered() {
     for (io, _) in IO {
