@@ -21,7 +21,10 @@
 //! (`ring`, driven by `ring_worker`): a pass of the loop is one `io_uring_enter` for
 //! all the connections it serves, instead of an `epoll_wait` and a `read` and a `send` for
 //! each request. A connection waiting for a request has a receive armed; a reply is one
-//! send, with the connection's next receive linked behind it. `--io epoll`, or a kernel
+//! send, with the connection's next receive linked behind it. That is under load: at light
+//! load, where nearly every request wakes the worker, epoll's wake-up and `read` answer
+//! sooner than the ring's, so a ring worker that measures a light load waits in an epoll of
+//! its own (`light`) and its connections move there. `--io epoll`, or a kernel
 //! without io_uring, polls with epoll (mio), edge-triggered: a connection reads until a read
 //! comes back short (the socket is drained: the next arrival is a new edge) and writes until
 //! the socket takes no more, then waits for the next edge. Either way, a connection that
@@ -44,6 +47,8 @@ use crate::dispatch::Action;
 use crate::server::{ConnLive, ConnState, Moved, Registered, Shared};
 use crate::session::{Pump, Session, Spare};
 
+#[cfg(target_os = "linux")]
+mod light;
 #[cfg(target_os = "linux")]
 mod ring;
 #[cfg(target_os = "linux")]
@@ -160,6 +165,7 @@ impl Loop {
                 spare: Spare::default(),
                 runtime,
                 era: 0,
+                sh: None,
             }
             .run()
         })?;
@@ -191,7 +197,7 @@ impl Loop {
 enum Backend {
     Epoll(Poll),
     #[cfg(target_os = "linux")]
-    Ring(Box<ring::Ring>),
+    Ring(Box<ring::Ring>, Box<light::Light>),
 }
 
 impl Backend {
@@ -202,7 +208,8 @@ impl Backend {
         if io == Io::Uring {
             let mut ring = ring::Ring::new()?;
             ring.watch_waker(fd)?;
-            return Ok(Backend::Ring(Box::new(ring)));
+            let light = light::Light::new(&mut ring, fd)?;
+            return Ok(Backend::Ring(Box::new(ring), Box::new(light)));
         }
         let _ = io;
         let poll = Poll::new()?;
@@ -230,6 +237,9 @@ struct Worker {
     /// by slot and generation, and one that arrives after its connection closed (a receive
     /// ended by the close) finds a different generation, or none, in the slot.
     era: u32,
+    /// The server's state, from the first connection handed over (a worker serves one
+    /// server): the worker's own counters go there.
+    sh: Option<Arc<Shared>>,
 }
 
 impl Worker {
@@ -237,7 +247,7 @@ impl Worker {
         match self.backend {
             Backend::Epoll(_) => self.run_epoll(),
             #[cfg(target_os = "linux")]
-            Backend::Ring(_) => self.run_ring(),
+            Backend::Ring(..) => self.run_ring(),
         }
     }
 
@@ -309,6 +319,9 @@ impl Worker {
     }
 
     fn add(&mut self, h: Handoff) {
+        if self.sh.is_none() {
+            self.sh = Some(h.registered.sh.clone());
+        }
         let sock = match h.socket {
             Moved::Tcp(s, ..) => Sock::Tcp(TcpStream::from_std(s)),
             Moved::Unix(s) => Sock::Unix(UnixStream::from_std(s)),
@@ -339,9 +352,13 @@ impl Worker {
                 conn.sock.register(poll, Token(slot), both)
             }
             #[cfg(target_os = "linux")]
-            Backend::Ring(ring) => {
+            Backend::Ring(ring, light) => {
                 conn.ring = Some(RingState::default());
-                ring_worker::arm(ring, &mut conn, slot)
+                if light.on {
+                    ring_worker::to_poll(light, &mut conn, slot)
+                } else {
+                    ring_worker::arm(ring, &mut conn, slot)
+                }
             }
         };
         if added.is_err() {
@@ -358,6 +375,10 @@ impl Worker {
         let Some(Some(conn)) = self.slots.get_mut(slot) else {
             return;
         };
+        if conn.rides_ring() {
+            // Its bytes are the ring's to receive: an event from before it left the epoll.
+            return;
+        }
         if input {
             conn.drained = false;
         }
@@ -399,6 +420,13 @@ impl Worker {
             // The send's completion drives it.
             return;
         }
+        #[cfg(target_os = "linux")]
+        if let Backend::Ring(_, light) = &mut self.backend
+            && ring_worker::follow(light, conn, slot).is_err()
+        {
+            self.close(slot);
+            return;
+        }
         conn.session.lend(&mut self.spare);
         let turn = conn.turn();
         conn.session.give_back(&mut self.spare);
@@ -406,7 +434,7 @@ impl Worker {
             Turn::Wait => return,
             #[cfg(target_os = "linux")]
             Turn::Send => {
-                if let Backend::Ring(ring) = &mut self.backend
+                if let Backend::Ring(ring, _) = &mut self.backend
                     && let Ok(sent) = ring_worker::send(ring, conn, slot)
                 {
                     if sent == ring_worker::Sent::Quiet {
@@ -420,7 +448,7 @@ impl Worker {
             Turn::Send => {}
             Turn::Idle => {
                 #[cfg(target_os = "linux")]
-                if let Backend::Ring(ring) = &mut self.backend
+                if let Backend::Ring(ring, _) = &mut self.backend
                     && ring_worker::arm(ring, conn, slot).is_err()
                 {
                     self.close(slot);
@@ -443,7 +471,8 @@ impl Worker {
             return;
         };
         if let Turn::Watch(mask) = turn {
-            conn.into_watch(self.poll_of(), &self.runtime, mask);
+            let poll = self.poll_of(&conn);
+            conn.into_watch(poll, &self.runtime, mask);
         }
     }
 
@@ -454,26 +483,33 @@ impl Worker {
     fn close(&mut self, slot: usize) -> Option<LoopConn> {
         let mut conn = self.slots.get_mut(slot)?.take()?;
         self.free.push(slot);
+        #[cfg(target_os = "linux")]
+        if let (Some(st), Backend::Ring(_, light)) = (&conn.ring, &mut self.backend)
+            && st.polled
+        {
+            // Its descriptor leaves the epoll when it closes, or in `into_watch`.
+            light.polled -= 1;
+        }
         if let Some(st) = conn.ring.as_mut()
             && st.armed
         {
             // SAFETY: shutdown(2) on a descriptor the connection owns.
             unsafe { libc::shutdown(conn.sock.fd(), libc::SHUT_RD) };
             #[cfg(target_os = "linux")]
-            if let (Some(reply), Backend::Ring(ring)) = (st.quiet.take(), &mut self.backend) {
+            if let (Some(reply), Backend::Ring(ring, _)) = (st.quiet.take(), &mut self.backend) {
                 ring.park(slot, conn.era, reply);
             }
         }
         Some(conn)
     }
 
-    /// The epoll poller, if this worker has one (a ring worker's connections are in no poll
-    /// to leave).
-    fn poll_of(&self) -> Option<&Poll> {
+    /// The epoll `conn` is registered with, if any (a connection riding the ring is in
+    /// none).
+    fn poll_of(&self, conn: &LoopConn) -> Option<&Poll> {
         match &self.backend {
             Backend::Epoll(p) => Some(p),
             #[cfg(target_os = "linux")]
-            Backend::Ring(_) => None,
+            Backend::Ring(_, light) => conn.ring.as_ref()?.polled.then_some(&light.poll),
         }
     }
 }
@@ -538,6 +574,9 @@ struct RingState {
     /// `requests` when the connection's input last arrived: `-R` counts the requests of
     /// one arrival, across the sends that answer them.
     event: u32,
+    /// It waits in the worker's epoll ([`light`]) and reads and writes by system call, as
+    /// an epoll worker's connection does; the ring holds nothing of it.
+    polled: bool,
 }
 
 impl LoopConn {
@@ -545,10 +584,10 @@ impl LoopConn {
     /// the last request, read, answer; repeat.
     fn turn(&mut self) -> Turn {
         let mut reads = 0;
-        let first_request = self
-            .ring
-            .as_ref()
-            .map_or(self.session.requests, |r| r.event);
+        let first_request = match &self.ring {
+            Some(r) if !r.polled => r.event,
+            _ => self.session.requests,
+        };
         loop {
             if !self.session.out.is_empty() {
                 // `watch` is answered by its stream, which subscribes before it sends the
@@ -556,7 +595,7 @@ impl LoopConn {
                 if let Some(Action::Watch(mask)) = self.next {
                     return Turn::Watch(mask);
                 }
-                if self.ring.is_some() {
+                if self.rides_ring() {
                     return Turn::Send;
                 }
                 // A write that completes at once is no state a snapshot could see: the
@@ -611,6 +650,11 @@ impl LoopConn {
                 self.next = Some(a);
             }
         }
+    }
+
+    /// Its receives and sends go through the ring.
+    fn rides_ring(&self) -> bool {
+        self.ring.as_ref().is_some_and(|r| !r.polled)
     }
 
     /// Reads what the socket holds into the session's input.

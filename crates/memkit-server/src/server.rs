@@ -39,6 +39,9 @@ pub struct Counters {
     /// Times a worker loop's connection gave way to its neighbours after `-R` requests with
     /// more input waiting (memcached's `conn_yields`).
     pub conn_yields: AtomicU64,
+    /// Times an io_uring worker loop moved between its ring and its epoll, its load
+    /// crossing the line between them (`memkit_io_moves`).
+    pub io_moves: AtomicU64,
     /// Accept failures (out of descriptors...) after which accepting paused, and the time
     /// paused (memcached's `listen_disabled_num`, `time_in_listen_disabled_us`).
     pub listen_disabled_num: AtomicU64,
@@ -60,6 +63,7 @@ impl Counters {
             &self.sasl_errors,
             &self.idle_kicks,
             &self.conn_yields,
+            &self.io_moves,
             &self.listen_disabled_num,
             &self.time_in_listen_disabled_us,
         ] {

@@ -163,6 +163,7 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("memkit_shards", n(e.shards)),
         ("memkit_evict_retained", n(c.evict_retained)),
         ("memkit_detail_untracked", n(sh.detail.untracked())),
+        ("memkit_io_moves", n(sh.counters.io_moves.load(Relaxed))),
     ]);
     for (k, v) in rows {
         write_stat(out, k, v.as_bytes());

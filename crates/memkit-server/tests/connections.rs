@@ -418,3 +418,77 @@ async fn many_connections_asking_at_once_are_all_answered() {
         s.stop().await;
     }
 }
+
+/// `memkit_io_moves` of a `stats` reply.
+fn io_moves(stats: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix("STAT memkit_io_moves "))
+        .expect("memkit_io_moves")
+        .parse()
+        .unwrap()
+}
+
+/// Every connection of `conns` asks `mn` once, one after another: each is answered however
+/// its connection waited (in the ring or in the epoll) when the worker last moved.
+async fn each_answers(conns: &mut [inproc::Conn], when: &str) {
+    for (i, c) in conns.iter_mut().enumerate() {
+        assert_eq!(
+            c.ask(b"mn\r\n", b"MN\r\n").await,
+            "MN\r\n",
+            "{when}: conn {i}"
+        );
+    }
+}
+
+/// An io_uring worker waits in its epoll at light load and in its ring under load, and its
+/// connections follow it at their next turn (`docs/architecture.md`). Across moves both
+/// ways every request is answered, whether its connection waited in the ring or in the
+/// epoll when the worker moved (a receive armed in the ring completes while the worker
+/// sleeps in epoll), and `memkit_io_moves` counts the moves.
+#[tokio::test]
+async fn a_ring_worker_moves_between_its_epoll_and_its_ring_as_load_changes() {
+    let s = start("uring", &["-t", "1"]).await;
+    let mut asker = conn(&s).await;
+    let moves = io_moves(&asker.ask(b"stats\r\n", b"END\r\n").await);
+    if memkit_server::evloop::Io::Uring.effective() != memkit_server::evloop::Io::Uring {
+        assert_eq!(moves, 0, "an epoll worker has nothing to move between");
+        eprintln!("this kernel has no io_uring: the worker waits with epoll only");
+        s.stop().await;
+        return;
+    }
+    assert_eq!(moves, 0, "a worker starts light, in its epoll");
+    let mut conns = Vec::new();
+    for _ in 0..64 {
+        conns.push(conn(&s).await);
+    }
+    each_answers(&mut conns, "light, at the start").await;
+    for cycle in 0..2u64 {
+        // Many connections asking at once fill the worker's passes: it moves to the ring.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while io_moves(&asker.ask(b"stats\r\n", b"END\r\n").await) < 2 * cycle + 1 {
+            assert!(Instant::now() < deadline, "cycle {cycle}: never busy");
+            for c in &mut conns {
+                c.send(&b"mn\r\n".repeat(4)).await;
+            }
+            for c in &mut conns {
+                assert_eq!(c.until(b"MN\r\nMN\r\nMN\r\nMN\r\n").await.len(), 16);
+            }
+        }
+        each_answers(&mut conns, "busy").await;
+        // One request at a time: the worker moves back to its epoll.
+        while io_moves(&asker.ask(b"stats\r\n", b"END\r\n").await) < 2 * cycle + 2 {
+            assert!(
+                Instant::now() < deadline,
+                "cycle {cycle}: never light again"
+            );
+            for _ in 0..64 {
+                assert_eq!(asker.ask(b"mn\r\n", b"MN\r\n").await, "MN\r\n");
+            }
+        }
+        // Their receives were armed in the ring; then, moved, they wait in the epoll.
+        each_answers(&mut conns, "light, armed in the ring").await;
+        each_answers(&mut conns, "light, in the epoll").await;
+    }
+    s.stop().await;
+}

@@ -17,8 +17,9 @@
 //! The ring is set up with `SINGLE_ISSUER` and `DEFER_TASKRUN`: only the worker thread
 //! submits, and completions are made only when it asks for them, instead of interrupting it.
 //!
-//! An idle worker sleeps in the ring's own wait: [`Ring::enter`] submits and waits in one
-//! system call.
+//! A busy worker sleeps in the ring's own wait: [`Ring::enter`] submits and waits in one
+//! system call. A light one sleeps in its epoll (`super::light`), the ring signalling an
+//! eventfd there ([`Ring::register_eventfd`]) for what it still completes.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -32,6 +33,8 @@ const BUFS: u16 = 256;
 /// Each buffer's length: a typical request fits (memcaslap's are under 200 bytes; a PHP
 /// session's set is a few KiB and is read on by the connection).
 const BUF_LEN: usize = 2048;
+/// io_uring_enter(2)'s `IORING_ENTER_GETEVENTS`.
+const ENTER_GETEVENTS: u32 = 1;
 /// The buffer group's id.
 const GROUP: u16 = 0;
 /// How long a pass that made counted sends waits for them and one more completion before
@@ -51,6 +54,9 @@ pub(super) enum Op {
     /// A quiet send: completes only if it fails, and then in place of the receive linked
     /// behind it.
     Quiet = 4,
+    /// The poll on the worker's epoll ([`Ring::watch_light`]): a connection waiting there
+    /// has an event.
+    Light = 5,
 }
 
 /// One completion, copied out of the queue.
@@ -92,6 +98,7 @@ fn unpack(ud: u64) -> Option<(Op, usize, u32)> {
         2 => Op::Send,
         3 => Op::Wake,
         4 => Op::Quiet,
+        5 => Op::Light,
         _ => return None,
     };
     Some((op, ud as u32 as usize, ((ud >> 32) & 0xFF_FFFF) as u32))
@@ -151,6 +158,7 @@ impl Ring {
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
+            .setup_taskrun_flag()
             .setup_cqsize(4096)
             .build(1024)?;
         let layout = entries_layout();
@@ -337,6 +345,38 @@ impl Ring {
         unsafe { self.push(&[e]) }
     }
 
+    /// Polls the worker's epoll `fd` once: it completes when a connection waiting there has
+    /// an event (armed by a busy loop, which waits in the ring).
+    pub fn watch_light(&mut self, fd: RawFd) -> io::Result<()> {
+        let e = opcode::PollAdd::new(Fd(fd), libc::POLLIN as u32)
+            .build()
+            .user_data(user_data(Op::Light, 0, 0));
+        // SAFETY: a poll refers to no memory of ours.
+        unsafe { self.push(&[e]) }
+    }
+
+    /// Has the kernel signal eventfd `fd` for each completion, and for each receive it
+    /// defers until the next [`Ring::enter`]: a worker asleep in epoll wakes for them.
+    pub fn register_eventfd(&mut self, fd: RawFd) -> io::Result<()> {
+        self.ring.submitter().register_eventfd(fd)
+    }
+
+    /// Turns the registered eventfd's signals on (the worker will sleep in epoll) or off
+    /// (it sleeps in the ring, and each completion's signal would be a wasted wake-up).
+    pub fn signal_eventfd(&mut self, on: bool) {
+        let cq = self.ring.completion();
+        if on {
+            cq.enable_eventfd();
+        } else {
+            cq.disable_eventfd();
+        }
+    }
+
+    /// The kernel holds deferred work for the next enter that collects (`TASKRUN_FLAG`).
+    pub fn pending(&mut self) -> bool {
+        self.ring.submission().taskrun()
+    }
+
     /// Submits what is queued, without waiting or collecting completions. A submission
     /// that fails leaves its entries queued for the next [`Ring::enter`], which reports it.
     pub fn flush(&mut self) {
@@ -369,6 +409,16 @@ impl Ring {
             t => t,
         };
         let r = match timeout {
+            // Deferred completions are made only by an enter that asks for events.
+            None if !wait => {
+                let queued = self.ring.submission().len() as u32;
+                // SAFETY: no argument is passed; the flag is io_uring_enter(2)'s GETEVENTS.
+                unsafe {
+                    self.ring
+                        .submitter()
+                        .enter::<libc::sigset_t>(queued, 0, ENTER_GETEVENTS, None)
+                }
+            }
             Some(t) => {
                 let ts = Timespec::from(t);
                 let args = SubmitArgs::new().timespec(&ts);
@@ -392,7 +442,7 @@ impl Ring {
             };
             // A quiet send's completion (a failure) stands for its receive's, which is
             // skipped with it.
-            if op != Op::Wake {
+            if !matches!(op, Op::Wake | Op::Light) {
                 self.inflight -= 1;
             }
             done.push(Done {

@@ -8,20 +8,55 @@ use std::io;
 use std::os::fd::AsRawFd;
 
 use memkit_engine::Prefetch;
+use mio::{Interest, Token};
 
+use super::light::{Light, RING};
 use super::ring::{Done, Op, QUIET_MAX, Ring};
-use super::{Backend, LoopConn, Worker};
+use super::{Backend, LoopConn, WAKE, Worker};
 use crate::dispatch::Action;
 
-/// Arms a receive for a connection that waits for input, unless one is armed.
+/// Arms a receive for a connection that waits for input, unless one is armed or it waits
+/// in the epoll.
 pub(super) fn arm(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Result<()> {
     let Some(st) = conn.ring.as_mut() else {
         return Ok(());
     };
-    if !st.armed {
+    if !st.armed && !st.polled {
         ring.recv(conn.sock.fd(), slot, conn.era)?;
         st.armed = true;
     }
+    Ok(())
+}
+
+/// Moves a connection that the ring holds nothing of into the worker's epoll. Bytes that
+/// arrived before are not lost: epoll reports a ready socket when it is added.
+pub(super) fn to_poll(light: &mut Light, conn: &mut LoopConn, slot: usize) -> io::Result<()> {
+    let both = Interest::READABLE | Interest::WRITABLE;
+    conn.sock.register(&light.poll, Token(slot), both)?;
+    if let Some(st) = conn.ring.as_mut() {
+        st.polled = true;
+    }
+    light.polled += 1;
+    Ok(())
+}
+
+/// At the start of a connection's turn, moves it to where the worker's load says it
+/// should wait (the epoll while light, the ring while busy), if the ring holds nothing of
+/// it; `Err` if it could not move (it is closed).
+pub(super) fn follow(light: &mut Light, conn: &mut LoopConn, slot: usize) -> io::Result<()> {
+    let Some(st) = conn.ring.as_mut() else {
+        return Ok(());
+    };
+    if st.polled == light.on || st.armed || st.sending || st.quiet.is_some() {
+        return Ok(());
+    }
+    if light.on {
+        return to_poll(light, conn, slot);
+    }
+    conn.sock.deregister(&light.poll);
+    st.polled = false;
+    st.event = conn.session.requests;
+    light.polled -= 1;
     Ok(())
 }
 
@@ -77,20 +112,29 @@ pub(super) fn send(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Res
 impl Worker {
     fn ring(&mut self) -> &mut Ring {
         match &mut self.backend {
-            Backend::Ring(r) => r,
+            Backend::Ring(r, _) => r,
+            Backend::Epoll(_) => unreachable!("an epoll worker has no ring"),
+        }
+    }
+
+    fn light(&mut self) -> &mut Light {
+        match &mut self.backend {
+            Backend::Ring(_, l) => l,
             Backend::Epoll(_) => unreachable!("an epoll worker has no ring"),
         }
     }
 
     /// The loop through the ring: one `io_uring_enter` submits the pass's receives and
     /// sends and waits for completions; the connections completed are then served, their
-    /// lookups warmed as in [`Worker::serve`].
+    /// lookups warmed as in [`Worker::serve`]. At light load the worker waits in its epoll
+    /// instead ([`super::light`]), and serves the connections waiting there as an epoll
+    /// worker does.
     pub(super) fn run_ring(mut self) {
         let mut done = Vec::with_capacity(256);
         let mut woken = Vec::with_capacity(256);
+        let mut polled = Vec::with_capacity(256);
         loop {
-            let wait = self.again.is_empty();
-            if let Err(e) = self.ring().enter(wait, None, &mut done) {
+            if let Err(e) = self.wait(&mut done, &mut polled) {
                 tracing::error!("worker ring failed: {e}");
                 break;
             }
@@ -99,8 +143,13 @@ impl Worker {
             }
             woken.clear();
             let mut stop = false;
+            if std::mem::take(&mut self.light().woke) {
+                self.waker.clear();
+                stop |= !self.take_new();
+            }
             // A connection completed alone has nothing to overlap its misses with.
             let warm = done.len() > 1;
+            let mut inputs = polled.iter().filter(|&&(_, input, _)| input).count();
             for d in &done {
                 let drive = match d.op {
                     Op::Wake => {
@@ -111,7 +160,11 @@ impl Worker {
                         stop |= !self.take_new();
                         false
                     }
-                    Op::Recv => self.received(d, warm),
+                    Op::Light => false,
+                    Op::Recv => {
+                        inputs += usize::from(d.res > 0);
+                        self.received(d, warm)
+                    }
                     Op::Send => self.sent(d),
                     Op::Quiet => self.quiet_failed(d),
                 };
@@ -119,12 +172,74 @@ impl Worker {
                     woken.push(d.slot);
                 }
             }
+            self.serve(&polled);
             self.serve_ring(&woken);
+            if let Some(on) = self.light().tally(inputs) {
+                self.turn_light(on);
+            }
             if stop {
                 break;
             }
         }
         self.finish_ring();
+    }
+
+    /// Waits for the next pass's work: in the epoll while light (collecting from the ring
+    /// when it signalled), else in the ring (looking into the epoll when its poll
+    /// completed). Never sleeps with connections that gave way.
+    fn wait(
+        &mut self,
+        done: &mut Vec<Done>,
+        polled: &mut Vec<(usize, bool, bool)>,
+    ) -> io::Result<()> {
+        polled.clear();
+        let idle = self.again.is_empty();
+        let Backend::Ring(ring, light) = &mut self.backend else {
+            unreachable!("an epoll worker has no ring");
+        };
+        if light.on {
+            let sleep = idle && !light.collect && !ring.pending();
+            ring.flush();
+            let rang = look(light, sleep, polled)?;
+            if rang || !sleep {
+                ring.enter(false, None, done)?;
+            } else {
+                done.clear();
+            }
+            // The kernel makes a bounded batch of deferred completions an enter, and
+            // signals only for the first one deferred: collect until a collect is empty.
+            light.collect = !done.is_empty();
+        } else {
+            if light.polled > 0 && !light.watched {
+                ring.watch_light(light.fd())?;
+                light.watched = true;
+            }
+            ring.enter(idle, None, done)?;
+        }
+        if done.iter().any(|d| d.op == Op::Light) {
+            light.watched = false;
+            if !light.on {
+                look(light, false, polled)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The worker's load moved it: light (`on`), its connections move to the epoll at
+    /// their next turn and it sleeps there, the ring signalling it; busy, back to the ring.
+    fn turn_light(&mut self, on: bool) {
+        let Backend::Ring(ring, light) = &mut self.backend else {
+            return;
+        };
+        light.on = on;
+        ring.signal_eventfd(on);
+        if let Some(sh) = &self.sh {
+            sh.counters
+                .io_moves
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        // What the ring made before its signal was on must not wait for the next one.
+        light.collect = on;
     }
 
     fn rewatch(&mut self) -> io::Result<()> {
@@ -159,7 +274,7 @@ impl Worker {
     /// A receive completed: its bytes go into the connection's input, and (`warm`) its
     /// first lookup's index bucket starts loading. Whether the connection is to be driven.
     fn received(&mut self, d: &Done, warm: bool) -> bool {
-        let Backend::Ring(ring) = &mut self.backend else {
+        let Backend::Ring(ring, _) = &mut self.backend else {
             return false;
         };
         let conn = match self.slots.get_mut(d.slot) {
@@ -222,7 +337,7 @@ impl Worker {
     /// requests linked behind it (liburing's `skip-cqe` test pins this). Whether the
     /// connection is to be driven (closed).
     fn quiet_failed(&mut self, d: &Done) -> bool {
-        let Backend::Ring(ring) = &mut self.backend else {
+        let Backend::Ring(ring, _) = &mut self.backend else {
             return false;
         };
         let conn = match self.slots.get_mut(d.slot) {
@@ -301,4 +416,31 @@ impl Worker {
             std::mem::forget(std::mem::take(&mut self.slots));
         }
     }
+}
+
+/// Takes the epoll's events (`sleep`: waiting for one), the connections' into `polled` as
+/// (slot, input, closed); whether the ring signalled.
+fn look(light: &mut Light, sleep: bool, polled: &mut Vec<(usize, bool, bool)>) -> io::Result<bool> {
+    let timeout = (!sleep).then_some(std::time::Duration::ZERO);
+    if let Err(e) = light.poll.poll(&mut light.events, timeout)
+        && e.kind() != io::ErrorKind::Interrupted
+    {
+        return Err(e);
+    }
+    let mut rang = false;
+    for ev in light.events.iter() {
+        if ev.token() == RING {
+            rang = true;
+            continue;
+        }
+        if ev.token() == WAKE {
+            // The ring's poll on the waker completed too, unsignalled: until it is
+            // collected, the ring signals nothing more.
+            (light.woke, rang) = (true, true);
+            continue;
+        }
+        let closed = ev.is_read_closed() || ev.is_error();
+        polled.push((ev.token().0, closed || ev.is_readable(), closed));
+    }
+    Ok(rang)
 }
