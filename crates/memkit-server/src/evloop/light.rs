@@ -27,11 +27,16 @@ pub(super) const RING: Token = Token(usize::MAX - 1);
 /// Passes with input per load measurement.
 const WINDOW: u32 = 256;
 /// Connections with input per pass, on average over a window, at or above which a light
-/// worker turns busy. Measured (30k requests a second against 50 connections, the
-/// throughput bench's closed loop): 1.1-2.0 at that light load, 4-35 in the closed loop.
+/// worker turns busy, in [`SUSTAINED`] windows in a row. Measured (30k requests a second
+/// against 50 connections, the throughput bench's closed loop): 1.1-2.0 at that light load,
+/// 4-35 in the closed loop.
 const BUSY_AT: u32 = 3 * WINDOW;
-/// ... and under which a busy worker turns light again: the gap keeps a load near the line
-/// from flapping.
+/// Windows in a row over [`BUSY_AT`] that turn a light worker busy: a light load's requests
+/// that pile up while the worker is off its core (a busy machine) must not move it, where a
+/// load that fills the worker's passes stays.
+const SUSTAINED: u8 = 4;
+/// ... and under which a busy worker turns light again, in one window: the gap keeps a load
+/// near the line from flapping.
 const LIGHT_UNDER: u32 = 2 * WINDOW;
 
 /// The epoll, the eventfd the ring signals into it, and the load measure.
@@ -59,6 +64,8 @@ pub(super) struct Light {
 struct Gauge {
     passes: u32,
     inputs: u32,
+    /// Windows in a row over [`BUSY_AT`].
+    over: u8,
 }
 
 impl Gauge {
@@ -75,8 +82,16 @@ impl Gauge {
         }
         let inputs = std::mem::take(&mut self.inputs);
         self.passes = 0;
+        self.over = if inputs >= BUSY_AT {
+            self.over.saturating_add(1)
+        } else {
+            0
+        };
         match on {
-            true if inputs >= BUSY_AT => Some(false),
+            true if self.over >= SUSTAINED => {
+                self.over = 0;
+                Some(false)
+            }
             false if inputs < LIGHT_UNDER => Some(true),
             _ => None,
         }
@@ -152,18 +167,24 @@ mod tests {
     }
 
     #[test]
-    fn the_gauge_moves_only_past_its_lines_and_once_a_window() {
+    fn the_gauge_turns_busy_on_a_sustained_load_and_light_at_once() {
         let mut g = Gauge::default();
         // Light at 1-2 connections a pass (the latency bench's load), busy from 3.
         assert!(feed(&mut g, true, 2, 3).is_empty());
-        assert_eq!(feed(&mut g, true, 3, 3), [false; 3]);
+        assert_eq!(feed(&mut g, true, 3, 8), [false; 2]);
+        // Over the line for fewer windows in a row than it takes: no move.
+        for _ in 0..3 {
+            assert!(feed(&mut g, true, 3, 3).is_empty());
+            assert!(feed(&mut g, true, 1, 1).is_empty());
+        }
         // Busy stays busy down to 2, and turns light under it.
         assert!(feed(&mut g, false, 2, 3).is_empty());
         assert_eq!(feed(&mut g, false, 1, 2), [true; 2]);
         // Passes with no input (a wake-up for nothing) are not counted.
         assert!((0..10 * WINDOW).all(|_| g.tally(false, 0).is_none()));
-        // A window decides on its average: one pass of 600 among ones is busy.
+        // A window counts on its average: one pass of 600 among ones is over the line.
         let mut g = Gauge::default();
+        assert!(feed(&mut g, true, 3, 3).is_empty());
         assert_eq!(g.tally(true, 600), None);
         assert_eq!(feed(&mut g, true, 1, 1).last(), Some(&false));
     }
