@@ -238,7 +238,8 @@ struct Worker {
     /// ended by the close) finds a different generation, or none, in the slot.
     era: u32,
     /// The server's state, from the first connection handed over (a worker serves one
-    /// server): the worker's own counters go there.
+    /// server): the worker's own counters go there (`memkit_io_moves`: a ring worker's).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     sh: Option<Arc<Shared>>,
 }
 
