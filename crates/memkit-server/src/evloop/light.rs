@@ -9,9 +9,10 @@
 //! `send` each. So the worker measures its load (how many connections a pass serves, over
 //! [`WINDOW`] passes) and moves between the two; a connection follows at its next turn.
 //!
-//! While light, the ring still completes what it holds (receives armed before the move,
-//! the waker's poll): it signals an eventfd in this epoll. While busy, the worker waits in
-//! the ring, which polls this epoll for the connections not moved yet.
+//! While light, the ring still completes what it holds (receives armed before the move):
+//! it signals an eventfd in this epoll. While busy, the worker waits in the ring, which
+//! polls this epoll for the connections not moved yet. The worker's waker is watched both
+//! here and by the ring ([`Light::new`] says why).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
