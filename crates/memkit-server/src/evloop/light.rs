@@ -15,12 +15,13 @@
 //! here and by the ring ([`Light::new`] says why).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 
 use mio::{Events, Interest, Poll, Token};
 
 use super::WAKE;
 use super::ring::Ring;
+use super::sock::Waker;
 
 /// The ring's eventfd's token (connections' tokens are their slots, the waker's
 /// `usize::MAX`).
@@ -45,7 +46,7 @@ pub(super) struct Light {
     pub poll: Poll,
     pub events: Events,
     /// Registered with the ring; never read (edge-triggered, each signal is a new edge).
-    _signal: OwnedFd,
+    _signal: Waker,
     /// Connections wait here, not in the ring.
     pub on: bool,
     /// The waker's event came: new connections, or the stop.
@@ -117,15 +118,10 @@ impl Light {
     /// from inside another's wake-up), and a worker asleep here must see new connections
     /// and its stop at once.
     pub fn new(ring: &mut Ring, waker: RawFd) -> io::Result<Light> {
-        // SAFETY: eventfd(2) with no memory of ours; a descriptor it returns is ours.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor owned by nothing else.
-        let signal = unsafe { OwnedFd::from_raw_fd(fd) };
+        // An eventfd like the waker's, written by the kernel instead of another thread.
+        let signal = Waker::new()?;
         let poll = Poll::new()?;
-        let raw = signal.as_raw_fd();
+        let raw = signal.0.as_raw_fd();
         poll.registry()
             .register(&mut mio::unix::SourceFd(&raw), RING, Interest::READABLE)?;
         poll.registry()
