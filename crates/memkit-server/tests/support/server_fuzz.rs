@@ -2,25 +2,23 @@
 //! (`fuzz/fuzz_targets/server_stream.rs` includes this file) and the stable replay test
 //! (`tests/fuzz_replay.rs`), so both assert exactly the same.
 //!
-//! One in-process server (listener on 127.0.0.1:0, a current-thread tokio runtime reused
-//! across inputs). For each input: one connection writes the bytes in the chunks the input
-//! asks for, then half-closes (and reads every reply up to EOF) or drops the socket (with or
-//! without a reset). Then: the server is still running, the connection count is back to
-//! its baseline (no connection is left stuck), the replies of a half-closed connection are
-//! well-formed (every one decodes with the client decoder of the protocol the first byte
-//! chose), and a second,
-//! well-behaved connection gets exact answers.
+//! One in-process memkitd from the testkit's `TestServer` (`-t 1`: one worker, as the
+//! inputs need no more) serves many inputs; a current-thread tokio runtime drives the client
+//! side. For each input: one connection writes the bytes in the chunks the input asks for,
+//! then half-closes (and reads every reply up to EOF) or drops the socket (with or without a
+//! reset). Then: the server is still running, the connection count is back to its baseline
+//! (no connection is left stuck), the replies of a half-closed connection are well-formed
+//! (every one decodes with the client decoder of the protocol the first byte chose), and a
+//! second, well-behaved connection gets exact answers.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use memkit_protocol::{DecodeError, Limits, decode_response};
-use memkit_server::{Args, Settings, Shared};
+use memkit_testkit::TestServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::runtime::Runtime;
-use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
 /// How long a half-closed connection may take to answer and close: generous, because a
@@ -34,9 +32,7 @@ const CHUNKS: [usize; 8] = [0, 1, 2, 3, 7, 16, 100, 1000];
 #[derive(Debug)]
 pub struct Harness {
     rt: Runtime,
-    addr: std::net::SocketAddr,
-    shared: Arc<Shared>,
-    task: JoinHandle<()>,
+    server: TestServer,
     memory_limit: usize,
 }
 
@@ -54,35 +50,13 @@ impl Harness {
             .enable_all()
             .build()
             .expect("runtime");
-        let mut argv = vec!["memkitd", "-m", "8", "-c", "64"];
-        argv.extend_from_slice(flags);
-        let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(argv));
-        let io = settings.io;
-        let memory_limit = settings.memory_limit;
-        let (addr, shared, task) = rt.block_on(async {
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let addr = listener.local_addr().expect("addr");
-            let engine = Arc::new(memkit_server::engine_for(&settings));
-            let shared = Shared::new(engine, settings);
-            // memkitd's worker threads, so the inputs reach the connections through the
-            // worker loop as in production. A harness lives as long as its process (or
-            // test), so its workers are leaked rather than threaded through the task.
-            let workers =
-                memkit_server::server::Workers::start_with(1, true, io).expect("worker threads");
-            let workers: &'static _ = Box::leak(Box::new(workers));
-            let task = tokio::spawn(memkit_server::server::run_on(
-                listener,
-                shared.clone(),
-                std::future::pending::<()>(),
-                Some(workers),
-            ));
-            (addr, shared, task)
-        });
+        let mut args = vec!["-m", "8", "-c", "64", "-t", "1"];
+        args.extend_from_slice(flags);
+        let server = TestServer::start(&args);
+        let memory_limit = server.shared().settings.memory_limit;
         Harness {
             rt,
-            addr,
-            shared,
-            task,
+            server,
             memory_limit,
         }
     }
@@ -102,18 +76,20 @@ impl Harness {
             if half_close {
                 check_replies(&out, clean_eof, payload);
             }
-            assert!(!self.task.is_finished(), "the server stopped");
+            assert!(self.server.is_serving(), "the server stopped");
             self.wait_for_connections(baseline).await;
             // What an input may change globally and a later input must not inherit.
-            self.shared.engine.set_memory_limit(self.memory_limit);
-            self.shared.verbosity.store(0, Ordering::Relaxed);
+            let shared = self.server.shared();
+            shared.engine.set_memory_limit(self.memory_limit);
+            shared.verbosity.store(0, Ordering::Relaxed);
             self.well_behaved().await;
             self.wait_for_connections(baseline).await;
         });
     }
 
     fn curr_connections(&self) -> u64 {
-        self.shared
+        self.server
+            .shared()
             .counters
             .curr_connections
             .load(Ordering::Relaxed)
@@ -128,7 +104,9 @@ impl Harness {
         half_close: bool,
         reset: bool,
     ) -> (Vec<u8>, bool) {
-        let stream = TcpStream::connect(self.addr).await.expect("connect");
+        let stream = TcpStream::connect(self.server.tcp_addr())
+            .await
+            .expect("connect");
         if reset {
             // Linger 0 makes the close a reset; it blocks on drop only with a nonzero time.
             #[allow(deprecated)]
@@ -203,7 +181,9 @@ impl Harness {
 
     /// A client that follows the protocol gets exact answers.
     async fn well_behaved(&self) {
-        let mut s = TcpStream::connect(self.addr).await.expect("connect");
+        let mut s = TcpStream::connect(self.server.tcp_addr())
+            .await
+            .expect("connect");
         // `flush_all` first: an input may have left a delayed flush pending, which would
         // (rightly) hide a set made in its last second.
         let ask = b"flush_all\r\nset fuzz:check 5 0 5\r\nhello\r\nget fuzz:check\r\n\

@@ -99,6 +99,15 @@ impl TestServer {
         }
     }
 
+    /// Whether an in-process server's thread is still serving (it has not stopped by itself
+    /// or panicked). Panics for a child.
+    pub fn is_serving(&self) -> bool {
+        match &self.kind {
+            Kind::InProcess(s) => s.thread.as_ref().is_some_and(|t| !t.is_finished()),
+            Kind::Process(_) => panic!("a child process's thread is not in this process"),
+        }
+    }
+
     /// Stops an in-process server gracefully and waits (5 s at most) until it has: its
     /// listeners closed, every connection closed, its threads gone.
     pub async fn stop(mut self) {
