@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -21,6 +21,9 @@ use tokio::sync::Notify;
 
 use crate::config::Settings;
 use crate::watch::Watchers;
+
+mod live;
+pub use live::{ConnAddrs, ConnLive, ConnState};
 
 /// Server-level counters (the engine keeps the item counters).
 #[derive(Debug, Default)]
@@ -69,132 +72,6 @@ impl Counters {
         ] {
             c.store(0, Ordering::Relaxed);
         }
-    }
-}
-
-/// A connection as `stats conns` shows it. Its state and last command time are written by
-/// the connection without the registry lock; its addresses are read from the socket when
-/// asked for: keeping them would cost every connection about 150 bytes for a command
-/// operators run by hand.
-#[derive(Debug)]
-pub struct ConnLive {
-    /// Seconds since server start of the connection's last read.
-    pub last_cmd: AtomicU64,
-    state: AtomicU8,
-    /// The connection's socket; `None` for a connection not made by the acceptor.
-    fd: Option<RawFd>,
-    unix: bool,
-}
-
-/// A connection's addresses, as the socket gives them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConnAddrs {
-    /// The peer's and the listener's address.
-    Tcp(SocketAddr, SocketAddr),
-    /// The `-s` socket's path (a UNIX client has no address of its own).
-    Unix(Option<std::path::PathBuf>),
-}
-
-/// Where a connection is, under memcached's names for its states (`state_text`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ConnState {
-    /// Accepted, nothing read yet.
-    NewCmd,
-    /// Between requests, waiting for the next one.
-    Waiting,
-    /// Holds part of a request and waits for the rest.
-    Read,
-    /// Answering what it has read.
-    ParseCmd,
-    /// Writing replies out.
-    Write,
-    /// Discarding a refused store's data block as it arrives.
-    Swallow,
-    /// Streaming `watch` log lines.
-    Watch,
-}
-
-impl ConnState {
-    const ALL: [ConnState; 7] = [
-        ConnState::NewCmd,
-        ConnState::Waiting,
-        ConnState::Read,
-        ConnState::ParseCmd,
-        ConnState::Write,
-        ConnState::Swallow,
-        ConnState::Watch,
-    ];
-
-    /// memcached's name for the state.
-    pub fn name(self) -> &'static str {
-        match self {
-            ConnState::NewCmd => "conn_new_cmd",
-            ConnState::Waiting => "conn_waiting",
-            ConnState::Read => "conn_read",
-            ConnState::ParseCmd => "conn_parse_cmd",
-            ConnState::Write => "conn_write",
-            ConnState::Swallow => "conn_swallow",
-            ConnState::Watch => "conn_watch",
-        }
-    }
-}
-
-impl ConnLive {
-    pub(crate) fn new(uptime_secs: u64, fd: Option<RawFd>, unix: bool) -> Self {
-        ConnLive {
-            last_cmd: AtomicU64::new(uptime_secs),
-            state: AtomicU8::new(ConnState::NewCmd as u8),
-            fd,
-            unix,
-        }
-    }
-
-    /// Shuts the reading side of the connection's socket (a stopping server).
-    fn shut_reading(&self) {
-        if let Some(fd) = self.fd {
-            // SAFETY: shutdown(2) takes any descriptor and changes no memory; on one that is
-            // no longer this connection's (see `addrs`) it fails or ends a read early, and
-            // the server is stopping every connection anyway.
-            unsafe { libc::shutdown(fd, libc::SHUT_RD) };
-        }
-    }
-
-    /// The connection's addresses, read from its socket; `None` once the socket is gone.
-    ///
-    /// The descriptor is the connection's own for as long as its registry entry exists,
-    /// except between its close and the entry's removal at the end of its task: a socket
-    /// opened in that moment may be reported in its place, a `stats conns` snapshot taken
-    /// as a connection leaves.
-    pub fn addrs(&self) -> Option<ConnAddrs> {
-        use std::mem::ManuallyDrop;
-        use std::os::fd::FromRawFd;
-        let fd = self.fd?;
-        if self.unix {
-            // SAFETY: borrowed, never closed (ManuallyDrop); a descriptor that is no longer
-            // a socket makes getsockname fail, which is reported as gone.
-            let s = ManuallyDrop::new(unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) });
-            let local = s.local_addr().ok()?;
-            Some(ConnAddrs::Unix(
-                local.as_pathname().map(|p| p.to_path_buf()),
-            ))
-        } else {
-            // SAFETY: as above.
-            let s = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
-            Some(ConnAddrs::Tcp(s.peer_addr().ok()?, s.local_addr().ok()?))
-        }
-    }
-
-    /// Records where the connection is: a relaxed byte store, as `stats conns` is a snapshot
-    /// that may be a request behind.
-    #[inline]
-    pub fn set(&self, state: ConnState) {
-        self.state.store(state as u8, Ordering::Relaxed);
-    }
-
-    /// Where the connection last said it was.
-    pub fn state(&self) -> ConnState {
-        ConnState::ALL[self.state.load(Ordering::Relaxed) as usize]
     }
 }
 
