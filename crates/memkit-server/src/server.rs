@@ -2,6 +2,9 @@
 //!
 //! [`run`] takes a bound listener and a shutdown future (mini-redis's shape), so tests bind
 //! port 0 and stop the server by resolving the future: no fixed ports, no sleeps.
+//!
+//! Module `live`: a connection's registry entry ([`ConnLive`]), what `stats conns` shows of
+//! it, and how a stopping server reaches its socket.
 
 use std::collections::HashMap;
 use std::future::Future;
