@@ -9,7 +9,6 @@ use memkit_types::{DeleteOptions, GetOptions, Memcache};
 use super::{TokioClock, embedded};
 use crate::caching::{
     Cache, FileTrace, MemoryTrace, OnTimeout, Policy, Protection, Reason, Source, TraceSink,
-    TracingTrace,
 };
 
 const KEY: &str = "report:1";
@@ -405,75 +404,6 @@ async fn file_trace_is_tail_friendly() {
     let text = std::fs::read_to_string(sink.path_for(KEY).unwrap()).unwrap();
     assert_eq!(text, "MLWUHHH");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// A `tracing` writer into a shared buffer.
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn tracing_sees_a_span_per_fetch_with_its_letters_inside() {
-    let buf = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let sub = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
-        .without_time()
-        .with_writer({
-            let buf = buf.clone();
-            move || Captured(buf.clone())
-        })
-        .finish();
-    let p = Policy::ttl(Duration::from_secs(10)).no_jitter();
-    let traced_cache = || {
-        let clock = TokioClock::new();
-        Cache::builder(embedded(clock.clone()))
-            .clock(clock)
-            .trace(Arc::new(TracingTrace))
-            .build()
-    };
-    // tracing caches whether a callsite is enabled when it is first reached. Reached first on
-    // another test's thread while this test's subscriber is the only one registered, it is
-    // cached from that thread's default (none): disabled for every thread. So the fetch
-    // path's callsites are reached here first, and installing the subscriber asks them all
-    // again.
-    let warm = traced_cache();
-    warm.fetch(KEY, &p, |_| ok(1)).await.unwrap();
-    warm.fetch(KEY, &p, |_| ok(2)).await.unwrap();
-    let _on = tracing::subscriber::set_default(sub);
-    let cache = traced_cache();
-    cache.fetch(KEY, &p, |_| ok(1)).await.unwrap();
-    cache.fetch(KEY, &p, |_| ok(2)).await.unwrap();
-
-    let out = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
-    let lines: Vec<&str> = out.lines().collect();
-    let letters: Vec<&str> = lines
-        .iter()
-        .filter_map(|l| l.split("letter=").nth(1))
-        .map(|rest| &rest[..1])
-        .collect();
-    assert_eq!(letters.concat(), "MLWUH", "{out}");
-    let in_span = |l: &&&str| l.contains("fetch{key=\"report:1\"");
-    assert!(
-        lines
-            .iter()
-            .filter(|l| l.contains("letter="))
-            .all(|l| in_span(&l)),
-        "{out}"
-    );
-    let closes: Vec<&&str> = lines.iter().filter(|l| l.contains(": close")).collect();
-    assert_eq!(closes.len(), 2, "{out}");
-    assert!(closes.iter().all(in_span), "{out}");
-    assert!(closes[0].contains("source=Computed"), "{out}");
-    assert!(closes[1].contains("source=Hit"), "{out}");
 }
 
 /// The tag was invalidated, then its key was lost (the server holding it restarted) before
