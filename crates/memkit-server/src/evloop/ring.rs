@@ -127,9 +127,9 @@ pub(super) fn probe() -> io::Result<()> {
 /// The ring is made and closed on a thread of its own. A ring's creator is registered with
 /// it, and the kernel's clean-up after the close queues work to every registered thread
 /// with `TWA_SIGNAL`: on the caller's thread that interrupts the next blocking system call
-/// in progress. A socket read with a timeout (`SO_RCVTIMEO`) is not restarted then; it
-/// fails with `EINTR`, which is how an embedder's (or a test's) read failed after starting
-/// a server. A thread that exits unregisters itself, so nothing reaches the caller.
+/// in progress. A socket read with a timeout (`SO_RCVTIMEO`) is not restarted then: it
+/// fails with `EINTR`, so an embedder's timed read right after starting a server would
+/// fail. A thread that exits unregisters itself, so nothing reaches the caller.
 fn ask_kernel() -> io::Result<()> {
     let made = std::thread::Builder::new()
         .name("memkit-io-probe".into())
@@ -518,8 +518,8 @@ mod tests {
     }
 
     /// The probe leaves the caller's thread alone: a blocking read with a timeout right
-    /// after it waits out its timeout instead of failing with `EINTR`. A probe made on the
-    /// caller's thread interrupted 160 of 200 such reads on a 6.18 kernel.
+    /// after it waits out its timeout instead of failing with `EINTR` (with the ring made on
+    /// the caller's thread, this test fails on a 6.18 kernel).
     #[test]
     fn a_probe_does_not_interrupt_the_callers_next_read() {
         use std::io::Read;
