@@ -29,7 +29,7 @@ use bytes::{Buf, BytesMut};
 use parking_lot::RwLock;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// memcached closes a connection whose first line has no newline within 2048 bytes.
 const MAX_LINE: usize = 2048;

@@ -12,10 +12,10 @@ use memkit_protocol::binary::{
 };
 use memkit_types::{ArithOutcome, DeleteOutcome, Error, StoreMode, StoreOutcome, Stored};
 
-use crate::dispatch::{Action, Step};
 use crate::exec::{self, Reply};
+use crate::exec::{Action, Step};
 use crate::sasl::{Outcome, Session};
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// Handles the frame at the start of `buf`, appending its reply to `out`. `sasl` is the
 /// connection's SASL state, which the SASL commands change.

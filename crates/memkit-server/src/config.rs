@@ -8,9 +8,11 @@
 use clap::{ArgAction, Parser};
 
 mod extended;
+mod io;
 pub mod listen;
 pub mod numbers;
 
+pub use io::Io;
 use numbers::{atof, atoi, item_size, megabytes, strtol};
 
 /// memkitd — a memcached 1.6 compatible server.
@@ -69,7 +71,7 @@ pub struct Args {
     /// How worker threads wait for their connections (memkitd's own): io_uring where the
     /// kernel has it, else epoll; or epoll.
     #[arg(long = "io", value_enum, default_value_t)]
-    pub io: crate::evloop::Io,
+    pub io: Io,
     /// Maximum number of requests per event: a connection with more input waiting then gives
     /// way to the others (counted in conn_yields)
     #[arg(
@@ -135,7 +137,7 @@ pub struct Args {
     #[command(flatten)]
     pub persist: PersistArgs,
     #[command(flatten)]
-    pub metrics: crate::metrics::MetricsArgs,
+    pub metrics: MetricsArgs,
     #[command(flatten)]
     pub log: crate::log::LogArgs,
     #[command(flatten)]
@@ -278,7 +280,7 @@ pub struct Settings {
     pub conn_limit: usize,
     pub threads: usize,
     /// `--io`: what the worker threads wait with, as this kernel allows it.
-    pub io: crate::evloop::Io,
+    pub io: Io,
     pub reqs_per_event: usize,
     pub enable_shutdown: bool,
     /// `-F` clears it: `flush_all` refused.
@@ -730,6 +732,14 @@ fn no_effect_warnings(s: &Settings, a: &Args, warn: &mut Vec<String>) {
     if s.tuning.napi_ids > 0 {
         warn.push("-N accepted, no effect in memkitd".into());
     }
+}
+
+/// memkitd's `--metrics-addr` flag (off by default).
+#[derive(Debug, Clone, clap::Args)]
+pub struct MetricsArgs {
+    /// Serve Prometheus metrics (memcached_exporter's names) at http://HOST:PORT/metrics.
+    #[arg(long = "metrics-addr", value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
 }
 
 #[cfg(test)]

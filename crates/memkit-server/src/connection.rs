@@ -23,9 +23,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::auth::Prefixed;
-use crate::dispatch::Action;
-use crate::server::{ConnLive, ConnState, Shared};
+use crate::exec::Action;
 use crate::session::{Pump, Session};
+use crate::state::{ConnLive, ConnState, Shared};
 
 /// Serves one connection until the client leaves, sends `quit`, goes idle for longer than
 /// `-o idle_timeout`, or the server stops ([`Shared::stopping`]: requests already read are

@@ -14,44 +14,9 @@ use memkit_types::{
     ArithOutcome, DeleteOutcome, Error, Exptime, GetOptions, StoreOutcome, Stored, Ttl,
 };
 
-use crate::exec::{Reply, execute};
-use crate::server::Shared;
+use crate::exec::{Action, Reply, execute};
+use crate::state::Shared;
 use crate::watch;
-
-/// What the connection does after a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Go on reading requests.
-    Continue,
-    /// Flush what is written, then close (`quit`).
-    Close,
-    /// Become a `watch` stream for these event kinds.
-    Watch(u8),
-    /// Flush, close, and shut the server down (`shutdown` with `-A`).
-    Shutdown,
-    /// A multi-get's reply reached [`REPLY_CHUNK`] bytes: write out what is rendered, then
-    /// go on with [`resume`] at this byte offset into the key list.
-    More(usize),
-}
-
-/// What handling the request at the start of the input did (either protocol: the text
-/// one's `step` is in [`crate::connection`], the binary one's is [`crate::binary::step`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    /// The request is not complete yet: read more.
-    Incomplete,
-    /// A request was handled.
-    Done {
-        /// Input bytes it used.
-        used: usize,
-        /// Bytes after those to discard as they arrive.
-        swallow: u64,
-        /// What the connection does next.
-        action: Action,
-        /// It may have changed stored data (persistent `sync` mode waits for it).
-        mutates: bool,
-    },
-}
 
 /// Pending reply bytes after which a multi-get stops at a key boundary ([`Action::More`]),
 /// so one request's reply is never held whole: a `get` of thousands of large values is

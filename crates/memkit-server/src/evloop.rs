@@ -43,9 +43,10 @@ use memkit_engine::Prefetch;
 use mio::net::{TcpStream, UnixStream};
 use mio::{Events, Interest, Poll, Token};
 
-use crate::dispatch::Action;
-use crate::server::{ConnLive, ConnState, Moved, Registered, Shared};
+use crate::config::Io;
+use crate::exec::Action;
 use crate::session::{Pump, Session, Spare};
+use crate::state::{ConnLive, ConnState, Moved, Registered, Shared};
 
 #[cfg(target_os = "linux")]
 mod light;
@@ -77,51 +78,6 @@ pub(crate) struct Handoff {
     pub socket: Moved,
     pub registered: Registered,
     pub live: Arc<ConnLive>,
-}
-
-/// How a worker loop waits for its connections (`--io`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Io {
-    /// io_uring where the kernel has it (Linux 6.1 and later, not disabled), else epoll.
-    #[default]
-    Uring,
-    /// epoll (mio), edge-triggered.
-    Epoll,
-}
-
-impl Io {
-    /// What a worker will use: `Uring` only where a ring can be set up.
-    pub fn effective(self) -> Io {
-        self.resolve().0
-    }
-
-    /// What a worker will use, and, where io_uring was asked for and this Linux kernel
-    /// refused it (too old, `kernel.io_uring_disabled`, a seccomp filter), a warning that
-    /// says so: the loops then work the same through epoll, and an operator who measures
-    /// should know which one ran.
-    pub fn resolve(self) -> (Io, Option<String>) {
-        #[cfg(target_os = "linux")]
-        if self == Io::Uring {
-            return match ring::probe() {
-                Ok(()) => (Io::Uring, None),
-                Err(e) => (
-                    Io::Epoll,
-                    Some(format!(
-                        "io_uring is not available ({e}): the worker loops wait with epoll"
-                    )),
-                ),
-            };
-        }
-        (Io::Epoll, None)
-    }
-
-    /// The name `stats settings` shows as `memkit_io`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Io::Uring => "io_uring",
-            Io::Epoll => "epoll",
-        }
-    }
 }
 
 /// A worker loop's mailbox: new connections, and the stop (the sender dropped).

@@ -13,8 +13,43 @@ use memkit_protocol::Command;
 use memkit_types::{ArithOutcome, DeleteOutcome, Error, Result, Stored};
 
 use crate::detail::Op;
-use crate::server::Shared;
-use crate::watch::{self, Event};
+use crate::state::Shared;
+use crate::watch::Event;
+
+/// What the connection does after a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Go on reading requests.
+    Continue,
+    /// Flush what is written, then close (`quit`).
+    Close,
+    /// Become a `watch` stream for these event kinds.
+    Watch(u8),
+    /// Flush, close, and shut the server down (`shutdown` with `-A`).
+    Shutdown,
+    /// A multi-get's reply reached [`crate::dispatch::REPLY_CHUNK`] bytes: write out what is rendered, then
+    /// go on with [`crate::dispatch::resume`] at this byte offset into the key list.
+    More(usize),
+}
+
+/// What handling the request at the start of the input did (the text and meta
+/// protocol's or the binary one's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The request is not complete yet: read more.
+    Incomplete,
+    /// A request was handled.
+    Done {
+        /// Input bytes it used.
+        used: usize,
+        /// Bytes after those to discard as they arrive.
+        swallow: u64,
+        /// What the connection does next.
+        action: Action,
+        /// It may have changed stored data (persistent `sync` mode waits for it).
+        mutates: bool,
+    },
+}
 
 /// How an encoding writes the outcomes of logical commands.
 pub trait Reply {
@@ -48,9 +83,8 @@ pub fn execute(cmd: &Command<'_>, sh: &Shared, conn_id: u64, reply: &mut impl Re
                 v.value.len()
             });
             sh.detail.record(key, Op::Get(matches!(r, Ok(Some(_)))));
-            watch::emit(sh, || {
-                Event::fetch(key, r.as_ref().ok().copied().flatten(), conn_id)
-            });
+            sh.watchers
+                .emit(|| Event::fetch(key, r.as_ref().ok().copied().flatten(), conn_id));
             match r {
                 Ok(Some(_)) => {}
                 Ok(None) => reply.miss(),
@@ -62,7 +96,8 @@ pub fn execute(cmd: &Command<'_>, sh: &Shared, conn_id: u64, reply: &mut impl Re
             sh.detail.record(key, Op::Set);
             let r = engine.store(key, data, opts);
             let ttl = memkit_protocol::command::exp32(opts.exptime);
-            watch::emit(sh, || Event::store(key, &r, ttl, data.len(), conn_id));
+            sh.watchers
+                .emit(|| Event::store(key, &r, ttl, data.len(), conn_id));
             answer(r, reply, |reply, s| reply.stored(&s));
         }
         Command::Delete { key, opts } => {

@@ -53,13 +53,15 @@ pub mod process;
 pub mod sasl;
 pub mod server;
 pub mod session;
+pub mod state;
 pub mod stats;
 pub mod tls;
 pub mod warm;
 pub mod watch;
 
 pub use config::{Args, Settings};
-pub use server::{Shared, run};
+pub use server::run;
+pub use state::Shared;
 
 /// The version memkitd reports: memcached's protocol level, then memkit's own.
 pub const VERSION: &str = concat!("1.6.18-memkit-", env!("CARGO_PKG_VERSION"));

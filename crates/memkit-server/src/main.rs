@@ -18,7 +18,8 @@
 use clap::Parser;
 use memkit_server::config::Refusal;
 use memkit_server::log::{LIFECYCLE, verbatim};
-use memkit_server::server::{Listener, Security, Workers, run_listeners};
+use memkit_server::server::{Listener, Workers, run_listeners};
+use memkit_server::state::Security;
 use memkit_server::{Args, Settings, Shared, backend_for, bind, notify, process};
 
 fn main() {

@@ -12,19 +12,11 @@ use memkit_metrics::ServerStats;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::server::Shared;
+use crate::state::Shared;
 
 pub mod figures;
 
 pub use memkit_metrics::CONTENT_TYPE;
-
-/// memkitd's `--metrics-addr` flag (off by default).
-#[derive(Debug, Clone, clap::Args)]
-pub struct MetricsArgs {
-    /// Serve Prometheus metrics (memcached_exporter's names) at http://HOST:PORT/metrics.
-    #[arg(long = "metrics-addr", value_name = "HOST:PORT")]
-    pub metrics_addr: Option<String>,
-}
 
 /// memkitd's own stats and process figures as an exposition (no extra labels: Prometheus
 /// adds `instance`).

@@ -10,7 +10,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// The reply to `SASL_LIST_MECHS`.
 const MECHANISMS: &[u8] = b"PLAIN";

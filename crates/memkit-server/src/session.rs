@@ -23,8 +23,9 @@ use memkit_protocol::binary::REQUEST_MAGIC;
 use memkit_protocol::{DecodeError, ErrorReply, Request, decode_request, meta_key};
 
 use crate::config::Protocol;
-use crate::dispatch::{Action, REPLY_CHUNK, Step, dispatch, resume};
-use crate::server::{ConnState, Shared};
+use crate::dispatch::{REPLY_CHUNK, dispatch, resume};
+use crate::exec::{Action, Step};
+use crate::state::{ConnState, Shared};
 
 /// Write out pending replies once they reach this many bytes.
 pub const FLUSH_AT: usize = REPLY_CHUNK;

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use memkit_engine::EngineStats;
 use memkit_protocol::render::{write_end, write_stat, write_stat_u64};
 
-use crate::server::{ConnAddrs, Shared};
+use crate::state::{ConnAddrs, Shared};
 
 /// Writes the reply to `stats [args]`.
 pub fn write_stats(sh: &Shared, args: &[&[u8]], out: &mut Vec<u8>) {

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use memkit_engine::Engine;
 
 use crate::Settings;
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// Set once this process listens for `SIGUSR1`: only then may `shutdown graceful` raise it
 /// (in a process that does not, such as a test running servers in-process, the signal's

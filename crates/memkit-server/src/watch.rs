@@ -17,8 +17,6 @@ use memkit_types::{Result, StoreOutcome, Stored};
 use parking_lot::Mutex;
 use tokio::sync::broadcast;
 
-use crate::server::Shared;
-
 /// `watch fetchers`: `item_get` lines.
 pub const FETCHERS: u8 = 1;
 /// `watch mutations`: `item_store` lines.
@@ -252,22 +250,24 @@ fn mask_of(c: &[usize; 3]) -> u8 {
         .fold(0, |m, (i, _)| m | (1 << i))
 }
 
-/// Builds and broadcasts an event if anyone watches its kind.
-pub fn emit(sh: &Shared, event: impl FnOnce() -> Event) {
-    let w = &sh.watchers;
-    if w.mask.load(Ordering::Relaxed) == 0 {
-        return;
-    }
-    let e = event();
-    if w.mask.load(Ordering::Relaxed) & e.kind == 0 {
-        return;
-    }
-    let ts = w.started_unix + w.started.elapsed().as_secs_f64();
-    let gid = w.gid.fetch_add(1, Ordering::Relaxed) + 1;
-    let line = format!("ts={:.6} gid={gid} {}\n", ts, e.line);
-    w.counts_of.written.fetch_add(1, Ordering::Relaxed);
-    if w.tx.send((e.kind, line.into())).is_err() {
-        w.counts_of.dropped.fetch_add(1, Ordering::Relaxed);
+impl Watchers {
+    /// Builds and broadcasts an event if anyone watches its kind.
+    pub fn emit(&self, event: impl FnOnce() -> Event) {
+        let w = self;
+        if w.mask.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let e = event();
+        if w.mask.load(Ordering::Relaxed) & e.kind == 0 {
+            return;
+        }
+        let ts = w.started_unix + w.started.elapsed().as_secs_f64();
+        let gid = w.gid.fetch_add(1, Ordering::Relaxed) + 1;
+        let line = format!("ts={:.6} gid={gid} {}\n", ts, e.line);
+        w.counts_of.written.fetch_add(1, Ordering::Relaxed);
+        if w.tx.send((e.kind, line.into())).is_err() {
+            w.counts_of.dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

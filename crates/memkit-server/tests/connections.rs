@@ -34,7 +34,7 @@ async fn the_worker_loops_wait_through_what_io_names() {
             .lines()
             .find_map(|l| l.strip_prefix("STAT memkit_io "))
             .expect("memkit_io");
-        let allowed = memkit_server::evloop::Io::Uring.effective().name();
+        let allowed = memkit_server::config::Io::Uring.effective().name();
         assert_eq!(shown, if io == "epoll" { name } else { allowed });
         eprintln!("--io {io}: {shown}");
         s.stop().await;
@@ -451,7 +451,7 @@ async fn a_ring_worker_moves_between_its_epoll_and_its_ring_as_load_changes() {
     let s = start("uring", &["-t", "1"]).await;
     let mut asker = conn(&s).await;
     let moves = io_moves(&asker.ask(b"stats\r\n", b"END\r\n").await);
-    if memkit_server::evloop::Io::Uring.effective() != memkit_server::evloop::Io::Uring {
+    if memkit_server::config::Io::Uring.effective() != memkit_server::config::Io::Uring {
         assert_eq!(moves, 0, "an epoll worker has nothing to move between");
         eprintln!("this kernel has no io_uring: the worker waits with epoll only");
         s.stop().await;

@@ -13,7 +13,7 @@ use mio::{Interest, Token};
 use super::light::{Light, RING};
 use super::ring::{Done, Op, QUIET_MAX, Ring};
 use super::{Backend, LoopConn, WAKE, Worker};
-use crate::dispatch::Action;
+use crate::exec::Action;
 
 /// Arms a receive for a connection that waits for input, unless one is armed or it waits
 /// in the epoll.

@@ -9,8 +9,8 @@ use bytes::{BufMut, BytesMut};
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Poll, Token};
 
-use crate::server::Shared;
 use crate::session::Session;
+use crate::state::Shared;
 
 /// Wakes a worker loop from another thread: an eventfd, which both backends poll.
 #[derive(Debug)]

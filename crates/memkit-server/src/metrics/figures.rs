@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use memkit_metrics::ProcessFigures;
 
-use crate::server::Shared;
+use crate::state::Shared;
 
 /// The figures now, for the server `sh`.
 pub fn now(sh: &Shared) -> ProcessFigures {

@@ -1,9 +1,13 @@
 //! A connection's entry in the server's registry ([`ConnLive`]): what `stats conns` shows
-//! of it, and its socket, which a stopping server shuts.
+//! of it, and its socket, which a stopping server shuts; [`Registered`], the guard that
+//! keeps the entry for the connection's life.
 
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+
+use super::Shared;
 
 /// A connection as `stats conns` shows it. Its state and last command time are written by
 /// the connection without the registry lock; its addresses are read from the socket when
@@ -133,7 +137,7 @@ impl ConnLive {
     }
 
     /// Shuts the reading side of the connection's socket (a stopping server).
-    pub(super) fn shut_reading(&self) {
+    pub(crate) fn shut_reading(&self) {
         if let Some(s) = self.socket() {
             // SAFETY: shutdown(2) on a descriptor `s` owns; it changes no memory.
             unsafe { libc::shutdown(s.as_raw_fd(), libc::SHUT_RD) };
@@ -165,6 +169,31 @@ impl ConnLive {
     pub fn state(&self) -> ConnState {
         ConnState::ALL[self.state.load(Ordering::Relaxed) as usize]
     }
+}
+
+/// A connection's registry entry and its place in `curr_connections`, undone on drop: every
+/// driver holds one for the connection's whole life.
+#[derive(Debug)]
+pub struct Registered {
+    pub sh: Arc<Shared>,
+    pub id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.sh.conns.lock().remove(&self.id);
+        self.sh
+            .counters
+            .curr_connections
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An accepted socket between the acceptor's reactor and a worker's.
+#[derive(Debug)]
+pub enum Moved {
+    Tcp(std::net::TcpStream, SocketAddr, bool),
+    Unix(std::os::unix::net::UnixStream),
 }
 
 #[cfg(test)]
