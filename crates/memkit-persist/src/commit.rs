@@ -16,7 +16,8 @@ use std::sync::atomic::Ordering::*;
 use std::time::Duration;
 
 use crate::Durability;
-use crate::disk::{DiskStore, DurableState};
+pub use crate::disk::NotDurable;
+use crate::disk::{DiskStore, DurableState, Waiter};
 
 /// Starts the committer for `store`'s durability mode. It stops when the store is dropped.
 pub(crate) fn spawn(store: &std::sync::Arc<DiskStore>) -> std::io::Result<()> {
@@ -89,12 +90,14 @@ fn flush_once(s: &DiskStore) {
                 upto: target,
                 failed: false,
             });
+            s.wake_waiters(Some(target));
         }
         Err(_) => {
             // fjall poisons itself after a failed journal flush: every later write fails
             // too, and waiting connections are told rather than left hanging.
             s.failed.store(true, Release);
             s.durable_tx.send_modify(|d| d.failed = true);
+            s.wake_waiters(None);
         }
     }
 }
@@ -128,20 +131,64 @@ fn periodic_loop(weak: Weak<DiskStore>, every: Duration) {
     }
 }
 
-/// The journal could not be flushed (disk full or failing): the writes waited for are not
-/// durable and must not be acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NotDurable;
-
-impl std::fmt::Display for NotDurable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the persistent store could not flush its journal")
-    }
-}
-
-impl std::error::Error for NotDurable {}
-
 impl DiskStore {
+    /// The ticket covering every write made so far: a wait for it covers them all.
+    pub fn ticket(&self) -> u64 {
+        self.tickets.load(Acquire)
+    }
+
+    /// Whether every write up to `ticket` is durable.
+    pub fn is_durable(&self, ticket: u64) -> bool {
+        self.durable.load(Acquire) >= ticket
+    }
+
+    /// Calls `done` (from the committer's thread, or from this call) once every write up
+    /// to `ticket` is durable, or with `Err` once the journal failed: those writes must not
+    /// be acknowledged.
+    pub fn when_durable(&self, ticket: u64, done: Box<dyn FnOnce(Result<(), NotDurable>) + Send>) {
+        if self.is_durable(ticket) {
+            return done(Ok(()));
+        }
+        {
+            let mut w = self.waiters.lock();
+            // Checked under the lock the committer takes to wake waiters: a failure or a
+            // flush published before this point is seen here, one after it finds the entry.
+            if self.failed.load(Acquire) {
+                drop(w);
+                return done(Err(NotDurable));
+            }
+            if self.is_durable(ticket) {
+                drop(w);
+                return done(Ok(()));
+            }
+            w.push((ticket, done));
+        }
+        if self.wanted.fetch_max(ticket, AcqRel) < ticket
+            && let Some(c) = self.committer.get()
+        {
+            c.unpark();
+        }
+    }
+
+    /// Calls the waiters a flush made durable (`upto`), or every waiter (`None`: the
+    /// journal failed).
+    fn wake_waiters(&self, upto: Option<u64>) {
+        let ready: Vec<Waiter> = {
+            let mut w = self.waiters.lock();
+            match upto {
+                Some(t) => w.extract_if(.., |(ticket, _)| *ticket <= t).collect(),
+                None => w.drain(..).collect(),
+            }
+        };
+        for (_, done) in ready {
+            done(if upto.is_some() {
+                Ok(())
+            } else {
+                Err(NotDurable)
+            });
+        }
+    }
+
     /// Whether replies must wait for durability (`sync` mode).
     pub fn acks_wait(&self) -> bool {
         self.durability == Durability::Sync

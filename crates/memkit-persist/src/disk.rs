@@ -36,6 +36,23 @@ pub struct DurableState {
     pub failed: bool,
 }
 
+/// A callback waiting for a ticket to be durable ([`DiskStore::when_durable`]), and what it
+/// is told: `Err` when the journal failed.
+pub(crate) type Waiter = (u64, Box<dyn FnOnce(Result<(), NotDurable>) + Send>);
+
+/// The journal could not be flushed (disk full or failing): the writes waited for are not
+/// durable and must not be acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotDurable;
+
+impl std::fmt::Display for NotDurable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the persistent store could not flush its journal")
+    }
+}
+
+impl std::error::Error for NotDurable {}
+
 /// Counters for `stats`.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
@@ -71,6 +88,8 @@ pub struct DiskStore {
     pub(crate) failed: AtomicBool,
     pub(crate) durable_tx: tokio::sync::watch::Sender<DurableState>,
     pub(crate) committer: std::sync::OnceLock<std::thread::Thread>,
+    /// Callbacks waiting for a ticket to be durable ([`DiskStore::when_durable`]).
+    pub(crate) waiters: Mutex<Vec<Waiter>>,
     pub(crate) counters: Counters,
     /// The store directory, and the committer's descriptor of the active journal.
     pub(crate) dir: std::path::PathBuf,
@@ -153,6 +172,7 @@ impl DiskStore {
             failed: AtomicBool::new(false),
             durable_tx: tokio::sync::watch::Sender::new(DurableState::default()),
             committer: std::sync::OnceLock::new(),
+            waiters: Mutex::new(Vec::new()),
             counters: Counters::default(),
             space: Space::new(dir.clone(), reserve),
             counted_items: AtomicU64::new(u64::MAX),

@@ -211,11 +211,20 @@ pub fn decode_request<'a>(buf: &'a [u8], limits: &Limits) -> Decoded<'a> {
 
 /// memcached's guard for a buffer without a newline: past 2048 bytes only a multi-get may
 /// keep growing (keys can be many); anything else is junk and the connection is closed.
+/// For input that holds no newline: whether it may still become a request (`true`: wait
+/// for more) or is refused for its length alone (`false`: close, as [`decode_request`]
+/// would). A caller that already searched the input's start for a newline asks this instead
+/// of decoding the whole of it again.
+pub fn unterminated(buf: &[u8], limits: &Limits) -> bool {
+    matches!(no_newline(buf, limits), DecodeError::Incomplete)
+}
+
 fn no_newline<'a>(buf: &[u8], limits: &Limits) -> DecodeError<'a> {
     if buf.len() <= limits.max_line_len {
         return DecodeError::Incomplete;
     }
-    let lead = buf.iter().take_while(|&&b| b == b' ').count();
+    // Counted up to the refusal's bound, so that a line of spaces is not walked whole.
+    let lead = buf.iter().take(101).take_while(|&&b| b == b' ').count();
     let rest = &buf[lead..];
     let is_get = rest.starts_with(b"get ") || rest.starts_with(b"gets ");
     if lead > 100 || !is_get || buf.len() > limits.max_multiget_line {

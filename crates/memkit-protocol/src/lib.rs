@@ -45,7 +45,7 @@ pub mod response;
 mod token;
 
 pub use command::Command;
-pub use decode::{decode_request, first_key};
+pub use decode::{decode_request, first_key, unterminated};
 pub use error::{DecodeError, ErrorReply, Reject};
 pub use memkit_types::MAX_KEY_LEN;
 pub use meta::MetaFlags;

@@ -237,6 +237,20 @@ impl Request<'_> {
             _ => false,
         }
     }
+
+    /// Whether it is a meta command (`mg`, `ms`, `md`, `ma`, `mn`, `me`: memcached counts
+    /// them in `cmd_meta`).
+    pub fn is_meta(&self) -> bool {
+        matches!(
+            self,
+            Request::MetaGet { .. }
+                | Request::MetaSet { .. }
+                | Request::MetaDelete { .. }
+                | Request::MetaArith { .. }
+                | Request::MetaNoop
+                | Request::MetaDebug { .. }
+        )
+    }
 }
 
 /// A decoded key: meta keys sent with `b` are base64 on the wire and binary in storage.

@@ -14,7 +14,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 use crate::config::Settings;
-use crate::state::{ConnLive, Moved, Registered, Security, Shared};
+use crate::state::{ConnLive, ConnState, Moved, Registered, Security, Shared};
+use crate::task;
 
 /// Serves connections accepted from `listener` until `shutdown` resolves or a client sends
 /// `shutdown` (with `-A`). Then it stops accepting, gives open connections up to two
@@ -96,7 +97,7 @@ pub async fn run_listeners(
     workers: Option<&Workers>,
 ) {
     shared.start_serving();
-    let reclaimer = tokio::spawn(reclaim_expired(shared.clone()));
+    let reclaimer = tokio::spawn(housekeeping(shared.clone()));
     tokio::pin!(shutdown);
     let mut next = 0;
     loop {
@@ -164,9 +165,8 @@ pub async fn run_listeners(
     }
 }
 
-/// Gives an accepted connection to a worker: its loop when nothing it may do needs the
-/// runtime ([`in_loop`]), else a task on the worker's runtime (or the caller's, without
-/// workers).
+/// Gives an accepted connection to a worker: its loop unless it is TLS (rustls' streams are
+/// tokio's), else a task on the worker's runtime (or the caller's, without workers).
 fn hand_over(
     moved: std::io::Result<Moved>,
     sh: &Arc<Shared>,
@@ -174,34 +174,34 @@ fn hand_over(
     live: Arc<ConnLive>,
     workers: Option<&Workers>,
 ) {
+    let registered = Registered { sh: sh.clone(), id };
     let Some(workers) = workers else {
-        drop(tokio::spawn(connection_task(moved, sh.clone(), id)));
+        drop(tokio::spawn(connection_task(moved, registered, live)));
         return;
     };
     let (runtime, lp) = workers.pick();
     match moved {
-        Ok(socket) if in_loop(sh, &socket) => lp.send(crate::evloop::Handoff {
+        Ok(socket) if !is_tls(sh, &socket) => lp.send(crate::evloop::Handoff {
             socket,
-            registered: Registered { sh: sh.clone(), id },
+            registered,
             live,
         }),
-        moved => drop(runtime.spawn(connection_task(moved, sh.clone(), id))),
+        moved => drop(runtime.spawn(connection_task(moved, registered, live))),
     }
 }
 
-/// Whether a connection can be served by a worker loop: it will not be TLS, log in with
-/// `-Y`, time out idle, or wait for `sync` durability before its replies.
-fn in_loop(sh: &Shared, socket: &Moved) -> bool {
-    let tls = matches!(socket, Moved::Tcp(_, _, true)) && sh.tls.is_some();
-    let durable = sh.persist.as_ref().is_some_and(|p| p.acks_wait());
-    !tls && !durable && sh.auth.is_none() && sh.settings.idle_timeout == 0
+/// Whether a connection will speak TLS: accepted on a listener that allows it (`notls:`
+/// does not, an embedder's listener does) of a server that loaded a context (`-Z`). UNIX
+/// sockets are plain, as in memcached.
+fn is_tls(sh: &Shared, socket: &Moved) -> bool {
+    matches!(socket, Moved::Tcp(_, _, true)) && sh.tls.is_some()
 }
 
 /// Whether connections of a server with `settings` and `security` use tokio's timer: with
-/// `-o idle_timeout` (the idle timer, the auth phase's and a stalled write's bounds) or with
-/// TLS (the handshake's and `close_notify`'s bounds). Nothing else a connection does sleeps.
-pub fn needs_timers(settings: &Settings, security: &Security) -> bool {
-    settings.idle_timeout > 0 || security.tls.is_some()
+/// TLS (the handshake's and `close_notify`'s bounds). Nothing else a connection does sleeps:
+/// `-o idle_timeout` is the housekeeping tick's.
+pub fn needs_timers(_settings: &Settings, security: &Security) -> bool {
+    security.tls.is_some()
 }
 
 /// Registers an accepted socket with the current (worker's) reactor.
@@ -212,46 +212,61 @@ fn register(moved: Moved) -> std::io::Result<Accepted> {
     })
 }
 
-/// A connection's whole life, as one task, and the entry of every connection: registration
-/// with the worker's reactor, then [`crate::tls::serve`] (a TLS listener under `-Z`),
-/// [`crate::auth::serve`] (`-Y`) or straight [`crate::connection::serve`]; its entry in
-/// `conns` and `curr_connections` are undone however the task ends (a runtime shutting
-/// down drops it). UNIX sockets are plain, as in memcached.
+/// A connection's whole life as one task: registration with the worker's reactor, then
+/// [`crate::task::serve_tls`] (a TLS listener under `-Z`) or [`crate::task::serve`]; its
+/// entry in `conns` and `curr_connections` are undone however the task ends (a runtime
+/// shutting down drops it).
 ///
 /// An idle connection costs what its task holds, and a future is sized for its largest
-/// state: one function with no wrapper layers, and TLS (the handshake, rustls' buffers) and
-/// the auth phase boxed, keep a plain connection's task at `connection::serve`'s size.
-async fn connection_task(moved: std::io::Result<Moved>, sh: Arc<Shared>, id: u64) {
-    let _registered = Registered { sh: sh.clone(), id };
+/// state: one function with no wrapper layers, and TLS (the handshake, rustls' buffers)
+/// boxed, keep a plain connection's task at `task::serve`'s size.
+async fn connection_task(moved: std::io::Result<Moved>, reg: Registered, live: Arc<ConnLive>) {
     let Ok(accepted) = moved.and_then(register) else {
         return;
     };
-    // A listener's flag allows TLS (`notls:` clears it, an embedder's listener has it);
-    // only a loaded context (-Z) makes the connection TLS.
     let tls = match &accepted {
-        Accepted::Tcp(_, _, true) => sh.tls.clone(),
+        Accepted::Tcp(_, _, true) => reg.sh.tls.clone(),
         _ => None,
     };
-    let auth = sh.auth.is_some();
     match (accepted, tls) {
-        (Accepted::Tcp(s, ..), Some(tls)) => Box::pin(crate::tls::serve(s, tls, sh, id)).await,
-        (Accepted::Tcp(s, ..), None) if auth => Box::pin(crate::auth::serve(s, sh, id)).await,
-        (Accepted::Unix(s), _) if auth => Box::pin(crate::auth::serve(s, sh, id)).await,
-        (Accepted::Tcp(s, ..), None) => crate::connection::serve(s, sh, id).await,
-        (Accepted::Unix(s), _) => crate::connection::serve(s, sh, id).await,
+        (Accepted::Tcp(s, ..), Some(tls)) => Box::pin(task::serve_tls(s, tls, reg, live)).await,
+        (Accepted::Tcp(s, ..), None) => task::serve(s, reg, live).await,
+        (Accepted::Unix(s), _) => task::serve(s, reg, live).await,
     }
 }
 
-/// The housekeeping tick: `uptime_secs`, then proactive reclamation of expired items (a
-/// bounded walk), every second.
-async fn reclaim_expired(shared: Arc<Shared>) {
+/// The housekeeping tick, every second: `uptime_secs`, the idle timeout, then proactive
+/// reclamation of expired items (a bounded walk).
+async fn housekeeping(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
         let secs = shared.started.elapsed().as_secs();
         shared.uptime_secs.store(secs, Ordering::Relaxed);
+        close_idle(&shared, secs);
         let engine = shared.engine.clone();
         let _ = tokio::task::spawn_blocking(move || engine.reclaim_expired(16)).await;
+    }
+}
+
+/// `-o idle_timeout`: shuts the socket of each connection whose last complete request is
+/// older than the timeout (memcached's `conn_timeout_thread`; a request trickled in for
+/// longer counts as idle, and so does a write the client stopped reading). The connection's
+/// driver then reads the end or fails its write, and closes it. A `watch` stream and a
+/// connection waiting on a completion are left alone.
+fn close_idle(sh: &Shared, now: u64) {
+    let timeout = sh.settings.idle_timeout;
+    if timeout == 0 {
+        return;
+    }
+    for c in sh.conns.lock().values() {
+        let state = c.state();
+        let idle = now.saturating_sub(c.last_cmd.load(Ordering::Relaxed)) > timeout;
+        if idle && !matches!(state, ConnState::Watch | ConnState::IoQueue) && c.shut_both() {
+            sh.counters.idle_kicks.fetch_add(1, Ordering::Relaxed);
+            // Counted once: not idle again before its driver has closed it.
+            c.last_cmd.store(now, Ordering::Relaxed);
+        }
     }
 }
 
@@ -357,7 +372,9 @@ mod tests {
         let settings = crate::Settings::default();
         let sh = Shared::new(Arc::new(crate::engine_for(&settings)), settings);
         let _entered = rt.enter();
-        let task = connection_task(Ok(Moved::Tcp(socket, addr, false)), sh, 0);
+        let reg = Registered { sh, id: 0 };
+        let live = Arc::new(ConnLive::new(0, None, false));
+        let task = connection_task(Ok(Moved::Tcp(socket, addr, false)), reg, live);
         let size = std::mem::size_of_val(&task);
         eprintln!("connection task: {size} bytes");
         assert!(size <= 760, "a connection's task holds {size} bytes");

@@ -1,21 +1,33 @@
 //! A connection's requests and replies without its I/O: the input read so far, the replies
-//! rendered and not yet written, and where the connection is between them. Two drivers move
-//! bytes in and out of it: [`crate::connection`] (a tokio task per connection: TLS, `-Y`,
-//! idle timeouts, `sync` durability) and [`crate::evloop`] (memcached's worker loop, one
-//! poller per worker thread, for every other connection). Both so answer alike by
-//! construction.
+//! rendered and not yet written, and the connection's state between them. [`Session::pump`]
+//! decides what happens next and returns it ([`Next`]); a driver only carries it out:
+//! [`crate::evloop`] (memcached's worker loop, one poller or ring per worker thread) and
+//! [`crate::task`] (a tokio task per connection, for TLS and for embedders without worker
+//! threads). Both so answer alike by construction.
+//!
+//! The states ([`State`]), under memcached's names where it has one:
+//! - `Login` (`-Y`): nothing but the login phase runs until it succeeds ([`login`]);
+//! - `Ready` (conn_new_cmd): the next request is at the start of the input, or not yet in;
+//! - `Swallow` (conn_swallow): a refused store's data block is discarded as it arrives;
+//! - `Part`: a multi-get answered in parts, the request kept at the start of the input;
+//! - `Parked` (conn_io_queue): replies wait for a [`crate::state::gate::Gate`] (a durable commit);
+//!   nothing more of the connection executes until the driver calls [`Session::resume`];
+//! - `Ended`: `quit`, `shutdown`, `watch` or a protocol error decided the end; the output
+//!   is written and the driver acts.
 //!
 //! Memory per connection (the limits are listed in `docs/limits.md`):
 //! - An idle connection holds no buffer. A worker loop lends its own buffers to the
 //!   connections it drives ([`Spare`]); a connection task takes buffers from a small
-//!   per-thread pool when bytes arrive. Both are given back when nothing is left to read
-//!   (memcached's `rbuf_release`); one grown for a large request or reply is freed instead
-//!   (its `conn_shrink`). Under load a connection keeps its buffers from batch to batch.
+//!   per-thread pool when bytes arrive ([`pool`]). Both are given back when nothing is left
+//!   to read (memcached's `rbuf_release`); one grown for a large request or reply is freed
+//!   instead (its `conn_shrink`). Under load a connection keeps its buffers from batch to
+//!   batch.
 //! - Input holds at most one request: a value is bounded by `-I`, a line by the codec.
-//! - Output is written out once it passes [`FLUSH_AT`], a multi-get's reply in pieces
-//!   ([`Action::More`]), and nothing is read while a write is pending: a client that sends
-//!   but never reads stops being read, and holds at most `FLUSH_AT` plus one value.
+//! - Output is written out once it passes [`FLUSH_AT`], a multi-get's reply in pieces, and
+//!   nothing is read while a write is pending: a client that sends but never reads stops
+//!   being read, and holds at most `FLUSH_AT` plus one value.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Buf;
@@ -25,10 +37,52 @@ use memkit_protocol::{DecodeError, ErrorReply, Request, decode_request, meta_key
 use crate::config::Protocol;
 use crate::dispatch::{REPLY_CHUNK, dispatch, resume};
 use crate::exec::{Action, Step};
-use crate::state::{ConnState, Shared};
+use crate::state::{ConnLive, ConnState, Registered, Shared};
+
+mod login;
+mod pool;
+
+pub use crate::state::gate::{Completer, Outcome};
 
 /// Write out pending replies once they reach this many bytes.
 pub const FLUSH_AT: usize = REPLY_CHUNK;
+
+/// What a connection does next, as its session decides; the driver carries it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Write the output out, then pump again.
+    Write,
+    /// The input holds no complete request: write what is pending, then read.
+    Read,
+    /// `-R` requests of this event were answered (memcached's `reqs_per_event`): write what
+    /// is pending and let the worker's other connections go first, then read.
+    GiveWay,
+    /// Replies wait (the output is held): hand [`Session::park`] a completer, and give its
+    /// outcome to [`Session::resume`]. Nothing else is done for the connection meanwhile.
+    Park,
+    /// Write what is pending, then close (`quit`, a protocol error, a failed wait).
+    Close,
+    /// Write what is pending, close, and stop the server (`shutdown` with `-A`).
+    Shutdown,
+    /// Write what is pending, then stream `watch` events of these kinds.
+    Watch(u8),
+}
+
+/// How the connection ends, once decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Close,
+    Shutdown,
+    Watch(u8),
+}
+
+/// What the connection does once its output may leave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    Write,
+    Read,
+    End(End),
+}
 
 /// The protocol a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,14 +91,15 @@ enum Wire {
     Binary,
 }
 
-/// What [`Session::pump`] asks of its driver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pump {
-    /// Write the output out, then pump again.
-    Flush,
-    /// The input holds no complete request (read more once the output is written), or the
-    /// last request asks the connection for more than a reply ([`Action`]).
-    Done(Action),
+/// Where a connection is between requests (see the module's list).
+#[derive(Debug)]
+enum State {
+    Login(login::Phase),
+    Ready,
+    Swallow(u64),
+    Part(Part),
+    Parked(Box<Parked>),
+    Ended(End),
 }
 
 /// A multi-get answered in parts: the request stays at the start of the input until its
@@ -58,115 +113,301 @@ struct Part {
     done: usize,
 }
 
+/// A parked connection: the ticket its replies wait for, what it does once they may leave,
+/// and the state it returns to.
+#[derive(Debug)]
+struct Parked {
+    ticket: u64,
+    after: After,
+    then: State,
+}
+
 /// A connection's protocol state from request to request.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Session {
     /// Input read and not yet answered.
     pub rbuf: bytes::BytesMut,
-    /// Replies rendered and not yet written.
+    /// Replies rendered and not yet written; `sent` of them are written already.
     pub out: Vec<u8>,
-    /// Input bytes still to discard as they arrive (a refused store's data block).
-    pub swallow: u64,
+    sent: usize,
+    reg: Registered,
+    live: Arc<ConnLive>,
+    state: State,
     /// `-B auto` decides on the first byte, as memcached's `try_read_command_negotiate`.
     wire: Option<Wire>,
     /// SASL (`-S`): this binary connection's authentication.
     sasl: crate::sasl::Session,
-    part: Option<Part>,
-    /// Requests answered, wrapping: a driver compares two readings (`-R`; the idle timeout
-    /// counts from the last complete request).
-    pub requests: u32,
-    /// A request that may have changed stored data was answered since the driver last
-    /// cleared this (`sync` durability waits before writing its reply).
-    pub mutated: bool,
+    /// Requests answered, wrapping; and their count when the current event began (`-R`
+    /// counts the requests of one event).
+    requests: u32,
+    event_start: u32,
+    /// Input searched for a newline without finding one: a text line arriving in pieces is
+    /// searched from where the last search stopped.
+    scanned: usize,
+    /// The last read left more in the socket: `-R` may make the connection give way.
+    more: bool,
+    /// Replies to writes wait for the server's gate (`--persist` `sync`)...
+    gated: bool,
+    /// ... and some such replies are in the output.
+    unacked: bool,
 }
 
 impl Session {
-    /// A session in the protocol `-B` names (`auto`: the first byte decides).
-    pub fn new(protocol: Protocol) -> Session {
-        let wire = match protocol {
+    /// A session for the connection `reg` registered, in the protocol `-B` names (`auto`:
+    /// the first byte decides), logging in first under `-Y`.
+    pub fn new(reg: Registered, live: Arc<ConnLive>) -> Session {
+        let sh = &reg.sh;
+        let wire = match sh.settings.protocol {
             Protocol::Auto => None,
             Protocol::Ascii => Some(Wire::Text),
             Protocol::Binary => Some(Wire::Binary),
         };
+        let state = match sh.auth {
+            Some(_) => State::Login(login::Phase::default()),
+            None => State::Ready,
+        };
         Session {
+            gated: sh.gate().is_some(),
+            rbuf: bytes::BytesMut::new(),
+            out: Vec::new(),
+            sent: 0,
+            live,
+            state,
             wire,
-            ..Session::default()
+            sasl: crate::sasl::Session::default(),
+            requests: 0,
+            event_start: 0,
+            scanned: 0,
+            more: false,
+            unacked: false,
+            reg,
         }
     }
 
+    /// The server's state.
+    pub fn sh(&self) -> &Arc<Shared> {
+        &self.reg.sh
+    }
+
+    /// The connection's registry entry (`stats conns`).
+    pub fn live(&self) -> &ConnLive {
+        &self.live
+    }
+
+    /// Gives up the registration, for a connection that moves to another driver.
+    pub fn into_registration(self) -> Registered {
+        self.reg
+    }
+
     /// Answers requests from the input, rendering replies into the output, until the output
-    /// should be written out or the input holds nothing more to answer.
-    pub fn pump(&mut self, sh: &Shared, id: u64) -> Pump {
+    /// should be written out, the input holds nothing more to answer, or replies must wait.
+    pub fn pump(&mut self) -> Next {
         if !self.rbuf.is_empty() && self.out.capacity() == 0 {
             self.out = pool::take_out();
         }
         loop {
-            let (part, action) = match self.part.take() {
-                // The rest of a multi-get answered in parts.
-                Some(part) => {
-                    let action = dispatch_rest(&self.rbuf, part.done, sh, id, &mut self.out);
-                    (part, action)
+            if let Some(after) = self.advance() {
+                return self.settle(after);
+            }
+        }
+    }
+
+    /// One step of the state machine: `None` to go on, or what the connection does once
+    /// its output may leave.
+    fn advance(&mut self) -> Option<After> {
+        match &mut self.state {
+            State::Ready => {
+                if self.rbuf.is_empty() {
+                    return Some(After::Read);
                 }
-                None => {
-                    if self.swallow > 0 {
-                        let n = self.swallow.min(self.rbuf.len() as u64);
-                        self.consume(n as usize);
-                        self.swallow -= n;
-                        if self.swallow > 0 {
-                            return Pump::Done(Action::Continue);
-                        }
-                    }
-                    if self.rbuf.is_empty() {
-                        return Pump::Done(Action::Continue);
-                    }
-                    let Step::Done {
+                match self.step() {
+                    Step::Incomplete => Some(After::Read),
+                    Step::Done {
                         used,
                         swallow,
                         action,
                         mutates,
-                    } = self.step(sh, id)
-                    else {
-                        return Pump::Done(Action::Continue);
-                    };
-                    self.mutated |= mutates;
-                    (
-                        Part {
+                    } => {
+                        self.unacked |= mutates & self.gated;
+                        let part = Part {
                             used,
                             swallow,
                             done: 0,
-                        },
-                        action,
-                    )
+                        };
+                        self.book(part, action)
+                    }
                 }
-            };
-            if let Some(a) = self.book(part, action) {
-                return Pump::Done(a);
             }
-            if self.part.is_some() || self.out.len() >= FLUSH_AT {
-                return Pump::Flush;
+            State::Part(part) => {
+                let part = *part;
+                let sh = &self.reg.sh;
+                let action = dispatch_rest(&self.rbuf, part.done, sh, self.reg.id, &mut self.out);
+                self.book(part, action)
             }
+            State::Swallow(left) => {
+                let n = (*left).min(self.rbuf.len() as u64);
+                *left -= n;
+                let done = *left == 0;
+                self.consume(n as usize);
+                if !done {
+                    return Some(After::Read);
+                }
+                self.state = State::Ready;
+                None
+            }
+            State::Login(phase) => {
+                let Some(auth) = self.reg.sh.auth.as_deref() else {
+                    self.state = State::Ready;
+                    return None;
+                };
+                match phase.step(&mut self.rbuf, auth) {
+                    login::Step::More => Some(After::Read),
+                    login::Step::Reply(r) => {
+                        self.out.extend_from_slice(r);
+                        None
+                    }
+                    login::Step::Authed => {
+                        self.out.extend_from_slice(b"STORED\r\n");
+                        self.state = State::Ready;
+                        None
+                    }
+                    login::Step::Close => Some(self.end(End::Close)),
+                }
+            }
+            State::Ended(end) => Some(After::End(*end)),
+            // Driven while parked (it should not be): still parked.
+            State::Parked(p) => Some(p.after),
         }
     }
 
     /// Books what the request at the start of the input came to: a multi-get with parts
     /// still to render stays there (a `Request` is not kept across the write: it borrows
-    /// the input), anything else is consumed. The action when it is the driver's to take.
-    fn book(&mut self, part: Part, action: Action) -> Option<Action> {
+    /// the input), anything else is consumed.
+    fn book(&mut self, part: Part, action: Action) -> Option<After> {
+        if let Action::More(at) = action {
+            self.state = State::Part(Part {
+                done: part.done + at,
+                ..part
+            });
+            return Some(After::Write);
+        }
+        self.consume(part.used);
+        self.state = match part.swallow {
+            0 => State::Ready,
+            n => State::Swallow(n),
+        };
+        self.requests = self.requests.wrapping_add(1);
+        // memcached's `last_cmd_time`: `stats conns` and `-o idle_timeout` read it.
+        let now = self.reg.sh.uptime_secs.load(Relaxed);
+        self.live.last_cmd.store(now, Relaxed);
         match action {
-            Action::More(at) => {
-                self.part = Some(Part {
-                    done: part.done + at,
-                    ..part
-                });
-                None
+            Action::Continue | Action::More(_) => {
+                (self.out.len() >= FLUSH_AT).then_some(After::Write)
             }
-            a => {
-                self.consume(part.used);
-                self.swallow = part.swallow;
-                self.requests = self.requests.wrapping_add(1);
-                (a != Action::Continue).then_some(a)
+            Action::Close => Some(self.end(End::Close)),
+            Action::Shutdown => Some(self.end(End::Shutdown)),
+            Action::Watch(mask) => Some(self.end(End::Watch(mask))),
+        }
+    }
+
+    fn end(&mut self, end: End) -> After {
+        self.state = State::Ended(end);
+        After::End(end)
+    }
+
+    /// What the driver does next, once replies to writes may leave: if the gate has not
+    /// passed them yet, the connection parks.
+    fn settle(&mut self, after: After) -> Next {
+        if self.unacked && !self.out.is_empty() {
+            let gate = self
+                .reg
+                .sh
+                .gate()
+                .expect("a gated session's server has a gate");
+            let ticket = gate.ticket();
+            if !gate.passed(ticket) {
+                let then = std::mem::replace(&mut self.state, State::Ready);
+                self.state = State::Parked(Box::new(Parked {
+                    ticket,
+                    after,
+                    then,
+                }));
+                self.live.set(ConnState::IoQueue);
+                return Next::Park;
+            }
+            self.unacked = false;
+        }
+        match after {
+            After::Write => Next::Write,
+            After::Read => {
+                let answered = self.requests.wrapping_sub(self.event_start) as usize;
+                if self.more && answered >= self.reg.sh.settings.reqs_per_event {
+                    self.reg.sh.counters.conn_yields.fetch_add(1, Relaxed);
+                    self.event_start = self.requests;
+                    Next::GiveWay
+                } else {
+                    Next::Read
+                }
+            }
+            After::End(End::Close) => Next::Close,
+            After::End(End::Shutdown) => Next::Shutdown,
+            After::End(End::Watch(mask)) => Next::Watch(mask),
+        }
+    }
+
+    /// Hands the gate the completer of a parked connection ([`Next::Park`]).
+    pub fn park(&mut self, done: Completer) {
+        match &self.state {
+            State::Parked(p) => match self.reg.sh.gate() {
+                Some(gate) => gate.when(p.ticket, done),
+                None => done.complete(Err("no gate".into())),
+            },
+            _ => done.complete(Ok(())),
+        }
+    }
+
+    /// A parked connection's wait ended. On success its replies may leave; on failure they
+    /// must not (the writes they acknowledge may be lost), and the connection closes with
+    /// them unsent.
+    pub fn resume(&mut self, outcome: Outcome) -> Next {
+        let State::Parked(p) = std::mem::replace(&mut self.state, State::Ready) else {
+            return self.pump();
+        };
+        let Parked { after, then, .. } = *p;
+        self.state = then;
+        self.live.set(ConnState::ParseCmd);
+        match outcome {
+            Ok(()) => {
+                self.unacked = false;
+                self.settle(after)
+            }
+            Err(why) => {
+                tracing::warn!("connection {}: replies withheld: {why}", self.reg.id);
+                self.out.clear();
+                self.sent = 0;
+                self.end(End::Close);
+                Next::Close
             }
         }
+    }
+
+    /// Whether the connection waits for a completion.
+    pub fn is_parked(&self) -> bool {
+        matches!(self.state, State::Parked(_))
+    }
+
+    /// A new event of the connection (input arrived, or it is driven again after giving
+    /// way): `-R` counts the requests answered from here.
+    pub fn event(&mut self) {
+        self.event_start = self.requests;
+    }
+
+    /// `n` bytes arrived in the input (`more`: the socket holds more than the read took):
+    /// counted, and the connection is parsing them.
+    pub fn arrived(&mut self, n: usize, more: bool) {
+        self.more = more;
+        self.reg.sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
+        self.live.set(ConnState::ParseCmd);
     }
 
     /// Drops the first `n` bytes of the input. All of it, the usual case one request at a
@@ -179,32 +420,86 @@ impl Session {
         } else {
             self.rbuf.advance(n);
         }
+        self.scanned = 0;
     }
 
     /// Handles the request at the start of the input, in the connection's protocol.
-    fn step(&mut self, sh: &Shared, id: u64) -> Step {
+    fn step(&mut self) -> Step {
         let first = self.rbuf[0];
-        let wire = self.wire.get_or_insert(if first == REQUEST_MAGIC {
+        let wire = *self.wire.get_or_insert(if first == REQUEST_MAGIC {
             Wire::Binary
         } else {
             Wire::Text
         });
+        let (sh, id) = (&self.reg.sh, self.reg.id);
         match wire {
             Wire::Binary => crate::binary::step(&self.rbuf, sh, id, &mut self.sasl, &mut self.out),
-            Wire::Text => text_step(&self.rbuf, sh, id, &mut self.out),
+            Wire::Text => {
+                if self.scanned > 0 && !self.rbuf[self.scanned..].contains(&b'\n') {
+                    // Still no end of line: only the length decides (a line too long).
+                    self.scanned = self.rbuf.len();
+                    if memkit_protocol::unterminated(&self.rbuf, &sh.limits) {
+                        return Step::Incomplete;
+                    }
+                }
+                let step = text_step(&self.rbuf, sh, id, &mut self.out);
+                if step == Step::Incomplete && !self.rbuf.contains(&b'\n') {
+                    self.scanned = self.rbuf.len();
+                }
+                step
+            }
         }
     }
 
-    /// The output was written: count it and empty it, keeping a modest buffer and giving
-    /// back what one huge reply needed.
-    pub fn written(&mut self, sh: &Shared) {
-        sh.counters
-            .bytes_written
-            .fetch_add(self.out.len() as u64, Relaxed);
+    /// The output not written yet.
+    pub fn unsent(&self) -> &[u8] {
+        &self.out[self.sent..]
+    }
+
+    /// `n` more bytes of the output were written: counted; once all of it is, the output is
+    /// emptied, keeping a modest buffer and giving back what one huge reply needed.
+    pub fn wrote(&mut self, n: usize) {
+        let sh = &self.reg.sh;
+        sh.counters.bytes_written.fetch_add(n as u64, Relaxed);
+        self.sent += n;
+        if self.sent < self.out.len() {
+            return;
+        }
+        self.sent = 0;
         self.out.clear();
         if self.out.capacity() > 4 * FLUSH_AT {
             self.out.shrink_to(pool::READ_CHUNK);
         }
+    }
+
+    /// The output, for a backend that sends it whole: its buffer is the kernel's until the
+    /// send completes and [`Session::output_back`] returns it.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        if self.sent > 0 {
+            self.out.drain(..self.sent);
+            self.sent = 0;
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// A send of [`Session::take_output`]'s buffer completed: counted, and the buffer
+    /// serves the next output (or goes to the worker's spares).
+    pub fn output_back(&mut self, mut buf: Vec<u8>, spare: &mut Spare) {
+        let sh = &self.reg.sh;
+        sh.counters
+            .bytes_written
+            .fetch_add(buf.len() as u64, Relaxed);
+        buf.clear();
+        if self.out.capacity() == 0 && buf.capacity() <= 4 * FLUSH_AT {
+            self.out = buf;
+        } else {
+            spare.put_out(buf);
+        }
+    }
+
+    /// The output was written whole.
+    pub fn written(&mut self) {
+        self.wrote(self.out.len() - self.sent);
     }
 
     /// Makes room for a read: a pooled buffer for a connection that gave its own back,
@@ -217,15 +512,20 @@ impl Session {
         }
     }
 
-    /// Where a connection with nothing to read is, for `stats conns`.
+    /// Where a connection with nothing to do but read is, for `stats conns`.
     pub fn waiting_state(&self) -> ConnState {
-        if self.swallow > 0 {
-            ConnState::Swallow
-        } else if self.rbuf.is_empty() {
-            ConnState::Waiting
-        } else {
-            ConnState::Read
+        match self.state {
+            State::Swallow(_) => ConnState::Swallow,
+            State::Parked(_) => ConnState::IoQueue,
+            State::Login(_) if self.rbuf.is_empty() => ConnState::NewCmd,
+            _ if self.rbuf.is_empty() => ConnState::Waiting,
+            _ => ConnState::Read,
         }
+    }
+
+    /// Records where the connection is now, for `stats conns`.
+    pub fn mark(&self, state: ConnState) {
+        self.live.set(state);
     }
 
     /// Nothing is left to read: give the buffers back (see `pool::release`).
@@ -297,9 +597,23 @@ pub struct Spare {
 
 impl Spare {
     /// Buffers of each kind a worker keeps: a busy worker finds 5-9 connections woken
-    /// together on average (`docs/BENCHMARKS.md`, issue 19), some polls many more. Past
-    /// these, buffers come from the thread's pool.
+    /// together on average (`docs/BENCHMARKS.md`), some polls many more. Past these,
+    /// buffers come from the thread's pool.
     const KEEPS: usize = 32;
+
+    /// An output buffer for a send, or an empty one.
+    pub fn take_out(&mut self) -> Vec<u8> {
+        self.outs.pop().unwrap_or_default()
+    }
+
+    /// Takes back an output buffer a send is done with, while the worker keeps fewer than
+    /// its bound of them.
+    pub fn put_out(&mut self, mut b: Vec<u8>) {
+        b.clear();
+        if self.outs.len() < Spare::KEEPS && pool::keeps_out(b.capacity()) {
+            self.outs.push(b);
+        }
+    }
 }
 
 /// Handles the text or meta request at the start of `buf`, appending its reply to `out`.
@@ -349,15 +663,7 @@ fn dispatch_rest(buf: &[u8], skip: usize, sh: &Shared, id: u64, out: &mut Vec<u8
 }
 
 fn trace_request(sh: &Shared, id: u64, req: &Request<'_>, raw: &[u8]) {
-    if matches!(
-        req,
-        Request::MetaGet { .. }
-            | Request::MetaSet { .. }
-            | Request::MetaDelete { .. }
-            | Request::MetaArith { .. }
-            | Request::MetaNoop
-            | Request::MetaDebug { .. }
-    ) {
+    if req.is_meta() {
         sh.counters.cmd_meta.fetch_add(1, Relaxed);
     }
     // `-vv`'s request line; the filter (`-vv`, `verbosity 2` or `RUST_LOG`) decides.
@@ -365,152 +671,5 @@ fn trace_request(sh: &Shared, id: u64, req: &Request<'_>, raw: &[u8]) {
         let line = raw.split(|&b| b == b'\n').next().unwrap_or_default();
         let line = String::from_utf8_lossy(line);
         tracing::debug!(target: crate::log::REQUESTS, "<{id} {}", line.trim_end());
-    }
-}
-
-/// Per-thread caches of connection buffers, so that connections going idle and busy again
-/// do not allocate per batch, and idle ones hold nothing (memcached's per-thread rbuf cache).
-/// A connection stays on its worker thread (`server::Workers`), so its buffers come and go
-/// from that thread's pool; the embedded server's multi-thread runtime (no workers) may move
-/// a task, and a buffer then lands in another thread's pool, which only changes where it is
-/// cached.
-mod pool {
-    use std::cell::RefCell;
-
-    use bytes::BytesMut;
-
-    /// A fresh buffer's size, memcached's `READ_BUFFER_SIZE`.
-    pub const READ_CHUNK: usize = 16 * 1024;
-    /// A read first makes room for another `READ_CHUNK` when less than this is free.
-    pub const MIN_ROOM: usize = 4096;
-    /// Buffers grown past this for one large request or reply are freed, not kept.
-    const KEEP_MAX: usize = 4 * READ_CHUNK;
-    /// Buffers of each kind a worker thread keeps.
-    const POOLED: usize = 64;
-
-    thread_local! {
-        static READ: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
-        static OUT: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-    }
-
-    pub fn take_read() -> BytesMut {
-        READ.with_borrow_mut(|p| p.pop())
-            .unwrap_or_else(|| BytesMut::with_capacity(READ_CHUNK))
-    }
-
-    pub fn take_out() -> Vec<u8> {
-        OUT.with_borrow_mut(|p| p.pop())
-            .unwrap_or_else(|| Vec::with_capacity(READ_CHUNK))
-    }
-
-    /// The connection has nothing to read: give back its (empty) output buffer, and its
-    /// input buffer unless it holds the start of a request, in which case a large one is
-    /// swapped for a small one (memcached's `conn_shrink`).
-    pub fn release(rbuf: &mut BytesMut, out: &mut Vec<u8>) {
-        if rbuf.is_empty() {
-            // No buffer at all when a worker loop took it back (`Session::give_back`).
-            let mut b = std::mem::take(rbuf);
-            if b.capacity() > 0 && tidy_read(&mut b) {
-                READ.with_borrow_mut(|p| (p.len() < POOLED).then(|| p.push(b)));
-            }
-        } else if rbuf.capacity() > KEEP_MAX && rbuf.len() < READ_CHUNK / 2 {
-            let mut small = take_read();
-            small.extend_from_slice(rbuf);
-            *rbuf = small;
-        }
-        if out.capacity() > 0 {
-            let mut b = std::mem::take(out);
-            b.clear();
-            if keeps_out(b.capacity()) {
-                OUT.with_borrow_mut(|p| (p.len() < POOLED).then(|| p.push(b)));
-            }
-        }
-    }
-
-    /// Readies an empty input buffer for its next connection: whether it is one to keep.
-    pub fn tidy_read(b: &mut BytesMut) -> bool {
-        // Reclaims the space `advance` consumed, in place: nothing is copied.
-        b.clear();
-        b.reserve(READ_CHUNK);
-        b.capacity() <= KEEP_MAX
-    }
-
-    /// Whether an output buffer of this capacity is one to keep for the next connection.
-    pub fn keeps_out(capacity: usize) -> bool {
-        (READ_CHUNK..=KEEP_MAX).contains(&capacity)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A worker's buffers go to the connection it drives and come back when the connection
-    /// is left with nothing to read; a partial request keeps its input buffer.
-    #[test]
-    fn a_worker_lends_its_buffers_for_a_turn() {
-        let mut spare = Spare::default();
-        let mut s = Session::new(Protocol::Auto);
-        s.room_to_read();
-        s.out = pool::take_out();
-        s.give_back(&mut spare);
-        assert!(!s.holds_buffers(), "empty buffers go back to the worker");
-        assert_eq!((spare.rbufs.len(), spare.outs.len()), (1, 1));
-        assert!(spare.rbufs[0].capacity() >= pool::READ_CHUNK);
-        let (rptr, optr) = (spare.rbufs[0].as_ptr(), spare.outs[0].as_ptr());
-
-        let mut other = Session::new(Protocol::Auto);
-        other.lend(&mut spare);
-        assert_eq!((spare.rbufs.len(), spare.outs.len()), (0, 0));
-        assert_eq!((other.rbuf.as_ptr(), other.out.as_ptr()), (rptr, optr));
-
-        // The start of a request stays with its connection; the empty output goes back.
-        other.rbuf.extend_from_slice(b"get fo");
-        other.give_back(&mut spare);
-        assert_eq!(&other.rbuf[..], b"get fo");
-        assert_eq!((spare.rbufs.len(), spare.outs.len()), (0, 1));
-        assert_eq!(spare.outs[0].as_ptr(), optr);
-
-        // Driven again, it keeps its own input buffer and borrows only an output buffer.
-        other.lend(&mut spare);
-        assert_eq!(&other.rbuf[..], b"get fo");
-        assert_eq!(other.out.as_ptr(), optr);
-        assert!(spare.outs.is_empty());
-    }
-
-    /// Connections woken together each hold a worker's buffers at once, and the worker
-    /// keeps no more than its bound of them.
-    #[test]
-    fn a_worker_keeps_a_bounded_stack_of_buffers() {
-        let mut spare = Spare::default();
-        let mut conns: Vec<Session> = (0..Spare::KEEPS + 8)
-            .map(|_| Session::new(Protocol::Auto))
-            .collect();
-        for c in &mut conns {
-            c.room_to_read();
-            c.out = pool::take_out();
-        }
-        let ptrs: std::collections::HashSet<_> = conns.iter().map(|c| c.rbuf.as_ptr()).collect();
-        assert_eq!(
-            ptrs.len(),
-            conns.len(),
-            "each connection has its own buffer"
-        );
-        for c in &mut conns {
-            c.give_back(&mut spare);
-        }
-        assert_eq!(
-            (spare.rbufs.len(), spare.outs.len()),
-            (Spare::KEEPS, Spare::KEEPS)
-        );
-        let kept = conns.iter().filter(|c| c.holds_buffers()).count();
-        assert_eq!(kept, 8, "the buffers past the bound stay for the pool");
-        let mut woken: Vec<Session> = (0..3).map(|_| Session::new(Protocol::Auto)).collect();
-        for c in &mut woken {
-            c.lend(&mut spare);
-        }
-        let lent: std::collections::HashSet<_> = woken.iter().map(|c| c.out.as_ptr()).collect();
-        assert_eq!(lent.len(), 3);
-        assert_eq!(spare.outs.len(), Spare::KEEPS - 3);
     }
 }

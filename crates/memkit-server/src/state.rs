@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use crate::config::Settings;
 use crate::watch::Watchers;
 
+pub mod gate;
 pub mod live;
 pub use live::{ConnAddrs, ConnLive, ConnState, Moved, Registered};
 
@@ -101,6 +102,9 @@ pub struct Shared {
     pub auth: Option<Arc<crate::auth::Auth>>,
     /// TLS (`-Z`); `None` when off.
     pub tls: Option<Arc<crate::tls::Tls>>,
+    /// What replies to writes wait for before they leave (`--persist` `sync`: the fsync);
+    /// unset, they leave at once.
+    gate: std::sync::OnceLock<Arc<dyn gate::Gate>>,
 }
 
 impl Shared {
@@ -131,6 +135,18 @@ impl Shared {
     /// The id of the next connection accepted.
     pub(crate) fn next_id(&self) -> u64 {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// What replies to writes wait for, if anything.
+    #[inline]
+    pub fn gate(&self) -> Option<&Arc<dyn gate::Gate>> {
+        self.gate.get()
+    }
+
+    /// Makes replies to writes wait for `gate` (once, before the server serves: a session
+    /// reads it when its connection opens); `false` if a gate was set already.
+    pub fn set_gate(&self, gate: Arc<dyn gate::Gate>) -> bool {
+        self.gate.set(gate).is_ok()
     }
 
     /// State for a server over `engine` with `settings`.
@@ -195,7 +211,11 @@ impl Shared {
             shutdown: Notify::new(),
             auth,
             tls,
+            gate: std::sync::OnceLock::new(),
         });
+        if let Some(store) = shared.persist.clone().filter(|p| p.acks_wait()) {
+            shared.set_gate(Arc::new(gate::Durable(store)));
+        }
         // Evictions happen inside the engine; `watch evictions` hears of them through this
         // hook, which costs one upgrade and one relaxed load while nobody watches.
         let weak = Arc::downgrade(&shared);

@@ -10,24 +10,20 @@
 //! `ssl_ca_cert` (OpenSSL would fall back to its system store), keys are PEM only, and
 //! TLS 1.0/1.1 are not offered.
 //!
-//! The handshake runs in the connection's own task under a deadline, so a client that
-//! opens a socket and never speaks holds one connection slot for [`HANDSHAKE_TIMEOUT`],
-//! not forever, and never blocks the accept loop.
+//! The handshake runs in the connection's own task under a deadline ([`crate::task`]), so a
+//! client that opens a socket and never speaks holds one connection slot for
+//! [`HANDSHAKE_TIMEOUT`], not forever, and never blocks the accept loop.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::config::SslSettings;
-use crate::state::Shared;
 
 /// How long a client has to complete the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,6 +47,11 @@ impl std::fmt::Debug for Tls {
 }
 
 impl Tls {
+    /// The acceptor that runs the handshake.
+    pub fn acceptor(&self) -> &tokio_rustls::TlsAcceptor {
+        &self.acceptor
+    }
+
     /// Loads the certificates `ssl` names; the error is memcached's message.
     pub fn load(ssl: &SslSettings) -> Result<Tls, String> {
         Ok(Tls {
@@ -132,27 +133,4 @@ pub fn server_config(ssl: &SslSettings) -> Result<Arc<ServerConfig>, String> {
         .with_single_cert(chain, key)
         .map_err(|e| format!("Error validating the certificate: {e}"))?;
     Ok(Arc::new(config))
-}
-
-/// Serves a connection accepted on a TLS listener: the handshake, bounded by
-/// `HANDSHAKE_TIMEOUT`, then [`crate::auth::serve`] over the encrypted stream and a
-/// `close_notify` at the end.
-pub async fn serve(stream: TcpStream, tls: Arc<Tls>, sh: Arc<Shared>, id: u64) {
-    let mut s = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            tls.handshake_errors.fetch_add(1, Relaxed);
-            tracing::debug!("TLS handshake failed: {e}");
-            return;
-        }
-        Err(_) => {
-            tls.handshake_errors.fetch_add(1, Relaxed);
-            tracing::debug!("TLS handshake timed out");
-            return;
-        }
-    };
-    crate::auth::serve(&mut s, sh, id).await;
-    // close_notify, so the client can tell a complete reply from a cut connection; bounded,
-    // as a client that stopped reading must not hold the task.
-    let _ = tokio::time::timeout(Duration::from_secs(1), s.shutdown()).await;
 }

@@ -3,7 +3,7 @@
 //!
 //! Why: a request that wakes a sleeping worker is answered sooner this way. The ring's
 //! wake-up and deferred receive cost a few microseconds of the median more than epoll's
-//! wake-up and a `read` (`docs/BENCHMARKS.md`, issue 19, session 17), and at light load
+//! wake-up and a `read` (`docs/BENCHMARKS.md`, "Server: alternatives considered"), and at light load
 //! nearly every request wakes the worker. Under load the ring wins: one `io_uring_enter` a
 //! pass for the receives and sends of many connections, where epoll makes a `read` and a
 //! `send` each. So the worker measures its load (how many connections a pass serves, over
@@ -19,7 +19,7 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use mio::{Events, Interest, Poll, Token};
 
-use super::WAKE;
+use super::epoll::WAKE;
 use super::ring::Ring;
 use super::sock::Waker;
 

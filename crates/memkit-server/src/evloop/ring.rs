@@ -4,15 +4,21 @@
 //! Why: at one request in flight a request is a readiness event, a read and a send, three
 //! system calls (two, with the readiness events of a busy loop shared). On the machines
 //! measured here a system call's entry and exit alone cost about 170 ns, on both sides of
-//! the boundary (`docs/BENCHMARKS.md`, issue 19). Through the ring, a loop's pass is one
+//! the boundary (`docs/BENCHMARKS.md`). Through the ring, a loop's pass is one
 //! `io_uring_enter` for all the connections it serves: their sends are issued in it, their
 //! receives completed by it.
 //!
-//! A receive takes its buffer from a ring of [`BUFS`] provided buffers of [`BUF_LEN`] bytes
-//! when its bytes arrive, so that a connection waiting for a request holds no memory of its
-//! own (memcached's idle connection holds none either). What arrives is copied into the
-//! connection's input and the buffer goes back at once; a request larger than a buffer is
-//! read the rest of the way by the connection's own reads.
+//! **What the kernel holds is the ring's.** Every operation submitted gets an entry in the
+//! ring's in-flight table, and a buffer the kernel reads from moves into that entry: a
+//! send's output ([`Ring::send`]) or a quiet reply's copy ([`Ring::send_quiet`]). It comes
+//! back with the operation's completion ([`Done`]) and not before, so no caller can free or
+//! reuse memory the kernel still reads. Receives write into the ring's own provided buffers
+//! ([`BUFS`] of [`BUF_LEN`] bytes, taken by the kernel when bytes arrive, so a connection
+//! waiting for a request holds no memory of its own); a completed receive's bytes are lent
+//! to the caller by [`Ring::take_input`], which gives the buffer back. Every `unsafe` of
+//! io_uring is in this file, each with its argument. A ring with operations in flight is
+//! never freed under them: dropping it cancels them all and waits for their completions
+//! (or aborts the process, should the kernel never complete them).
 //!
 //! The ring is set up with `SINGLE_ISSUER` and `DEFER_TASKRUN`: only the worker thread
 //! submits, and completions are made only when it asks for them, instead of interrupting it.
@@ -24,8 +30,9 @@
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
 
-use io_uring::types::{BufRingEntry, Fd, SubmitArgs, Timespec};
+use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{IoUring, cqueue, opcode, squeue};
 
 /// Provided buffers a ring keeps (a power of two).
@@ -40,42 +47,59 @@ const GROUP: u16 = 0;
 /// How long a pass that made counted sends waits for them and one more completion before
 /// it takes what it has: the delay a send stuck on a full socket may add to its neighbours'
 /// turn.
-const SEND_WAIT: std::time::Duration = std::time::Duration::from_micros(200);
-/// The longest reply sent quietly ([`Ring::send_quiet`]): a copy of it stays with its
-/// connection until the next request, so an idle connection holds at most this.
+const SEND_WAIT: Duration = Duration::from_micros(200);
+/// The longest reply sent quietly ([`Ring::send_quiet`]): a copy of it stays in the ring
+/// until the connection's next request, so an idle connection holds at most this.
 pub(super) const QUIET_MAX: usize = 1024;
+/// How long a dropped ring waits for the kernel to complete what it cancelled.
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
-/// What an operation was, in the top byte of its `user_data`.
+/// What an operation was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Op {
-    Recv = 1,
-    Send = 2,
-    Wake = 3,
-    /// A quiet send: completes only if it fails, and then in place of the receive linked
-    /// behind it.
-    Quiet = 4,
+    Recv,
+    Send,
+    /// A quiet send failed: it completes only then, in place of the receive linked behind
+    /// it.
+    Quiet,
+    /// The poll on the worker's waker.
+    Wake,
     /// The poll on the worker's epoll ([`Ring::watch_light`]): a connection waiting there
     /// has an event.
-    Light = 5,
+    Light,
 }
 
-/// One completion, copied out of the queue.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Done {
-    pub op: Op,
-    /// The connection's slot and generation, for receives and sends.
+/// The connection an operation works for: its slot and generation in the worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Key {
     pub slot: usize,
     pub era: u32,
+}
+
+/// Bytes a receive left in one of the ring's buffers, until [`Ring::take_input`] gives the
+/// buffer back.
+#[derive(Debug)]
+#[must_use = "the buffer goes back to the kernel through Ring::take_input or Ring::discard"]
+pub(super) struct Input {
+    bid: u16,
+    len: usize,
+}
+
+/// One completion, taken out of the queue with what the operation owned.
+#[derive(Debug)]
+pub(super) struct Done {
+    pub op: Op,
+    /// The connection, for receives and sends.
+    pub key: Key,
     pub res: i32,
-    pub flags: u32,
+    flags: u32,
+    /// A receive's bytes.
+    pub input: Option<Input>,
+    /// A send's output buffer, back from the kernel.
+    pub output: Option<Vec<u8>>,
 }
 
 impl Done {
-    /// The provided buffer a receive filled.
-    pub fn buffer(&self) -> Option<u16> {
-        cqueue::buffer_select(self.flags)
-    }
-
     /// The socket held more than the receive took.
     pub fn more_input(&self) -> bool {
         cqueue::sock_nonempty(self.flags)
@@ -87,53 +111,38 @@ impl Done {
     }
 }
 
-/// An operation's `user_data`: its kind, and the slot and generation of its connection.
-fn user_data(op: Op, slot: usize, era: u32) -> u64 {
-    ((op as u64) << 56) | (u64::from(era & 0xFF_FFFF) << 32) | (slot as u32 as u64)
+/// What an entry of the in-flight table keeps alive for the kernel.
+#[derive(Debug)]
+enum Owned {
+    Nothing,
+    Output(Vec<u8>),
+    Copy(#[allow(dead_code)] Box<[u8]>),
 }
 
-fn unpack(ud: u64) -> Option<(Op, usize, u32)> {
-    let op = match ud >> 56 {
-        1 => Op::Recv,
-        2 => Op::Send,
-        3 => Op::Wake,
-        4 => Op::Quiet,
-        5 => Op::Light,
-        _ => return None,
-    };
-    Some((op, ud as u32 as usize, ((ud >> 32) & 0xFF_FFFF) as u32))
+/// An operation the kernel holds.
+#[derive(Debug)]
+struct InFlight {
+    op: Op,
+    key: Key,
+    owned: Owned,
 }
 
-/// Generations wrap at 24 bits (the room left in `user_data`).
-pub(super) fn next_era(era: u32) -> u32 {
-    era.wrapping_add(1) & 0xFF_FFFF
-}
+/// `user_data` of operations outside the table (the top bit set), and the bit that marks a
+/// quiet pair's send (its receive carries the pair's plain table index).
+const UNTABLED: u64 = 1 << 63;
+const WAKE: u64 = UNTABLED | 1;
+const LIGHT: u64 = UNTABLED | 2;
+const CANCEL: u64 = UNTABLED | 3;
+const QUIET_SEND: u64 = 1 << 62;
 
-/// The ring, its provided buffers, and a count of the operations the kernel still holds.
-pub(super) struct Ring {
-    ring: IoUring,
-    /// The buffer ring shared with the kernel: `BUFS` entries, page-aligned.
+/// The provided buffers: the buffer ring shared with the kernel and the memory behind it.
+struct Provided {
+    /// `BUFS` entries, page-aligned.
     entries: *mut BufRingEntry,
-    /// The buffers' memory.
-    bufs: Box<[u8]>,
-    /// The buffer ring's tail as published, and buffers added since.
+    memory: Box<[u8]>,
+    /// The tail as published, and buffers added since.
     tail: u16,
     added: u16,
-    /// Receives and sends submitted and not completed: their memory must outlive them.
-    pub inflight: usize,
-    /// Counted sends queued since the last [`Ring::enter`].
-    sends: usize,
-    /// Quiet sends' copies whose connection closed before the pair completed, by slot and
-    /// era: the kernel may still read them until then.
-    parked: Vec<(usize, u32, Box<[u8]>)>,
-}
-
-impl std::fmt::Debug for Ring {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ring")
-            .field("inflight", &self.inflight)
-            .finish_non_exhaustive()
-    }
 }
 
 fn entries_layout() -> std::alloc::Layout {
@@ -141,59 +150,29 @@ fn entries_layout() -> std::alloc::Layout {
     std::alloc::Layout::from_size_align(size, 4096).expect("buffer ring layout")
 }
 
-impl Ring {
-    /// A ring for one worker thread, its buffers registered; `Err` where the kernel has no
-    /// io_uring (before 6.1, or disabled: `kernel.io_uring_disabled`, seccomp).
-    pub fn new() -> io::Result<Ring> {
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .setup_taskrun_flag()
-            .setup_cqsize(4096)
-            .build(1024)?;
+impl Provided {
+    fn new() -> io::Result<Provided> {
         let layout = entries_layout();
         // SAFETY: the layout has a non-zero size.
         let entries = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<BufRingEntry>();
         if entries.is_null() {
             return Err(io::ErrorKind::OutOfMemory.into());
         }
-        let mut r = Ring {
-            ring,
+        Ok(Provided {
             entries,
-            bufs: vec![0u8; usize::from(BUFS) * BUF_LEN].into_boxed_slice(),
+            memory: vec![0u8; usize::from(BUFS) * BUF_LEN].into_boxed_slice(),
             tail: 0,
             added: 0,
-            inflight: 0,
-            sends: 0,
-            parked: Vec::new(),
-        };
-        // SAFETY: `entries` is page-aligned memory for `BUFS` entries that lives as long as
-        // the registration (it is unregistered before it is freed, in `drop`).
-        unsafe {
-            r.ring
-                .submitter()
-                .register_buf_ring_with_flags(r.entries as u64, BUFS, GROUP, 0)?
-        };
-        for bid in 0..BUFS {
-            r.give_back(bid);
-        }
-        r.publish();
-        Ok(r)
+        })
     }
 
-    /// The bytes a receive left in buffer `bid`.
-    pub fn buffer(&self, bid: u16, len: usize) -> &[u8] {
-        let at = usize::from(bid) * BUF_LEN;
-        &self.bufs[at..at + len.min(BUF_LEN)]
-    }
-
-    /// Returns buffer `bid` to the kernel (at the next [`Ring::publish`]).
-    pub fn give_back(&mut self, bid: u16) {
+    /// Hands buffer `bid` to the kernel (at the next [`Provided::publish`]).
+    fn give_back(&mut self, bid: u16) {
         let at = self.tail.wrapping_add(self.added) & (BUFS - 1);
         // SAFETY: `at` < BUFS, inside the entries' allocation; the kernel reads entries only
         // up to the published tail, which this one is past.
         let e = unsafe { &mut *self.entries.add(usize::from(at)) };
-        e.set_addr(self.bufs.as_ptr() as u64 + (usize::from(bid) * BUF_LEN) as u64);
+        e.set_addr(self.memory.as_ptr() as u64 + (usize::from(bid) * BUF_LEN) as u64);
         e.set_len(BUF_LEN as u32);
         e.set_bid(bid);
         self.added += 1;
@@ -214,6 +193,110 @@ impl Ring {
         }
     }
 
+    /// The bytes a receive left in buffer `bid`: the kernel gave the buffer up when it
+    /// completed the receive, and gets it back only through [`Provided::give_back`].
+    fn bytes(&self, input: &Input) -> &[u8] {
+        let at = usize::from(input.bid) * BUF_LEN;
+        &self.memory[at..at + input.len.min(BUF_LEN)]
+    }
+}
+
+impl Drop for Provided {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout; the ring that used it unregistered
+        // it (or was closed) before this drop (`Ring` drops its `IoUring` first).
+        unsafe { std::alloc::dealloc(self.entries.cast(), entries_layout()) };
+    }
+}
+
+/// The ring, its provided buffers, and the operations the kernel holds.
+pub(super) struct Ring {
+    // Declared first so that it is dropped (closed) before the memory it points into.
+    ring: IoUring,
+    bufs: Provided,
+    /// The in-flight table: `None` entries are listed in `vacant`.
+    table: Vec<Option<InFlight>>,
+    vacant: Vec<u32>,
+    /// Operations of the table the kernel holds.
+    inflight: usize,
+    /// Counted sends queued since the last [`Ring::enter`].
+    sends: usize,
+}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring")
+            .field("inflight", &self.inflight)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ring {
+    /// A ring for one worker thread, its buffers registered; `Err` where the kernel has no
+    /// io_uring (before 6.1, or disabled: `kernel.io_uring_disabled`, seccomp).
+    pub fn new() -> io::Result<Ring> {
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_taskrun_flag()
+            .setup_cqsize(4096)
+            .build(1024)?;
+        let mut r = Ring {
+            ring,
+            bufs: Provided::new()?,
+            table: Vec::new(),
+            vacant: Vec::new(),
+            inflight: 0,
+            sends: 0,
+        };
+        // SAFETY: `entries` is page-aligned memory for `BUFS` entries that lives as long as
+        // the registration: the ring is closed before `Provided` frees it.
+        unsafe {
+            r.ring.submitter().register_buf_ring_with_flags(
+                r.bufs.entries as u64,
+                BUFS,
+                GROUP,
+                0,
+            )?
+        };
+        for bid in 0..BUFS {
+            r.bufs.give_back(bid);
+        }
+        r.bufs.publish();
+        Ok(r)
+    }
+
+    /// Whether the kernel holds any operation of a connection.
+    #[cfg(test)]
+    pub fn busy(&self) -> bool {
+        self.inflight > 0
+    }
+
+    /// Enters an operation in the table; its `user_data`.
+    fn enter_op(&mut self, op: Op, key: Key, owned: Owned) -> u64 {
+        let e = Some(InFlight { op, key, owned });
+        let at = match self.vacant.pop() {
+            Some(at) => {
+                self.table[at as usize] = e;
+                at
+            }
+            None => {
+                self.table.push(e);
+                (self.table.len() - 1) as u32
+            }
+        };
+        self.inflight += 1;
+        u64::from(at)
+    }
+
+    /// Takes an entry out of the table, returning what it owned.
+    fn leave_op(&mut self, at: u32) -> Option<InFlight> {
+        let e = self.table.get_mut(at as usize)?.take()?;
+        self.vacant.push(at);
+        self.inflight -= 1;
+        Some(e)
+    }
+
     /// Queues entries together (a linked chain must not be split by a submission), first
     /// submitting what is queued if there is no room for them all.
     ///
@@ -225,6 +308,7 @@ impl Ring {
             sq.capacity() - sq.len()
         };
         if room < es.len() {
+            self.bufs.publish();
             self.ring.submit()?;
         }
         // SAFETY: the caller's contract; an empty queue has room for a chain of two.
@@ -232,97 +316,121 @@ impl Ring {
             .map_err(|_| io::Error::from(io::ErrorKind::WouldBlock))
     }
 
-    fn recv_entry(fd: RawFd, slot: usize, era: u32) -> squeue::Entry {
+    fn recv_entry(fd: RawFd, ud: u64) -> squeue::Entry {
         opcode::Recv::new(Fd(fd), std::ptr::null_mut(), BUF_LEN as u32)
             .buf_group(GROUP)
             .build()
             .flags(squeue::Flags::BUFFER_SELECT)
-            .user_data(user_data(Op::Recv, slot, era))
+            .user_data(ud)
     }
 
-    fn send_entry(fd: RawFd, buf: *const u8, len: usize) -> squeue::Entry {
-        opcode::Send::new(Fd(fd), buf, len.min(u32::MAX as usize) as u32)
-            .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
-            .build()
-    }
-
-    /// Arms a receive on `fd` for the connection at `slot`, into a provided buffer.
-    pub fn recv(&mut self, fd: RawFd, slot: usize, era: u32) -> io::Result<()> {
-        // SAFETY: the receive writes only into a provided buffer, which the ring owns.
-        unsafe { self.push(&[Self::recv_entry(fd, slot, era)])? };
-        self.inflight += 1;
-        Ok(())
-    }
-
-    /// Sends `len` bytes at `buf` on `fd` for the connection at `slot`, and (`then_recv`)
-    /// arms the connection's next receive behind it (linked: issued once the send is done,
-    /// cancelled if it fails). The send's completion is counted: [`Ring::enter`] waits for
-    /// it.
-    ///
     /// `MSG_WAITALL`: the kernel sends all of it, waiting for room as it must, or fails; a
     /// completion with fewer bytes is a failed socket.
-    ///
-    /// # Safety
-    /// `buf` must stay valid for reads of `len` bytes, and unchanged, until the send's
-    /// completion.
-    pub unsafe fn send(
+    fn send_entry(fd: RawFd, buf: &[u8], ud: u64) -> squeue::Entry {
+        let len = buf.len().min(u32::MAX as usize) as u32;
+        opcode::Send::new(Fd(fd), buf.as_ptr(), len)
+            .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+            .build()
+            .user_data(ud)
+    }
+
+    /// Arms a receive on `fd` for connection `key`, into a provided buffer.
+    pub fn recv(&mut self, fd: RawFd, key: Key) -> io::Result<()> {
+        let ud = self.enter_op(Op::Recv, key, Owned::Nothing);
+        // SAFETY: the receive writes only into a provided buffer, which the ring owns.
+        let pushed = unsafe { self.push(&[Self::recv_entry(fd, ud)]) };
+        if pushed.is_err() {
+            self.leave_op(ud as u32);
+        }
+        pushed
+    }
+
+    /// Sends `out` on `fd` for connection `key`, and (`then_recv`) arms the connection's
+    /// next receive behind it (linked: issued once the send is done, cancelled if it
+    /// fails). The buffer is the ring's until the send's completion hands it back; the send
+    /// is counted: [`Ring::enter`] waits for it. On failure the buffer comes back at once.
+    pub fn send(
         &mut self,
         fd: RawFd,
-        buf: *const u8,
-        len: usize,
-        (slot, era): (usize, u32),
+        out: Vec<u8>,
+        key: Key,
         then_recv: bool,
-    ) -> io::Result<()> {
-        let send = Self::send_entry(fd, buf, len).user_data(user_data(Op::Send, slot, era));
-        // SAFETY: the caller keeps `buf` valid until the completion.
-        unsafe {
-            if then_recv {
-                let send = send.flags(squeue::Flags::IO_LINK);
-                self.push(&[send, Self::recv_entry(fd, slot, era)])?;
-            } else {
-                self.push(&[send])?;
+    ) -> Result<(), (io::Error, Vec<u8>)> {
+        let ud = self.enter_op(Op::Send, key, Owned::Nothing);
+        let recv_ud = then_recv.then(|| self.enter_op(Op::Recv, key, Owned::Nothing));
+        // The entry owns the buffer before the kernel sees it; moving a Vec does not move
+        // its heap memory, which the entry's pointer names.
+        let entry = Self::send_entry(fd, &out, ud);
+        self.table[ud as usize]
+            .as_mut()
+            .expect("just entered")
+            .owned = Owned::Output(out);
+        // SAFETY: the buffer lives in the table entry, untouched, until the completion
+        // takes it out ([`Ring::collect`]); a ring is not freed with operations in flight.
+        let pushed = unsafe {
+            match recv_ud {
+                Some(r) => {
+                    let send = entry.flags(squeue::Flags::IO_LINK);
+                    self.push(&[send, Self::recv_entry(fd, r)])
+                }
+                None => self.push(&[entry]),
+            }
+        };
+        match pushed {
+            Ok(()) => {
+                self.sends += 1;
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(r) = recv_ud {
+                    self.leave_op(r as u32);
+                }
+                let Some(InFlight {
+                    owned: Owned::Output(out),
+                    ..
+                }) = self.leave_op(ud as u32)
+                else {
+                    unreachable!("a send's entry owns its output");
+                };
+                Err((e, out))
             }
         }
-        self.inflight += 1 + usize::from(then_recv);
-        self.sends += 1;
-        Ok(())
     }
 
-    /// Sends `reply` on `fd` with the connection's next receive linked behind it, the send
-    /// completing only if it fails: one completion ends the pair, the receive's or, if the
-    /// send failed, the send's. So a pass of short replies waits for the next completion
-    /// with no timer, where counted sends make [`Ring::enter`] wait for them, bounded by
-    /// [`SEND_WAIT`]: arming that timer and cancelling it cost about 15 µs of a request's
-    /// latency on the machines measured here (`docs/BENCHMARKS.md`).
-    ///
-    /// # Safety
-    /// `reply` must stay where it is, unchanged, until the pair's completion ([`Ring::park`]
-    /// keeps it for a connection that closes first).
-    pub unsafe fn send_quiet(
-        &mut self,
-        fd: RawFd,
-        reply: &[u8],
-        (slot, era): (usize, u32),
-    ) -> io::Result<()> {
-        let send = Self::send_entry(fd, reply.as_ptr(), reply.len())
-            .user_data(user_data(Op::Quiet, slot, era))
+    /// Sends a copy of a short reply on `fd` with the connection's next receive linked
+    /// behind it, the send completing only if it fails: one completion ends the pair, the
+    /// receive's or, if the send failed, the send's. So a pass of short replies waits for
+    /// the next completion with no timer, where counted sends make [`Ring::enter`] wait for
+    /// them, bounded by [`SEND_WAIT`]: arming that timer and cancelling it cost about 15 µs
+    /// of a request's latency on the machines measured here (`docs/BENCHMARKS.md`).
+    pub fn send_quiet(&mut self, fd: RawFd, reply: &[u8], key: Key) -> io::Result<()> {
+        let copy: Box<[u8]> = Box::from(reply);
+        let ud = self.enter_op(Op::Recv, key, Owned::Nothing);
+        let send = Self::send_entry(fd, &copy, ud | QUIET_SEND)
             .flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS);
-        // SAFETY: the caller keeps `reply` valid until the receive's completion, which
-        // comes after the send's end.
-        unsafe { self.push(&[send, Self::recv_entry(fd, slot, era)])? };
-        self.inflight += 1;
-        Ok(())
+        self.table[ud as usize]
+            .as_mut()
+            .expect("just entered")
+            .owned = Owned::Copy(copy);
+        // SAFETY: the copy lives in the pair's table entry until the pair's one completion
+        // takes it out; a ring is not freed with operations in flight.
+        let pushed = unsafe { self.push(&[send, Self::recv_entry(fd, ud)]) };
+        if pushed.is_err() {
+            self.leave_op(ud as u32);
+        }
+        pushed
     }
 
-    /// Keeps a closed connection's quiet reply until its receive completes.
-    pub fn park(&mut self, slot: usize, era: u32, reply: Box<[u8]>) {
-        self.parked.push((slot, era, reply));
+    /// Lends a completed receive's bytes to `f`, then gives the buffer back to the kernel.
+    pub fn take_input<T>(&mut self, input: Input, f: impl FnOnce(&[u8]) -> T) -> T {
+        let t = f(self.bufs.bytes(&input));
+        self.bufs.give_back(input.bid);
+        t
     }
 
-    /// A completion came for a connection no longer in its slot: its quiet reply, if one was
-    /// parked, is free.
-    pub fn unpark(&mut self, slot: usize, era: u32) {
-        self.parked.retain(|&(s, e, _)| (s, e) != (slot, era));
+    /// Gives a completed receive's buffer back unread (its connection closed).
+    pub fn discard(&mut self, input: Input) {
+        self.bufs.give_back(input.bid);
     }
 
     /// Polls the worker's waker (an eventfd); armed again whenever the poll ends.
@@ -330,7 +438,7 @@ impl Ring {
         let e = opcode::PollAdd::new(Fd(fd), libc::POLLIN as u32)
             .multi(true)
             .build()
-            .user_data(user_data(Op::Wake, 0, 0));
+            .user_data(WAKE);
         // SAFETY: a poll refers to no memory of ours.
         unsafe { self.push(&[e]) }
     }
@@ -340,7 +448,7 @@ impl Ring {
     pub fn watch_light(&mut self, fd: RawFd) -> io::Result<()> {
         let e = opcode::PollAdd::new(Fd(fd), libc::POLLIN as u32)
             .build()
-            .user_data(user_data(Op::Light, 0, 0));
+            .user_data(LIGHT);
         // SAFETY: a poll refers to no memory of ours.
         unsafe { self.push(&[e]) }
     }
@@ -373,7 +481,7 @@ impl Ring {
         if self.ring.submission().is_empty() {
             return;
         }
-        self.publish();
+        self.bufs.publish();
         let _ = self.ring.submit();
     }
 
@@ -388,10 +496,10 @@ impl Ring {
     pub fn enter(
         &mut self,
         wait: bool,
-        timeout: Option<std::time::Duration>,
+        timeout: Option<Duration>,
         done: &mut Vec<Done>,
     ) -> io::Result<()> {
-        self.publish();
+        self.bufs.publish();
         let sends = std::mem::take(&mut self.sends);
         let want = if wait { 1 + sends } else { 0 };
         let timeout = match timeout {
@@ -425,60 +533,220 @@ impl Ring {
                 ) => {}
             Err(e) => return Err(e),
         }
+        self.collect(done);
+        Ok(())
+    }
+
+    /// Moves the completions in the queue into `done`, each with what its operation owned.
+    fn collect(&mut self, done: &mut Vec<Done>) {
         done.clear();
-        for c in self.ring.completion() {
-            let Some((op, slot, era)) = unpack(c.user_data()) else {
-                continue;
+        let Ring {
+            ring,
+            bufs,
+            table,
+            vacant,
+            inflight,
+            ..
+        } = self;
+        for c in ring.completion() {
+            let ud = c.user_data();
+            let (op, key, owned) = match ud {
+                WAKE => (Op::Wake, Key { slot: 0, era: 0 }, Owned::Nothing),
+                LIGHT => (Op::Light, Key { slot: 0, era: 0 }, Owned::Nothing),
+                CANCEL => continue,
+                ud => {
+                    let at = (ud & !QUIET_SEND) as u32;
+                    let Some(e) = table.get_mut(at as usize).and_then(Option::take) else {
+                        continue;
+                    };
+                    vacant.push(at);
+                    *inflight -= 1;
+                    // A quiet send's completion (a failure) stands for its pair's.
+                    let op = if ud & QUIET_SEND != 0 {
+                        Op::Quiet
+                    } else {
+                        e.op
+                    };
+                    (op, e.key, e.owned)
+                }
             };
-            // A quiet send's completion (a failure) stands for its receive's, which is
-            // skipped with it.
-            if !matches!(op, Op::Wake | Op::Light) {
-                self.inflight -= 1;
-            }
+            let input = match (op, cqueue::buffer_select(c.flags())) {
+                (Op::Recv, Some(bid)) => Some(Input {
+                    bid,
+                    len: usize::try_from(c.result()).unwrap_or(0),
+                }),
+                (_, Some(bid)) => {
+                    bufs.give_back(bid);
+                    None
+                }
+                _ => None,
+            };
+            let output = match owned {
+                Owned::Output(b) => Some(b),
+                Owned::Nothing | Owned::Copy(_) => None,
+            };
             done.push(Done {
                 op,
-                slot,
-                era,
+                key,
                 res: c.result(),
                 flags: c.flags(),
+                input,
+                output,
             });
+        }
+    }
+
+    /// Cancels every operation the kernel holds and waits until each has completed, its
+    /// buffers back in the table and freed. A ring may then be dropped: nothing of it is in
+    /// the kernel's hands.
+    pub fn drain(&mut self) -> io::Result<()> {
+        let started = Instant::now();
+        let mut done = Vec::new();
+        while self.inflight > 0 {
+            if started.elapsed() > DRAIN_LIMIT {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            let cancel = opcode::AsyncCancel2::new(CancelBuilder::any())
+                .build()
+                .user_data(CANCEL);
+            // SAFETY: a cancellation refers to no memory of ours.
+            unsafe { self.push(&[cancel])? };
+            self.enter(true, Some(Duration::from_millis(10)), &mut done)?;
+            for d in done.drain(..) {
+                if let Some(input) = d.input {
+                    self.discard(input);
+                }
+            }
         }
         Ok(())
     }
 }
 
 impl Drop for Ring {
+    /// Finishes what the kernel holds before any of its memory is freed: a ring dropped in
+    /// the middle of its work (a worker that panicked) cancels its operations and waits for
+    /// them; one that cannot tell that the kernel is done with its buffers aborts the
+    /// process rather than free memory the kernel may still write.
     fn drop(&mut self) {
-        if self.inflight > 0 {
-            // The kernel may still write into the buffers, read their ring or read a parked
-            // reply: all leaked rather than freed under it.
-            std::mem::forget(std::mem::take(&mut self.bufs));
-            std::mem::forget(std::mem::take(&mut self.parked));
+        if self.inflight == 0 {
+            let _ = self.ring.submitter().unregister_buf_ring(GROUP);
             return;
         }
-        // The kernel stops using the entries once unregistered; the ring's own teardown
-        // (closing its descriptor) follows when `ring` drops.
+        if let Err(e) = self.drain() {
+            eprintln!(
+                "memkitd: a worker ring could not finish its {} operations in flight ({e}); \
+                 aborting rather than free memory the kernel may still use",
+                self.inflight
+            );
+            std::process::abort();
+        }
         let _ = self.ring.submitter().unregister_buf_ring(GROUP);
-        // SAFETY: allocated in `new` with this layout; unregistered above.
-        unsafe { std::alloc::dealloc(self.entries.cast(), entries_layout()) };
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
     use super::*;
 
+    fn ring() -> Option<Ring> {
+        Ring::new().ok()
+    }
+
+    const KEY: Key = Key { slot: 7, era: 3 };
+
+    /// A send's buffer is the ring's until its completion, which hands it back with the
+    /// connection's key; a receive's bytes are lent from a provided buffer.
     #[test]
-    fn user_data_round_trips() {
-        for (op, slot, era) in [
-            (Op::Recv, 0, 0),
-            (Op::Send, 123_456, 0xFF_FFFF),
-            (Op::Wake, 0, 7),
-            (Op::Send, u32::MAX as usize, 1),
-        ] {
-            assert_eq!(unpack(user_data(op, slot, era)), Some((op, slot, era)));
+    fn buffers_come_back_with_their_completions() {
+        let Some(mut r) = ring() else { return };
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let out = b"hello".to_vec();
+        let at = out.as_ptr();
+        r.send(a.as_raw_fd(), out, KEY, true)
+            .map_err(|(e, _)| e)
+            .unwrap();
+        assert!(r.busy());
+        let mut done = Vec::new();
+        r.enter(true, Some(Duration::from_millis(100)), &mut done)
+            .unwrap();
+        let sent = done.iter_mut().find(|d| d.op == Op::Send).unwrap();
+        assert_eq!((sent.key, sent.res), (KEY, 5));
+        let back = sent.output.take().unwrap();
+        assert_eq!(back.as_ptr(), at, "the same buffer");
+        let mut got = [0u8; 5];
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"hello");
+        b.write_all(b"get k\r\n").unwrap();
+        let mut recv = None;
+        while recv.is_none() {
+            r.enter(true, Some(Duration::from_secs(1)), &mut done)
+                .unwrap();
+            recv = done.drain(..).find(|d| d.op == Op::Recv);
         }
-        assert_eq!(next_era(0xFF_FFFF), 0);
-        assert_eq!(unpack(0), None);
+        let recv = recv.unwrap();
+        assert_eq!(recv.key, KEY);
+        let bytes = r.take_input(recv.input.unwrap(), |b| b.to_vec());
+        assert_eq!(bytes, b"get k\r\n");
+        assert!(!r.busy());
+    }
+
+    /// A ring dropped with operations in flight (a worker that panicked) cancels them and
+    /// waits for them before its memory goes: the receive it had armed never takes bytes
+    /// sent afterwards, a send stuck on a full socket ends, and the drop returns.
+    #[test]
+    fn a_ring_dropped_in_flight_finishes_its_operations_first() {
+        if ring().is_none() {
+            return;
+        }
+        let (a, mut b) = UnixStream::pair().unwrap();
+        // A send that cannot finish: far more than the socket holds, nobody reading.
+        let (stuck, _unread) = UnixStream::pair().unwrap();
+        let (fa, fstuck) = (a.as_raw_fd(), stuck.as_raw_fd());
+        let worker = std::thread::spawn(move || {
+            let mut r = Ring::new().unwrap();
+            r.recv(fa, KEY).unwrap();
+            r.send(fstuck, vec![7u8; 8 << 20], KEY, false)
+                .map_err(|(e, _)| e)
+                .unwrap();
+            r.flush();
+            assert!(r.busy());
+            panic!("a worker's panic unwinds through its ring");
+        });
+        assert!(worker.join().is_err());
+        // The receive was cancelled: these bytes stay in the socket for whoever reads it.
+        b.write_all(b"later").unwrap();
+        let mut a = a;
+        let mut got = [0u8; 5];
+        a.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"later");
+    }
+
+    /// A quiet pair's copy is kept until the pair's one completion: the receive's when the
+    /// send succeeded.
+    #[test]
+    fn a_quiet_pair_completes_once() {
+        let Some(mut r) = ring() else { return };
+        let (a, mut b) = UnixStream::pair().unwrap();
+        r.send_quiet(a.as_raw_fd(), b"STORED\r\n", KEY).unwrap();
+        let mut got = [0u8; 8];
+        r.flush();
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"STORED\r\n");
+        assert!(r.busy(), "the linked receive waits");
+        b.write_all(b"mn\r\n").unwrap();
+        let mut done = Vec::new();
+        while done.is_empty() {
+            r.enter(true, Some(Duration::from_secs(1)), &mut done)
+                .unwrap();
+        }
+        assert_eq!(done.len(), 1);
+        let d = done.pop().unwrap();
+        assert_eq!((d.op, d.key), (Op::Recv, KEY));
+        r.discard(d.input.unwrap());
+        assert!(!r.busy());
     }
 }

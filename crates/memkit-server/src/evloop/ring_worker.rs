@@ -1,225 +1,124 @@
-//! A worker loop driven through its ring ([`super::ring::Ring`]): a pass submits the
-//! receives and sends of the connections it served with one `io_uring_enter`, waits, and
-//! serves the connections whose operations completed.
+//! The io_uring worker: a pass submits the receives and sends of the connections it served
+//! with one `io_uring_enter` ([`super::ring::Ring`]), waits, and serves the connections
+//! whose operations completed. At light load it waits in its epoll instead
+//! ([`super::light`]) and serves the connections waiting there as an epoll worker does.
 //!
-//! Kept apart from the ring itself, which knows operations and buffers but not connections.
+//! What the ring holds of a connection is its [`Held`] state; a connection is driven only
+//! when the ring holds nothing of it.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 use memkit_engine::Prefetch;
-use mio::{Interest, Token};
+use mio::{Interest, Poll, Token};
 
 use super::light::{Light, RING};
-use super::ring::{Done, Op, QUIET_MAX, Ring};
-use super::{Backend, LoopConn, WAKE, Worker};
-use crate::exec::Action;
+use super::ring::{Done, Key, Op, QUIET_MAX, Ring};
+use super::sock::{Sock, Waker};
+use super::{Backend, Core, LoopConn};
+use crate::session::Next;
 
-/// Arms a receive for a connection that waits for input, unless one is armed or it waits
-/// in the epoll.
-pub(super) fn arm(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Result<()> {
-    let Some(st) = conn.ring.as_mut() else {
-        return Ok(());
-    };
-    if !st.armed && !st.polled {
-        ring.recv(conn.sock.fd(), slot, conn.era)?;
-        st.armed = true;
-    }
-    Ok(())
-}
-
-/// Moves a connection that the ring holds nothing of into the worker's epoll. Bytes that
-/// arrived before are not lost: epoll reports a ready socket when it is added.
-pub(super) fn to_poll(light: &mut Light, conn: &mut LoopConn, slot: usize) -> io::Result<()> {
-    let both = Interest::READABLE | Interest::WRITABLE;
-    conn.sock.register(&light.poll, Token(slot), both)?;
-    if let Some(st) = conn.ring.as_mut() {
-        st.polled = true;
-    }
-    light.polled += 1;
-    Ok(())
-}
-
-/// At the start of a connection's turn, moves it to where the worker's load says it
-/// should wait (the epoll while light, the ring while busy), if the ring holds nothing of
-/// it; `Err` if it could not move (it is closed).
-pub(super) fn follow(light: &mut Light, conn: &mut LoopConn, slot: usize) -> io::Result<()> {
-    let Some(st) = conn.ring.as_mut() else {
-        return Ok(());
-    };
-    if st.polled == light.on || st.armed || st.sending || st.quiet.is_some() {
-        return Ok(());
-    }
-    if light.on {
-        return to_poll(light, conn, slot);
-    }
-    conn.sock.deregister(&light.poll);
-    st.polled = false;
-    st.event = conn.session.requests;
-    light.polled -= 1;
-    Ok(())
-}
-
-/// How a connection's output left.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Sent {
-    /// Copied and sent quietly: the connection waits for its next request, its output
-    /// buffer free.
+/// What the ring holds of a connection. The variants are the legal combinations: a
+/// connection has at most one receive armed and one send in flight, and a send in flight
+/// has the receive after it linked behind it or none.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Held {
+    /// Nothing: the worker drives it.
+    #[default]
+    Nothing,
+    /// Nothing either: it waits in the worker's epoll (light load) and reads and writes by
+    /// system call, as an epoll worker's connection does.
+    Polled,
+    /// A receive is armed: the kernel takes a provided buffer when bytes arrive.
+    Recv,
+    /// Its output is the kernel's until the send completes; `then_recv`: its next receive is
+    /// linked behind it.
+    Send { then_recv: bool },
+    /// A short reply's copy, sent with the next receive linked behind it: one completion
+    /// ends both.
     Quiet,
-    /// Sent from its output buffer, which is the kernel's until the send's completion.
-    Counted,
 }
 
-/// Sends the rest of a connection's output. A connection that will wait for its next
-/// request once this is written has its receive linked behind the send: one submission for
-/// both; its reply, if short, is sent quietly from a copy.
-pub(super) fn send(ring: &mut Ring, conn: &mut LoopConn, slot: usize) -> io::Result<Sent> {
-    let waits = conn.next == Some(Action::Continue) && conn.drained && !conn.closed;
-    let waits = waits && !conn.reg.sh.stopping();
-    let Some(st) = conn.ring.as_mut() else {
-        return Err(io::ErrorKind::Unsupported.into());
-    };
-    let then_recv = waits && !st.armed;
-    let out = &conn.session.out;
-    let fd = conn.sock.fd();
-    if then_recv && out.len() <= QUIET_MAX {
-        let reply = st.quiet.insert(Box::from(&out[..]));
-        // SAFETY: the copy stays in the connection's ring state, untouched, until the pair
-        // completes ([`Worker::received`], [`Worker::quiet_failed`]), or, the connection
-        // closed, among the ring's parked replies ([`Worker::close`]).
-        if let Err(e) = unsafe { ring.send_quiet(fd, reply, (slot, conn.era)) } {
-            st.quiet = None;
-            return Err(e);
+impl Held {
+    /// Completions still to come for the operations held.
+    fn pending(self) -> u8 {
+        match self {
+            Held::Nothing | Held::Polled => 0,
+            Held::Recv | Held::Quiet => 1,
+            Held::Send { then_recv } => 1 + u8::from(then_recv),
         }
-        st.armed = true;
-        conn.session.written(&conn.reg.sh);
-        conn.live.set(conn.session.waiting_state());
-        return Ok(Sent::Quiet);
     }
-    // SAFETY: while `sending` is set the connection is not driven ([`Worker::drive`]) and
-    // nothing else touches its output, which stays where it is until the send is done
-    // ([`Worker::sent`]); a stopping worker waits for its sends ([`Worker::finish_ring`]).
-    unsafe { ring.send(fd, out.as_ptr(), out.len(), (slot, conn.era), then_recv)? };
-    st.sending = true;
-    st.armed |= then_recv;
-    if then_recv {
-        // It is not driven again before its next input: it waits from here.
-        conn.live.set(conn.session.waiting_state());
-    }
-    Ok(Sent::Counted)
 }
 
-impl Worker {
-    fn ring(&mut self) -> &mut Ring {
-        match &mut self.backend {
-            Backend::Ring(r, _) => r,
-            Backend::Epoll(_) => unreachable!("an epoll worker has no ring"),
-        }
-    }
+/// A closed connection's socket, kept open until the ring's last operation on it completes.
+#[derive(Debug)]
+struct Retiring {
+    key: Key,
+    _sock: Sock,
+    pending: u8,
+}
 
-    fn light(&mut self) -> &mut Light {
-        match &mut self.backend {
-            Backend::Ring(_, l) => l,
-            Backend::Epoll(_) => unreachable!("an epoll worker has no ring"),
-        }
-    }
+/// An io_uring worker's ring and its light-load epoll.
+pub(super) struct Uring {
+    // Declared first: dropped first, the ring finishes its operations before the sockets
+    // they name (`retiring`, and the connections' in `Core`) close.
+    ring: Ring,
+    light: Light,
+    retiring: Vec<Retiring>,
+    waker: RawFd,
+    done: Vec<Done>,
+    /// Connections a pass's completions drive, and whether each is a new event of it.
+    driven: Vec<(usize, bool)>,
+    polled: Vec<(usize, bool, bool)>,
+}
 
-    /// The loop through the ring: one `io_uring_enter` submits the pass's receives and
-    /// sends and waits for completions; the connections completed are then served, their
-    /// lookups warmed as in [`Worker::serve`]. At light load the worker waits in its epoll
-    /// instead ([`super::light`]), and serves the connections waiting there as an epoll
-    /// worker does.
-    pub(super) fn run_ring(mut self) {
-        let mut done = Vec::with_capacity(256);
-        let mut woken = Vec::with_capacity(256);
-        let mut polled = Vec::with_capacity(256);
-        loop {
-            if let Err(e) = self.wait(&mut done, &mut polled) {
-                tracing::error!("worker ring failed: {e}");
-                break;
-            }
-            for i in std::mem::take(&mut self.again) {
-                self.drive(i);
-            }
-            woken.clear();
-            let mut stop = false;
-            if std::mem::take(&mut self.light().woke) {
-                self.waker.clear();
-                stop |= !self.take_new();
-            }
-            // A connection completed alone has nothing to overlap its misses with.
-            let warm = done.len() > 1;
-            let mut inputs = polled.iter().filter(|&&(_, input, _)| input).count();
-            for d in &done {
-                let drive = match d.op {
-                    Op::Wake => {
-                        self.waker.clear();
-                        if !d.armed() && self.rewatch().is_err() {
-                            stop = true;
-                        }
-                        stop |= !self.take_new();
-                        false
-                    }
-                    Op::Light => false,
-                    Op::Recv => {
-                        inputs += usize::from(d.res > 0);
-                        self.received(d, warm)
-                    }
-                    Op::Send => self.sent(d),
-                    Op::Quiet => self.quiet_failed(d),
-                };
-                if drive {
-                    woken.push(d.slot);
-                }
-            }
-            self.serve(&polled);
-            self.serve_ring(&woken);
-            if let Some(on) = self.light().tally(inputs) {
-                self.turn_light(on);
-            }
-            if stop {
-                break;
-            }
-        }
-        self.finish_ring();
+impl Uring {
+    /// A ring and an epoll for a worker, both watching its `waker`.
+    pub fn new(waker: &Waker) -> io::Result<Uring> {
+        let fd = waker.0.as_raw_fd();
+        let mut ring = Ring::new()?;
+        ring.watch_waker(fd)?;
+        let light = Light::new(&mut ring, fd)?;
+        Ok(Uring {
+            ring,
+            light,
+            retiring: Vec::new(),
+            waker: fd,
+            done: Vec::with_capacity(256),
+            driven: Vec::with_capacity(256),
+            polled: Vec::with_capacity(256),
+        })
     }
 
     /// Waits for the next pass's work: in the epoll while light (collecting from the ring
     /// when it signalled), else in the ring (looking into the epoll when its poll
-    /// completed). Never sleeps with connections that gave way.
-    fn wait(
-        &mut self,
-        done: &mut Vec<Done>,
-        polled: &mut Vec<(usize, bool, bool)>,
-    ) -> io::Result<()> {
-        polled.clear();
-        let idle = self.again.is_empty();
-        let Backend::Ring(ring, light) = &mut self.backend else {
-            unreachable!("an epoll worker has no ring");
-        };
+    /// completed). Never sleeps with connections that gave way (`idle` false).
+    fn wait(&mut self, idle: bool) -> io::Result<()> {
+        self.polled.clear();
+        let (ring, light) = (&mut self.ring, &mut self.light);
         if light.on {
             let sleep = idle && !light.collect && !ring.pending();
             ring.flush();
-            let rang = look(light, sleep, polled)?;
+            let rang = look(light, sleep, &mut self.polled)?;
             if rang || !sleep {
-                ring.enter(false, None, done)?;
+                ring.enter(false, None, &mut self.done)?;
             } else {
-                done.clear();
+                self.done.clear();
             }
             // The kernel makes a bounded batch of deferred completions an enter, and
             // signals only for the first one deferred: collect until a collect is empty.
-            light.collect = !done.is_empty();
+            light.collect = !self.done.is_empty();
         } else {
             if light.polled > 0 && !light.watched {
                 ring.watch_light(light.fd())?;
                 light.watched = true;
             }
-            ring.enter(idle, None, done)?;
+            ring.enter(idle, None, &mut self.done)?;
         }
-        if done.iter().any(|d| d.op == Op::Light) {
+        if self.done.iter().any(|d| d.op == Op::Light) {
             light.watched = false;
             if !light.on {
-                look(light, false, polled)?;
+                look(light, false, &mut self.polled)?;
             }
         }
         Ok(())
@@ -227,24 +126,16 @@ impl Worker {
 
     /// The worker's load moved it: light (`on`), its connections move to the epoll at
     /// their next turn and it sleeps there, the ring signalling it; busy, back to the ring.
-    fn turn_light(&mut self, on: bool) {
-        let Backend::Ring(ring, light) = &mut self.backend else {
-            return;
-        };
-        light.on = on;
-        ring.signal_eventfd(on);
-        if let Some(sh) = &self.sh {
+    fn turn_light(&mut self, core: &Core<Held>, on: bool) {
+        self.light.on = on;
+        self.ring.signal_eventfd(on);
+        if let Some(sh) = &core.sh {
             sh.counters
                 .io_moves
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         // What the ring made before its signal was on must not wait for the next one.
-        light.collect = on;
-    }
-
-    fn rewatch(&mut self) -> io::Result<()> {
-        let fd = self.waker.0.as_raw_fd();
-        self.ring().watch_waker(fd)
+        self.light.collect = on;
     }
 
     /// Drives the connections a pass completed. Their input is already in (no system call
@@ -255,60 +146,61 @@ impl Worker {
     /// follow it: its request has waited longest, and at one request in flight it would
     /// otherwise wait for the whole pass too. One more `io_uring_enter` a pass of several,
     /// not one a reply, which the throughput bench pays for (`docs/BENCHMARKS.md`).
-    fn serve_ring(&mut self, woken: &[usize]) {
+    fn serve_ring(&mut self, core: &mut Core<Held>, woken: &[(usize, bool)]) {
         let warm = woken.len() > 1;
         if warm {
-            self.prefetch(woken[0], Prefetch::Record);
+            core.prefetch(woken[0].0, Prefetch::Record);
         }
-        for (n, &slot) in woken.iter().enumerate() {
-            if warm && let Some(&next) = woken.get(n + 1) {
-                self.prefetch(next, Prefetch::Record);
+        for (n, &(slot, fresh)) in woken.iter().enumerate() {
+            if warm && let Some(&(next, _)) = woken.get(n + 1) {
+                core.prefetch(next, Prefetch::Record);
             }
-            self.drive(slot);
+            core.drive(self, slot, fresh);
             if n == 0 && warm {
-                self.ring().flush();
+                self.ring.flush();
+            }
+        }
+    }
+
+    /// A completion came for a connection that is gone: one fewer operation holds its
+    /// socket open.
+    fn retired(&mut self, key: Key) {
+        if let Some(i) = self.retiring.iter().position(|r| r.key == key) {
+            self.retiring[i].pending -= 1;
+            if self.retiring[i].pending == 0 {
+                self.retiring.swap_remove(i);
             }
         }
     }
 
     /// A receive completed: its bytes go into the connection's input, and (`warm`) its
     /// first lookup's index bucket starts loading. Whether the connection is to be driven.
-    fn received(&mut self, d: &Done, warm: bool) -> bool {
-        let Backend::Ring(ring, _) = &mut self.backend else {
-            return false;
-        };
-        let conn = match self.slots.get_mut(d.slot) {
-            Some(Some(c)) if c.era == d.era => c,
-            _ => {
-                // Its connection closed while it was armed.
-                if let Some(bid) = d.buffer() {
-                    ring.give_back(bid);
-                }
-                ring.unpark(d.slot, d.era);
-                return false;
+    fn received(&mut self, core: &mut Core<Held>, d: Done, warm: bool) -> bool {
+        let key = d.key;
+        let more = d.more_input();
+        let Core { slots, spare, .. } = core;
+        let Some(conn) = live(slots, key) else {
+            if let Some(input) = d.input {
+                self.ring.discard(input);
             }
-        };
-        let Some(st) = conn.ring.as_mut() else {
+            self.retired(key);
             return false;
         };
-        st.armed = false;
-        // The send before it, if any, is over.
-        st.quiet = None;
-        st.event = conn.session.requests;
+        conn.held = Held::Nothing;
         match d.res {
             n if n > 0 => {
-                let Some(bid) = d.buffer() else {
-                    conn.next = Some(Action::Close);
+                let Some(input) = d.input else {
+                    conn.next = Next::Close;
                     return true;
                 };
-                let n = n as usize;
-                conn.session.lend(&mut self.spare);
+                conn.session.lend(spare);
                 conn.session.room_to_read();
-                conn.session.rbuf.extend_from_slice(ring.buffer(bid, n));
-                ring.give_back(bid);
-                conn.arrived(n, !d.more_input());
-                if conn.next == Some(Action::Continue) {
-                    conn.next = None;
+                let rbuf = &mut conn.session.rbuf;
+                self.ring.take_input(input, |b| rbuf.extend_from_slice(b));
+                conn.drained = !more;
+                conn.session.arrived(n as usize, more);
+                if conn.next == Next::Read {
+                    conn.next = Next::Write;
                 }
                 if warm {
                     conn.prefetch(Prefetch::Bucket);
@@ -318,103 +210,264 @@ impl Worker {
             e if e == -libc::ENOBUFS || e == -libc::EINTR || e == -libc::EAGAIN => {
                 // No buffer was free in this pass: the ones it gave back are published
                 // before the receive is submitted again.
-                if arm(ring, conn, d.slot).is_err() {
-                    conn.next = Some(Action::Close);
+                if self.ring.recv(conn.sock.fd(), key).is_err() {
+                    conn.next = Next::Close;
                     return true;
                 }
+                conn.held = Held::Recv;
                 false
             }
             _ => {
                 // The peer's end (0) or a failed socket, read after any reply in flight.
-                conn.next = Some(Action::Close);
+                conn.next = Next::Close;
                 true
             }
         }
+    }
+
+    /// A send completed. Whether the connection is to be driven: not when a receive is
+    /// armed for it (linked behind the send).
+    fn sent(&mut self, core: &mut Core<Held>, d: Done) -> bool {
+        let Core { slots, spare, .. } = core;
+        let Some(conn) = live(slots, d.key) else {
+            self.retired(d.key);
+            return false;
+        };
+        let Held::Send { then_recv } = conn.held else {
+            return false;
+        };
+        let Some(out) = d.output else {
+            return false;
+        };
+        // MSG_WAITALL: anything short of the whole output is a failed socket; what was not
+        // written is lost with it.
+        if usize::try_from(d.res).ok() != Some(out.len()) {
+            // The receive linked behind, if any, completes cancelled.
+            conn.held = if then_recv { Held::Recv } else { Held::Nothing };
+            conn.next = Next::Close;
+            return !then_recv;
+        }
+        conn.session.output_back(out, spare);
+        if !then_recv {
+            conn.held = Held::Nothing;
+            return true;
+        }
+        // Waiting for its next request, with its receive armed: it is not driven until
+        // then, and holds no buffer meanwhile.
+        conn.held = Held::Recv;
+        conn.session.rest(spare);
+        false
     }
 
     /// A quiet send failed. The receive linked behind it is cancelled with no completion of
     /// its own: a failed request that skips its success's completion skips those of the
     /// requests linked behind it (liburing's `skip-cqe` test pins this). Whether the
     /// connection is to be driven (closed).
-    fn quiet_failed(&mut self, d: &Done) -> bool {
-        let Backend::Ring(ring, _) = &mut self.backend else {
+    fn quiet_failed(&mut self, core: &mut Core<Held>, d: Done) -> bool {
+        let Some(conn) = live(&mut core.slots, d.key) else {
+            self.retired(d.key);
             return false;
         };
-        let conn = match self.slots.get_mut(d.slot) {
-            Some(Some(c)) if c.era == d.era => c,
-            _ => {
-                ring.unpark(d.slot, d.era);
-                return false;
-            }
-        };
-        if let Some(st) = conn.ring.as_mut() {
-            st.armed = false;
-            st.quiet = None;
-        }
-        conn.next = Some(Action::Close);
+        conn.held = Held::Nothing;
+        conn.next = Next::Close;
         true
     }
+}
 
-    /// A send completed. Whether the connection is to be driven: not when a receive is armed
-    /// for it (linked behind the send).
-    fn sent(&mut self, d: &Done) -> bool {
-        let conn = match self.slots.get_mut(d.slot) {
-            Some(Some(c)) if c.era == d.era => c,
-            _ => return false,
-        };
-        let Some(st) = conn.ring.as_mut() else {
-            return false;
-        };
-        st.sending = false;
-        // MSG_WAITALL: anything short of the whole output is a failed socket; what was not
-        // written is lost with it.
-        let whole = usize::try_from(d.res).is_ok_and(|n| n == conn.session.out.len());
-        if !whole {
-            conn.session.out.clear();
-            conn.next = Some(Action::Close);
-            return true;
+/// The connection a completion names, if it is still the one in its slot.
+fn live(slots: &mut [Option<LoopConn<Held>>], key: Key) -> Option<&mut LoopConn<Held>> {
+    match slots.get_mut(key.slot) {
+        Some(Some(c)) if c.era == key.era => Some(c),
+        _ => None,
+    }
+}
+
+/// Moves a connection that the ring holds nothing of into the worker's epoll. Bytes that
+/// arrived before are not lost: epoll reports a ready socket when it is added.
+fn to_poll(light: &mut Light, conn: &mut LoopConn<Held>, slot: usize) -> io::Result<()> {
+    let both = Interest::READABLE | Interest::WRITABLE;
+    conn.sock.register(&light.poll, Token(slot), both)?;
+    conn.held = Held::Polled;
+    light.polled += 1;
+    Ok(())
+}
+
+impl Backend for Uring {
+    type Held = Held;
+
+    fn add(&mut self, conn: &mut LoopConn<Held>, slot: usize) -> io::Result<()> {
+        if self.light.on {
+            return to_poll(&mut self.light, conn, slot);
         }
-        conn.session.written(&conn.reg.sh);
-        if !st.armed {
-            return true;
-        }
-        // Waiting for its next request, with its receive armed: it is not driven until
-        // then, and holds no buffer meanwhile.
-        conn.session.rest(&mut self.spare);
-        false
+        self.wait_input(conn, slot)
     }
 
-    /// The loop is stopping: ends what the kernel still holds of its connections (their
-    /// armed receives and sends in flight) and waits for those to complete, so that no
-    /// buffer is freed while the kernel may use it. What does not complete in a second is
-    /// leaked instead.
-    fn finish_ring(&mut self) {
-        for conn in self.slots.iter().flatten() {
-            if conn.ring.as_ref().is_some_and(|r| r.armed || r.sending) {
+    /// The loop through the ring: one `io_uring_enter` submits the pass's receives and
+    /// sends and waits for completions; the connections completed are then served, their
+    /// lookups warmed as in [`Core::serve`].
+    fn pass(&mut self, core: &mut Core<Held>) -> io::Result<bool> {
+        self.wait(core.again.is_empty())?;
+        core.drive_again(self);
+        let mut rang = std::mem::take(&mut self.light.woke);
+        let mut stop = false;
+        // A connection completed alone has nothing to overlap its misses with.
+        let warm = self.done.len() > 1;
+        let mut inputs = self.polled.iter().filter(|&&(_, input, _)| input).count();
+        let mut driven = std::mem::take(&mut self.driven);
+        driven.clear();
+        let mut done = std::mem::take(&mut self.done);
+        for d in done.drain(..) {
+            let slot = d.key.slot;
+            match d.op {
+                Op::Wake => {
+                    rang = true;
+                    if !d.armed() && self.ring.watch_waker(self.waker).is_err() {
+                        stop = true;
+                    }
+                }
+                Op::Light => {}
+                Op::Recv => {
+                    inputs += usize::from(d.res > 0);
+                    if self.received(core, d, warm) {
+                        driven.push((slot, true));
+                    }
+                }
+                Op::Send => {
+                    if self.sent(core, d) {
+                        driven.push((slot, false));
+                    }
+                }
+                Op::Quiet => {
+                    if self.quiet_failed(core, d) {
+                        driven.push((slot, false));
+                    }
+                }
+            }
+        }
+        self.done = done;
+        if rang {
+            stop |= !core.woken(self);
+        }
+        let polled = std::mem::take(&mut self.polled);
+        core.serve(self, &polled);
+        self.polled = polled;
+        self.serve_ring(core, &driven);
+        self.driven = driven;
+        if let Some(on) = self.light.tally(inputs) {
+            self.turn_light(core, on);
+        }
+        Ok(!stop)
+    }
+
+    fn may_drive(conn: &LoopConn<Held>) -> bool {
+        matches!(conn.held, Held::Nothing | Held::Polled)
+    }
+
+    fn sends_itself(conn: &LoopConn<Held>) -> bool {
+        conn.held != Held::Polled
+    }
+
+    /// Moves the connection to where the worker's load says it should wait (the epoll
+    /// while light, the ring while busy); it is driven only when the ring holds nothing of
+    /// it.
+    fn follow(&mut self, conn: &mut LoopConn<Held>, slot: usize) -> io::Result<()> {
+        match (conn.held, self.light.on) {
+            (Held::Nothing, true) => to_poll(&mut self.light, conn, slot),
+            (Held::Polled, false) => {
+                conn.sock.deregister(&self.light.poll);
+                conn.held = Held::Nothing;
+                self.light.polled -= 1;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Sends the connection's output. A connection that will wait for its next request
+    /// once this is written has its receive linked behind the send: one submission for
+    /// both; its reply, if short, is sent quietly from a copy (its output buffer is then
+    /// free at once: `true`).
+    fn send(&mut self, conn: &mut LoopConn<Held>, slot: usize) -> io::Result<bool> {
+        let waits = conn.next == Next::Read && conn.drained && !conn.closed;
+        let then_recv = waits && !conn.session.sh().stopping();
+        let key = Key {
+            slot,
+            era: conn.era,
+        };
+        let fd = conn.sock.fd();
+        if then_recv && conn.session.unsent().len() <= QUIET_MAX {
+            self.ring.send_quiet(fd, conn.session.unsent(), key)?;
+            conn.held = Held::Quiet;
+            conn.session.written();
+            conn.session.mark(conn.session.waiting_state());
+            return Ok(true);
+        }
+        let out = conn.session.take_output();
+        self.ring
+            .send(fd, out, key, then_recv)
+            .map_err(|(e, _)| e)?;
+        conn.held = Held::Send { then_recv };
+        if then_recv {
+            // It is not driven again before its next input: it waits from here.
+            conn.session.mark(conn.session.waiting_state());
+        }
+        Ok(false)
+    }
+
+    /// Arms a receive, unless the connection waits in the epoll (edge-triggered there).
+    fn wait_input(&mut self, conn: &mut LoopConn<Held>, slot: usize) -> io::Result<()> {
+        if conn.held != Held::Nothing {
+            return Ok(());
+        }
+        let key = Key {
+            slot,
+            era: conn.era,
+        };
+        self.ring.recv(conn.sock.fd(), key)?;
+        conn.held = Held::Recv;
+        Ok(())
+    }
+
+    /// A connection with operations in flight gives its socket to `retiring`, shut so that
+    /// they end at once; the socket closes at their last completion.
+    fn close(&mut self, conn: LoopConn<Held>, slot: usize) -> Option<LoopConn<Held>> {
+        if conn.held == Held::Polled {
+            // Its descriptor leaves the epoll when it closes, or in `into_watch`.
+            self.light.polled -= 1;
+        }
+        let pending = conn.held.pending();
+        if pending == 0 {
+            return Some(conn);
+        }
+        // SAFETY: shutdown(2) on a descriptor the connection owns; it changes no memory.
+        unsafe { libc::shutdown(conn.sock.fd(), libc::SHUT_RDWR) };
+        let LoopConn { sock, era, .. } = conn;
+        self.retiring.push(Retiring {
+            key: Key { slot, era },
+            _sock: sock,
+            pending,
+        });
+        None
+    }
+
+    fn poll_of(&self, conn: &LoopConn<Held>) -> Option<&Poll> {
+        (conn.held == Held::Polled).then_some(&self.light.poll)
+    }
+
+    /// The worker stops: what the kernel holds of its connections (armed receives, sends in
+    /// flight) is shut down, cancelled and waited for, so that no buffer is freed and no
+    /// socket closed while the kernel may use it.
+    fn finish(&mut self, core: &mut Core<Held>) {
+        for conn in core.slots.iter().flatten() {
+            if conn.held.pending() > 0 {
                 // SAFETY: shutdown(2) on a descriptor the connection owns.
                 unsafe { libc::shutdown(conn.sock.fd(), libc::SHUT_RDWR) };
             }
         }
-        let mut done = Vec::new();
-        let tick = std::time::Duration::from_millis(10);
-        for _ in 0..100 {
-            let ring = self.ring();
-            if ring.inflight == 0 {
-                return;
-            }
-            if ring.enter(true, Some(tick), &mut done).is_err() {
-                break;
-            }
-            for d in &done {
-                if let Some(bid) = d.buffer() {
-                    ring.give_back(bid);
-                }
-            }
+        if let Err(e) = self.ring.drain() {
+            tracing::error!("worker ring: operations still in flight at stop: {e}");
         }
-        if self.ring().inflight > 0 {
-            tracing::warn!("worker ring: operations still in flight at stop; their buffers leak");
-            std::mem::forget(std::mem::take(&mut self.slots));
-        }
+        self.retiring.clear();
     }
 }
 
@@ -433,7 +486,7 @@ fn look(light: &mut Light, sleep: bool, polled: &mut Vec<(usize, bool, bool)>) -
             rang = true;
             continue;
         }
-        if ev.token() == WAKE {
+        if ev.token() == super::epoll::WAKE {
             // The ring's poll on the waker completed too, unsignalled: until it is
             // collected, the ring signals nothing more.
             (light.woke, rang) = (true, true);

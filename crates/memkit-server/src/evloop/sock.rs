@@ -3,14 +3,12 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::{BufMut, BytesMut};
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Poll, Token};
 
 use crate::session::Session;
-use crate::state::Shared;
 
 /// Wakes a worker loop from another thread: an eventfd, which both backends poll.
 #[derive(Debug)]
@@ -44,6 +42,7 @@ impl Waker {
 }
 
 /// A plain TCP or UNIX socket.
+#[derive(Debug)]
 pub(super) enum Sock {
     Tcp(TcpStream),
     Unix(UnixStream),
@@ -156,23 +155,19 @@ mod sys {
 }
 
 /// Writes the session's output until done (`true`) or the socket is full (`false`: the
-/// rest stays, and the poller's next writable edge resumes it).
-pub(super) fn write_now(sock: &mut Sock, session: &mut Session, sh: &Shared) -> io::Result<bool> {
-    let mut at = 0;
-    let out = &session.out;
-    while at < out.len() {
-        match send(sock.fd(), &out[at..]) {
+/// rest stays, and the poller's next writable edge resumes it where this write stopped).
+pub(super) fn write_now(sock: &Sock, session: &mut Session) -> io::Result<bool> {
+    loop {
+        let out = session.unsent();
+        if out.is_empty() {
+            return Ok(true);
+        }
+        match send(sock.fd(), out) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => at += n,
+            Ok(n) => session.wrote(n),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                sh.counters.bytes_written.fetch_add(at as u64, Relaxed);
-                session.out.drain(..at);
-                return Ok(false);
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
             Err(e) => return Err(e),
         }
     }
-    session.written(sh);
-    Ok(true)
 }

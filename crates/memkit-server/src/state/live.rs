@@ -79,10 +79,13 @@ pub enum ConnState {
     Swallow,
     /// Streaming `watch` log lines.
     Watch,
+    /// A request waits for something other than its socket (a durable commit): memcached's
+    /// state for a connection waiting on its I/O queue.
+    IoQueue,
 }
 
 impl ConnState {
-    const ALL: [ConnState; 7] = [
+    const ALL: [ConnState; 8] = [
         ConnState::NewCmd,
         ConnState::Waiting,
         ConnState::Read,
@@ -90,6 +93,7 @@ impl ConnState {
         ConnState::Write,
         ConnState::Swallow,
         ConnState::Watch,
+        ConnState::IoQueue,
     ];
 
     /// memcached's name for the state.
@@ -102,6 +106,7 @@ impl ConnState {
             ConnState::Write => "conn_write",
             ConnState::Swallow => "conn_swallow",
             ConnState::Watch => "conn_watch",
+            ConnState::IoQueue => "conn_io_queue",
         }
     }
 }
@@ -141,6 +146,19 @@ impl ConnLive {
         if let Some(s) = self.socket() {
             // SAFETY: shutdown(2) on a descriptor `s` owns; it changes no memory.
             unsafe { libc::shutdown(s.as_raw_fd(), libc::SHUT_RD) };
+        }
+    }
+
+    /// Shuts both sides of the connection's socket (the idle timeout): whatever its driver
+    /// waits for ends. Whether the socket was still the connection's.
+    pub(crate) fn shut_both(&self) -> bool {
+        match self.socket() {
+            Some(s) => {
+                // SAFETY: shutdown(2) on a descriptor `s` owns; it changes no memory.
+                unsafe { libc::shutdown(s.as_raw_fd(), libc::SHUT_RDWR) };
+                true
+            }
+            None => false,
         }
     }
 
