@@ -1,14 +1,19 @@
 //! What an unauthenticated SASL client (`-S`) can make the server do is bounded: a failed
-//! attempt makes the connection's next ones within a backoff fail unchecked, and SASL data
-//! past 16 KiB is refused from its header.
+//! attempt makes the connection's next ones within a backoff fail unchecked, SASL data
+//! past 16 KiB is refused from its header, and no server can be built with SASL and the
+//! text protocol allowed (an ASCII connection would skip authentication), whether its
+//! settings came from the command line or from an embedder.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use memkit_protocol::binary::{MAX_SASL_DATA, Status, decode_response, encode_request, op};
+use memkit_server::config::Protocol;
+use memkit_server::{Args, Settings, Shared};
 use memkit_testkit::TestServer;
 
 /// A password file of the test's own, removed when dropped.
@@ -133,4 +138,50 @@ fn sasl_data_past_16_kib_is_refused_from_its_header_and_discarded() {
     c.send(&f[head..]);
     assert_eq!(c.auth("secret"), Status::Ok);
     assert_eq!(s.shared().counters.sasl_errors.load(Relaxed), 0);
+}
+
+const REFUSED: &str = "ERROR: You cannot allow the ASCII protocol while using SASL.";
+
+fn settings(argv: &[&str]) -> Settings {
+    let argv = std::iter::once("memkitd").chain(argv.iter().copied());
+    Settings::from_args(<Args as clap::Parser>::parse_from(argv)).0
+}
+
+fn build(settings: &Settings) -> Result<Arc<Shared>, (i32, String)> {
+    let engine = Arc::new(memkit_server::engine_for(settings));
+    Shared::try_with_persist(engine, None, settings.clone())
+}
+
+/// The command line refuses `-S -B auto`; an embedder's settings are held to the same
+/// rule where every server's state is built, whatever the protocol was set to after.
+#[test]
+fn sasl_with_the_text_protocol_allowed_cannot_be_served() {
+    let pwdb = Pwdb::new("embed");
+    let cli = settings(&["-S", "-B", "auto", "--sasl-pwdb", pwdb.path()]);
+    let refusal = cli.check().unwrap_err();
+    assert_eq!((refusal.code, refusal.message.as_str()), (64, REFUSED));
+
+    let mut s = settings(&["--sasl-pwdb", pwdb.path()]);
+    s.sasl = true;
+    for protocol in [Protocol::Auto, Protocol::Ascii] {
+        s.protocol = protocol;
+        assert_eq!(s.validate().unwrap_err().message, REFUSED);
+        match build(&s) {
+            Err(e) => assert_eq!(e, (64, REFUSED.to_owned()), "{protocol:?}"),
+            Ok(_) => panic!("{protocol:?} with SASL was built"),
+        }
+    }
+    let panicked = std::panic::catch_unwind(|| {
+        Shared::new(Arc::new(memkit_server::engine_for(&s)), s.clone())
+    });
+    assert!(panicked.is_err(), "Shared::new served SASL with ASCII");
+
+    // `-S` alone implies the binary protocol; setting it so is served.
+    let mut cli = settings(&["-S", "--sasl-pwdb", pwdb.path()]);
+    assert_eq!(cli.protocol, Protocol::Binary);
+    assert!(build(&cli).is_ok());
+    cli.protocol = Protocol::Auto;
+    assert_eq!(build(&cli).unwrap_err().1, REFUSED);
+    s.protocol = Protocol::Binary;
+    assert!(build(&s).is_ok());
 }
