@@ -361,6 +361,13 @@ impl From<Refusal> for String {
     }
 }
 
+/// The error of [`crate::Shared::try_with_security`] and its kin: exit status and message.
+impl From<Refusal> for (i32, String) {
+    fn from(r: Refusal) -> (i32, String) {
+        (r.code, r.message)
+    }
+}
+
 /// `EX_USAGE`, `EX_NOUSER`, `EX_OSERR` from sysexits.h, the statuses memcached exits with.
 pub const EX_USAGE: i32 = 64;
 pub const EX_NOUSER: i32 = 67;
@@ -580,14 +587,28 @@ impl Settings {
         Ok(())
     }
 
+    /// What no server may serve with, however its settings were built (from the flags, or
+    /// changed by an embedder afterwards): every server's state is built through it
+    /// ([`crate::Shared::try_with_security`]), and [`Settings::check`] runs it in memcached's
+    /// order. SASL with the text protocol allowed would let an ASCII connection skip
+    /// authentication altogether (`-S` alone implies `-B binary`; memcached refuses `-S`
+    /// with `-B ascii` or `-B auto`).
+    pub fn validate(&self) -> Result<(), Refusal> {
+        if self.sasl && self.protocol != Protocol::Binary {
+            return Err(Refusal::new(
+                EX_USAGE,
+                "ERROR: You cannot allow the ASCII protocol while using SASL.",
+            ));
+        }
+        Ok(())
+    }
+
     /// `-S` and `-Y` against `-B` and `-U`, with memcached's messages.
     fn check_protocols(&self) -> Result<(), Refusal> {
         let given = self.tuning.protocol_given;
         let usage = |m: &str| Err(Refusal::new(EX_USAGE, m));
         if self.sasl {
-            if given && self.protocol != Protocol::Binary {
-                return usage("ERROR: You cannot allow the ASCII protocol while using SASL.");
-            }
+            self.validate()?;
             if self.tuning.udp_port != 0 {
                 return usage("ERROR: Cannot enable UDP while using binary SASL authentication.");
             }

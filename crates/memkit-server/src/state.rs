@@ -187,6 +187,7 @@ impl Shared {
         settings: Settings,
         security: Security,
     ) -> Result<Arc<Shared>, (i32, String)> {
+        settings.validate()?;
         let Security { auth, tls } = security;
         let limits = Limits {
             max_item_size: settings.item_size_max,

@@ -477,6 +477,9 @@ impl<'a> Frame<'a> {
         if !limits.item_fits(klen, vlen, 0) {
             return Err(self.reject(Status::OutOfMemory, vlen as u64, false));
         }
+        if vlen > MAX_SASL_DATA {
+            return Err(self.reject(Status::AuthError, vlen as u64, false));
+        }
         let Some(data) = buf.get(self.head..self.head + vlen) else {
             return Err(DecodeError::Incomplete);
         };

@@ -47,6 +47,11 @@ pub const REQUEST_MAGIC: u8 = 0x80;
 pub const RESPONSE_MAGIC: u8 = 0x81;
 /// Longest SASL mechanism name memcached accepts (`MAX_SASL_MECH_LEN`).
 pub const MAX_SASL_MECH_LEN: usize = 32;
+/// Longest SASL data (`SASL_AUTH` / `SASL_STEP` value) read, as `-Y` bounds its credentials
+/// block: a PLAIN message is two names and a password. memcached reads up to an item's size
+/// and fails such data in authentication; longer data gets that `AUTH_ERROR` from its
+/// header and is discarded as it arrives, never buffered.
+pub const MAX_SASL_DATA: usize = 16 * 1024;
 
 /// Opcodes memcached 1.6.18 serves, by their protocol names.
 #[allow(missing_docs)]

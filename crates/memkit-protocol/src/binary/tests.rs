@@ -136,3 +136,44 @@ fn replies_round_trip_through_the_client_decoder() {
     assert_eq!(Status::from_u16(e.header.status), Some(Status::KeyExists));
     assert_eq!(e.value, b"Data exists for key.");
 }
+
+#[test]
+fn sasl_data_over_the_cap_is_refused_from_its_header() {
+    let auth = Auth {
+        sasl: true,
+        authenticated: false,
+    };
+    let limits = Limits::default();
+    // The header, mechanism and one byte of data: the rest is never needed.
+    let refused = |vlen: usize| {
+        let f = frame(op::SASL_AUTH, 0, &[], b"PLAIN", &vec![0u8; vlen]);
+        match decode_request(&f[..HEADER_LEN + 6], &limits, auth) {
+            Err(DecodeError::Reject(r)) => (r.status, r.close, r.consumed, r.swallow),
+            other => panic!("{vlen} bytes: {other:?}"),
+        }
+    };
+    // Past the cap: AUTH_ERROR, the data swallowed as it arrives, the connection kept.
+    let (vlen, head) = (MAX_SASL_DATA + 1, HEADER_LEN + 5);
+    assert_eq!(refused(vlen), (Status::AuthError, false, head, vlen as u64));
+    // Past an item's size, memcached's ENOMEM comes first.
+    let vlen = limits.max_item_size + 1;
+    assert_eq!(
+        refused(vlen),
+        (Status::OutOfMemory, false, head, vlen as u64)
+    );
+    // At the cap, the data is waited for and decoded.
+    let f = frame(op::SASL_STEP, 0, &[], b"PLAIN", &vec![b'x'; MAX_SASL_DATA]);
+    assert_eq!(
+        decode_request(&f[..f.len() - 1], &limits, auth),
+        Err(DecodeError::Incomplete)
+    );
+    match decode_request(&f, &limits, auth) {
+        Ok((r, used)) => {
+            assert_eq!(used, f.len());
+            assert!(
+                matches!(r.cmd, Command::SaslAuth { step: true, data, .. } if data.len() == MAX_SASL_DATA)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
