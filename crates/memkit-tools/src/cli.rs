@@ -30,7 +30,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::connect::ConnArgs;
-use crate::verbs::{ConcatArgs, GetFormat, Status, StoreArgs};
+use crate::status::Status;
+use crate::verbs::{ConcatArgs, GetFormat, StoreArgs};
 
 /// Command-line arguments.
 #[derive(Debug, Parser)]

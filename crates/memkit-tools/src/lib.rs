@@ -9,7 +9,7 @@
 //! - [`verbs`], the verbs: `get`/`gat`/`touch`/`set`/`add`/`replace`/`append`/`prepend`/`cas`/
 //!   `delete`/`incr`/`decr`, and `stats`/`flush`/`ping`/`version`/`verbosity` on every
 //!   server — libmemcached-tools' everyday verbs (`memccat`, `memccp`, `memcrm`,
-//!   `memcstat`, `memcflush`, `memcping`) — with the exit statuses.
+//!   `memcstat`, `memcflush`, `memcping`) — with the exit statuses ([`status`]).
 //! - [`json`]: JSON output through serde.
 //! - [`stats`]: fetching `stats`/`stats items`/`stats slabs` and the `text`, `table`, `json`
 //!   and `prometheus` formats of `memkit stats`; the Prometheus text format (the community
@@ -30,6 +30,7 @@ pub mod dump;
 pub mod json;
 pub mod raw;
 pub mod stats;
+pub mod status;
 pub mod term;
 pub mod top;
 pub mod trace;

@@ -158,7 +158,7 @@ pub async fn run(
     c: &Cluster,
     args: &[String],
     format: Format,
-    st: &mut crate::verbs::Status,
+    st: &mut crate::status::Status,
 ) -> Result<String, String> {
     if format == Format::Prometheus {
         if !args.is_empty() {

@@ -1,9 +1,8 @@
 //! The key-value verbs of `memkit` (`get`, `gat`, `touch`, the stores, `cas`, `delete`,
 //! counters) and the per-server ones (`stats`, `flush`, `ping`, `version`, `verbosity`),
-//! with the exit status each outcome gives ([`Status`]).
+//! with the exit status each outcome gives ([`crate::status::Status`]).
 
 use std::io::{Read, Write};
-use std::process::ExitCode;
 use std::time::Instant;
 
 use memkit_client::{Client, Cluster, Protocol};
@@ -12,48 +11,7 @@ use serde::Serialize;
 
 use crate::cli::Cmd;
 use crate::raw::Raw;
-
-/// What a command met: a missing key (exit 1) and/or a failure (exit 2).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Status {
-    /// A key was missing or a conditional store did not apply.
-    pub missing: bool,
-    /// A server could not be reached or answered with an error.
-    pub failed: bool,
-}
-
-impl Status {
-    /// Records a missing key.
-    pub fn miss(&mut self, key: &str, what: &str) {
-        eprintln!("memkit: {key}: {what}");
-        self.missing = true;
-    }
-
-    /// Records a failure.
-    pub fn fail(&mut self, what: &str, e: &dyn std::fmt::Display) {
-        eprintln!("memkit: {what}: {e}");
-        self.failed = true;
-    }
-
-    /// Records failures reported as lines.
-    pub fn errors(&mut self, errors: Vec<String>) {
-        for e in errors {
-            eprintln!("memkit: {e}");
-            self.failed = true;
-        }
-    }
-
-    /// 0, 1 (missing) or 2 (failed).
-    pub fn code(self) -> ExitCode {
-        if self.failed {
-            ExitCode::from(2)
-        } else if self.missing {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        }
-    }
-}
+use crate::status::Status;
 
 /// Key, value (or stdin), flags and expiry of `set`, `add` and `replace`.
 #[derive(Debug, Clone, clap::Args)]
