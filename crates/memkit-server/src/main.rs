@@ -206,6 +206,9 @@ fn serve(
         }
         notify::ready();
         run_listeners(listeners, shared.clone(), signals, Some(&workers)).await;
+        // Every worker stops (its connections closed, its threads joined) before the cache
+        // is saved: a connection still answering would acknowledge writes the file lacks.
+        drop(workers);
         memkit_server::warm::save_on_stop(&shared, &stop);
         0
     });
