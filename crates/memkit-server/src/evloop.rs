@@ -31,7 +31,6 @@
 //! tokio runtime. `sock` holds the system calls both workers make.
 
 use std::io;
-use std::os::fd::{FromRawFd, IntoRawFd};
 use std::sync::Arc;
 use std::sync::mpsc;
 
@@ -638,18 +637,16 @@ impl<H> LoopConn<H> {
         session.mark(ConnState::Watch);
         let pending = session.unsent().to_vec();
         let reg = session.into_registration();
-        // The descriptor changes owner and is never closed in between.
+        // The socket changes owner and is never closed in between.
         drop(match sock {
             Sock::Tcp(s) => {
-                // SAFETY: `into_raw_fd` gave up its ownership of a TCP socket.
-                let s = unsafe { std::net::TcpStream::from_raw_fd(s.into_raw_fd()) };
+                let s = std::net::TcpStream::from(s);
                 runtime.spawn(async move {
                     watch(tokio::net::TcpStream::from_std(s), reg, mask, pending).await
                 })
             }
             Sock::Unix(s) => {
-                // SAFETY: as above, of a UNIX socket.
-                let s = unsafe { std::os::unix::net::UnixStream::from_raw_fd(s.into_raw_fd()) };
+                let s = std::os::unix::net::UnixStream::from(s);
                 runtime.spawn(async move {
                     watch(tokio::net::UnixStream::from_std(s), reg, mask, pending).await
                 })

@@ -43,6 +43,7 @@ pub fn identity(user: Option<&str>) -> Result<Option<Identity>, Refusal> {
         )
     };
     let cname = CString::new(name).map_err(|_| missing())?;
+    // SAFETY: a passwd is integers and pointers: all zeroes (null pointers) is a valid value.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut buf = vec![0u8; 16 * 1024];
     let mut found: *mut libc::passwd = std::ptr::null_mut();

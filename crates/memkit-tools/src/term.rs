@@ -12,8 +12,9 @@ pub fn interactive() -> bool {
 
 /// The terminal's size (columns, rows), from stdout; `None` if it is not a terminal.
 pub fn size() -> Option<(u16, u16)> {
-    // SAFETY: TIOCGWINSZ writes a `winsize` into the struct we pass.
+    // SAFETY: a winsize is integers only: all zeroes is a valid value.
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes a `winsize` into the struct we pass.
     let r = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) };
     (r == 0 && ws.ws_col > 0 && ws.ws_row > 0).then_some((ws.ws_col, ws.ws_row))
 }

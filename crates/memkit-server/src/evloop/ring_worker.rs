@@ -439,8 +439,7 @@ impl Backend for Uring {
         if pending == 0 {
             return Some(conn);
         }
-        // SAFETY: shutdown(2) on a descriptor the connection owns; it changes no memory.
-        unsafe { libc::shutdown(conn.sock.fd(), libc::SHUT_RDWR) };
+        conn.sock.shutdown();
         let LoopConn { sock, era, .. } = conn;
         self.retiring.push(Retiring {
             key: Key { slot, era },
@@ -460,8 +459,7 @@ impl Backend for Uring {
     fn finish(&mut self, core: &mut Core<Held>) {
         for conn in core.slots.iter().flatten() {
             if conn.held.pending() > 0 {
-                // SAFETY: shutdown(2) on a descriptor the connection owns.
-                unsafe { libc::shutdown(conn.sock.fd(), libc::SHUT_RDWR) };
+                conn.sock.shutdown();
             }
         }
         if let Err(e) = self.ring.drain() {

@@ -68,6 +68,14 @@ impl Sock {
         };
     }
 
+    /// Shuts both directions: whatever the kernel does with the socket ends at once.
+    pub(super) fn shutdown(&self) {
+        let _ = match self {
+            Sock::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Sock::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+
     pub(super) fn fd(&self) -> RawFd {
         match self {
             Sock::Tcp(s) => s.as_raw_fd(),

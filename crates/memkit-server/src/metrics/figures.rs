@@ -42,8 +42,9 @@ pub fn current() -> ProcessFigures {
 
 /// User plus system CPU time of the whole process (every thread), in seconds.
 pub fn cpu_seconds() -> Option<f64> {
-    // SAFETY: getrusage fills the zeroed struct it is given and reads nothing else.
+    // SAFETY: an rusage is integers only: all zeroes is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given and reads nothing else.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return None;
     }
@@ -65,8 +66,9 @@ pub fn open_fds() -> Option<u64> {
 
 /// The soft `RLIMIT_NOFILE` (what `-c` raised it to); none when unlimited.
 fn max_fds() -> Option<u64> {
-    // SAFETY: getrlimit fills the struct it is given.
+    // SAFETY: an rlimit is integers only: all zeroes is a valid value.
     let mut r: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: getrlimit fills the struct it is given.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
         return None;
     }

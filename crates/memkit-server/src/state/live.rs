@@ -143,23 +143,24 @@ impl ConnLive {
 
     /// Shuts the reading side of the connection's socket (a stopping server).
     pub(crate) fn shut_reading(&self) {
-        if let Some(s) = self.socket() {
-            // SAFETY: shutdown(2) on a descriptor `s` owns; it changes no memory.
-            unsafe { libc::shutdown(s.as_raw_fd(), libc::SHUT_RD) };
-        }
+        self.shut(std::net::Shutdown::Read);
+    }
+
+    /// Shuts the connection's socket in direction `how`, if it is still the connection's;
+    /// whether it was.
+    fn shut(&self, how: std::net::Shutdown) -> bool {
+        let Some(s) = self.socket() else {
+            return false;
+        };
+        // shutdown(2) is the same call for either kind of socket.
+        let _ = std::net::TcpStream::from(s).shutdown(how);
+        true
     }
 
     /// Shuts both sides of the connection's socket (the idle timeout): whatever its driver
     /// waits for ends. Whether the socket was still the connection's.
     pub(crate) fn shut_both(&self) -> bool {
-        match self.socket() {
-            Some(s) => {
-                // SAFETY: shutdown(2) on a descriptor `s` owns; it changes no memory.
-                unsafe { libc::shutdown(s.as_raw_fd(), libc::SHUT_RDWR) };
-                true
-            }
-            None => false,
-        }
+        self.shut(std::net::Shutdown::Both)
     }
 
     /// The connection's addresses, read from its socket; `None` once the socket is gone.
