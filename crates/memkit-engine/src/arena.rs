@@ -52,8 +52,8 @@ pub(crate) fn large_cost(len: usize) -> usize {
 /// eviction. memcached needs none (an item's header and key share its value's chunk);
 /// charged to the budget, they cost a shard of values that fill memcached's 512 KiB chunk one
 /// item of sixteen. Three of about 256 segments a shard (why not two: `docs/BENCHMARKS.md`,
-/// issue 22): 3/256 of `-m`, 768 KiB at `-m 64`, where memcached's hash table takes 512 KiB
-/// outside it.
+/// "Warm-up fills and mixed value sizes"): 3/256 of `-m`, 768 KiB at `-m 64`, where
+/// memcached's hash table takes 512 KiB outside it.
 pub(crate) const STUB_SEGMENTS: usize = 3;
 
 /// A shard's segments, large blocks and budget.

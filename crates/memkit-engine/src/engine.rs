@@ -341,10 +341,10 @@ impl Engine {
     /// Starts loading, without waiting for it, what a lookup of `key` will read: the index
     /// bucket ([`Prefetch::Bucket`]), or the record the bucket points to ([`Prefetch::Record`]), which
     /// is worth asking only once the bucket has had time to arrive. Both are cache misses a
-    /// lookup otherwise stalls on, one after the other (`docs/BENCHMARKS.md`, issue 19). A
-    /// caller holding several requests warms the buckets of all, then their records, then
-    /// answers them, so their misses overlap. A hint: a shard that is busy is skipped, and a
-    /// key that is not there costs only the lines loaded for nothing.
+    /// lookup otherwise stalls on, one after the other (`docs/BENCHMARKS.md`, "Warming a
+    /// multi-get's keys"). A caller holding several requests warms the buckets of all, then
+    /// their records, then answers them, so their misses overlap. A hint: a shard that is busy
+    /// is skipped, and a key that is not there costs only the lines loaded for nothing.
     pub fn prefetch(&self, key: &[u8], what: Prefetch) {
         let h = self.hasher.hash_one(key);
         let s = ((h >> 32) & self.shard_mask) as usize;
