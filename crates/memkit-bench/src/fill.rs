@@ -1,5 +1,4 @@
-//! `memkit-bench fill`: warm-up fills and mixed value sizes, memkitd against memcached
-//! (issue 22).
+//! `memkit-bench fill`: warm-up fills and mixed value sizes, memkitd against memcached.
 //!
 //! - **Fill**: for each value size from 10 B to 1 MB, a fresh server of each kind (`-m 64
 //!   -t 2`) gets 3x as many `set`s of distinct keys as memcached's slab arithmetic holds

@@ -1,4 +1,4 @@
-//! `memkit-bench restart`: warm restart (`-e FILE`, issue 17), memkitd and memcached.
+//! `memkit-bench restart`: warm restart (`-e FILE`), memkitd and memcached.
 //!
 //! For each value size, a fresh server (`-m M -t 2 -e FILE`, FILE on tmpfs by default) gets
 //! 1.3x as many `set`s of distinct keys as fit, so it is full and has evicted; then:

@@ -6,7 +6,7 @@
 //!   depth 1 and 16, server threads 1 and 2; a key space that fits in `-m` (pre-loaded) and
 //!   one that does not (pre-filled; a missed get is followed by a set); and multi-gets of
 //!   100 keys; and the fitting key space at depth 1 over [`ServerBenchConfig::wide_conns`]
-//!   connections (issue 19's many-workers case). Each cell is bounded in time and request
+//!   connections (many connections on few workers). Each cell is bounded in time and request
 //!   count, run as alternating rounds (memcached, memkitd, then the other order), best round
 //!   reported. Each cell also yields the server's CPU seconds per million requests
 //!   (`/proc/PID/stat` utime + stime) and the user part of it: divided by `perf`'s samples

@@ -1,6 +1,6 @@
 //! Rendering of [`ServerReport`]: the ratio table with each target's status (markdown), the
 //! binary protocol against text (`binary`), CPU per request split into user and system time
-//! with issue 19's targets (`cpu`), and an SVG chart of throughput and miss ratio
+//! with the CPU targets (`cpu`), and an SVG chart of throughput and miss ratio
 //! (hand-rolled, no plotting dependency).
 
 use std::fmt::Write as _;
@@ -55,7 +55,7 @@ impl TpWorkload {
         }
     }
 
-    /// Rows issue 8's targets cover: the text protocol's.
+    /// Rows the throughput targets cover: the text protocol's.
     fn text(self) -> bool {
         self != TpWorkload::Binary
     }

@@ -136,7 +136,7 @@ fn check_throughput(cfg: &ServerBenchConfig, report: &ServerReport) {
     }
 }
 
-/// The report's tables and targets: the CPU table's rows, issue 19's targets measured.
+/// The report's tables and targets: the CPU table's rows, the CPU targets measured.
 fn check_markdown(cfg: &ServerBenchConfig, report: &ServerReport) {
     let md = report.to_markdown();
     assert!(md.contains("| target | this run | status |"), "{md}");
@@ -161,7 +161,7 @@ fn check_markdown(cfg: &ServerBenchConfig, report: &ServerReport) {
     );
     let targets = report.targets();
     assert_eq!(targets.len(), 11);
-    // The quick run has -t 1 and 2 and both depths: every issue 19 target is measured.
+    // The quick run has -t 1 and 2 and both depths: every CPU target is measured.
     assert!(cfg.threads.contains(&1) && cfg.depths.contains(&16));
     for t in &targets[7..] {
         assert!(t.met.is_some() && t.measured.starts_with("worst"), "{t:?}");

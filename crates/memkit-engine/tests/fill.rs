@@ -1,4 +1,4 @@
-//! Warm-up fills (issue 22): a cache written once, never read, must use its whole budget
+//! Warm-up fills: a cache written once, never read, must use its whole budget
 //! before it evicts anything, whatever the value size, and hold at least as many items as
 //! memcached's slab arithmetic gives at the same `-m`.
 //!

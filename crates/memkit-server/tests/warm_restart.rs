@@ -1,4 +1,4 @@
-//! Warm restart end to end (`memkitd -e FILE`, issue 17): the memkitd binary is filled,
+//! Warm restart end to end (`memkitd -e FILE`): the memkitd binary is filled,
 //! stopped gracefully (SIGUSR1, or `shutdown graceful` with `-A`), started again with the
 //! same flags, and read back: every item that had not expired, with its value, flags, CAS
 //! and a TTL that kept counting while the server was down. A crash (SIGKILL), a plain stop,
