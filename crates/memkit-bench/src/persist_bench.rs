@@ -2,20 +2,23 @@
 //!
 //! 1. Durable sets/s: `sync` durability (a reply means fsynced), many connections, each
 //!    keeping `depth` pipelined `set`s in flight; only acknowledged (`STORED`) sets count.
-//!    Group commit is what makes this fast: one fsync serves every connection's writes.
+//!    Group commit is what makes this fast: one fsync serves every connection's writes. The
+//!    same load runs against memcached (which keeps nothing on disk) in the same run, for
+//!    what durability costs; with each, the server's CPU per acknowledged set.
 //! 2. Gets/s over a data set 4x the memory budget: the set is loaded first, then uniformly
 //!    random keys are read (most are RAM misses answered from disk); every get must hit.
 //!
-//! The server is memkitd itself (`--memkitd`, `$MEMKITD`, or next to this binary), on
-//! 127.0.0.1 only, killed by PID when done.
+//! The server is memkitd itself (`--memkitd`, `$MEMKITD`, or next to this binary), and
+//! memcached (`--memcached`, else on `PATH`), on 127.0.0.1 only, killed by PID when done.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
+
+use crate::procs::{Kind, Server};
 
 /// `memkit-bench persist` options.
 #[derive(Debug, Clone, clap::Args)]
@@ -44,50 +47,54 @@ pub struct PersistArgs {
     /// Worker threads of memkitd (`-t`).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
+    /// memcached binary, for the same sets side by side (default: `memcached` on PATH).
+    #[arg(long)]
+    pub memcached: Option<PathBuf>,
+    /// Only the durable sets (memkitd's and memcached's), not the data set 4x the budget.
+    #[arg(long)]
+    pub sets_only: bool,
 }
 
-struct Server {
-    child: Child,
-    port: u16,
+fn start_memkitd(
+    bin: &std::path::Path,
+    dir: &std::path::Path,
+    a: &PersistArgs,
+) -> std::io::Result<Server> {
+    let (m, t) = (a.memory_mb.to_string(), a.threads.to_string());
+    let dir = dir.to_string_lossy();
+    let args = [
+        "-c",
+        "4096",
+        "-m",
+        &m,
+        "-t",
+        &t,
+        "--persist",
+        &dir,
+        "--durability",
+        "sync",
+    ];
+    Server::start_args(Kind::Memkitd, bin, &args)
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(bin: &Path, dir: &Path, a: &PersistArgs) -> std::io::Result<Server> {
-    for _ in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let child = Command::new(bin)
-            .args(["-p", &port.to_string(), "-l", "127.0.0.1", "-c", "4096"])
-            .args(["-m", &a.memory_mb.to_string(), "-t", &a.threads.to_string()])
-            .arg("--persist")
-            .arg(dir)
-            .args(["--durability", "sync"])
-            // Ignored unless run as root, where memkitd (as memcached) requires it.
-            .args(["-u", "root"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let mut s = Server { child, port };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = s.child.try_wait() {
-                break;
-            }
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Ok(s);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = s.child.kill();
-    }
-    Err(std::io::Error::other("memkitd did not start"))
+/// Durable sets through `server` for `a.secs`: (acknowledged per second, the server's CPU
+/// microseconds per acknowledged set).
+fn sets(rt: &tokio::runtime::Runtime, server: &Server, a: &PersistArgs) -> (f64, f64) {
+    let vlen = a.value_len;
+    let cpu0 = server.cpu_secs().unwrap_or(0.0);
+    let (stored, sent, secs) = rt.block_on(drive(
+        server.addr.port(),
+        a,
+        u64::MAX,
+        a.secs,
+        move |_, k, b| set_req(k % 1_000_000, vlen, b),
+    ));
+    let cpu = server.cpu_secs().unwrap_or(0.0) - cpu0;
+    eprintln!(
+        "# {}: {stored}/{sent} sets stored in {secs:.1} s",
+        server.kind.name()
+    );
+    (stored as f64 / secs, cpu * 1e6 / stored.max(1) as f64)
 }
 
 /// Reads one reply to `set` (true if STORED) or `get` (true on a hit).
@@ -172,7 +179,7 @@ pub fn main(a: PersistArgs) -> i32 {
         std::env::temp_dir().join(format!("memkit-persist-bench-{}", std::process::id()))
     });
     let _ = std::fs::remove_dir_all(&dir);
-    let server = match start(&bin, &dir, &a) {
+    let server = match start_memkitd(&bin, &dir, &a) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("memkit-bench persist: {e} ({})", bin.display());
@@ -180,41 +187,49 @@ pub fn main(a: PersistArgs) -> i32 {
         }
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let vlen = a.value_len;
-    // 1. Durable sets.
-    let (stored, sent, secs) =
-        rt.block_on(drive(server.port, &a, u64::MAX, a.secs, move |_, k, b| {
-            set_req(k % 1_000_000, vlen, b)
-        }));
-    let sets_per_s = stored as f64 / secs;
-    eprintln!("# durable sets: {stored}/{sent} stored in {secs:.1} s");
+    // 1. Durable sets, then the same sets against memcached.
+    let (sets_per_s, set_cpu) = sets(&rt, &server, &a);
+    let spec = crate::procs::Spec {
+        threads: a.threads,
+        memory_mb: a.memory_mb,
+    };
+    let mc = a
+        .memcached
+        .clone()
+        .or_else(|| crate::procs::find_on_path("memcached"))
+        .and_then(|bin| match Server::start(Kind::Memcached, &bin, spec) {
+            Ok(s) => Some(sets(&rt, &s, &a)),
+            Err(e) => {
+                eprintln!("memkit-bench persist: memcached: {e}");
+                None
+            }
+        });
+    let port = server.addr.port();
     // 2. A data set 4x the budget, then random gets over all of it.
     let big_len = 1000;
     let keys = ((a.memory_mb as u64) << 22) / big_len as u64; // 4x the budget
-    let (loaded, _, load_secs) =
-        rt.block_on(drive(server.port, &a, keys, 3600.0, move |_, k, b| {
-            set_req(k, big_len, b)
-        }));
+    if a.sets_only {
+        drop(server);
+        print_sets(&a, sets_per_s, set_cpu, mc);
+        return 0;
+    }
+    let (loaded, _, load_secs) = rt.block_on(drive(port, &a, keys, 3600.0, move |_, k, b| {
+        set_req(k, big_len, b)
+    }));
     eprintln!("# loaded {loaded} x {big_len} B in {load_secs:.1} s");
-    let (hits, gets, get_secs) =
-        rt.block_on(drive(server.port, &a, u64::MAX, a.secs, move |r, _, b| {
-            use std::io::Write;
-            let _ = write!(b, "get key:{:010}\r\n", r.random_range(0..keys));
-        }));
+    let (hits, gets, get_secs) = rt.block_on(drive(port, &a, u64::MAX, a.secs, move |r, _, b| {
+        use std::io::Write;
+        let _ = write!(b, "get key:{:010}\r\n", r.random_range(0..keys));
+    }));
     let gets_per_s = gets as f64 / get_secs;
     drop(server);
     if fresh {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    println!(
-        "| persistent mode (`--persist`, `-m {}`, `-t {}`) | result |",
-        a.memory_mb, a.threads
-    );
+    print_sets(&a, sets_per_s, set_cpu, mc);
+    println!();
+    println!("| persistent mode, data set 4x the budget | result |");
     println!("|---|---|");
-    println!(
-        "| durable sets/s (`sync`, {} conns x {} pipelined, {} B values) | {:.0} |",
-        a.conns, a.depth, a.value_len, sets_per_s
-    );
     println!(
         "| gets/s, data set 4x the budget ({} keys x {} B), uniform keys | {:.0} (hit ratio {:.4}) |",
         keys,
@@ -227,4 +242,22 @@ pub fn main(a: PersistArgs) -> i32 {
         loaded as f64 / load_secs
     );
     0
+}
+
+/// The durable sets' table: memkitd, memcached, and their ratio.
+fn print_sets(a: &PersistArgs, sets_per_s: f64, cpu: f64, mc: Option<(f64, f64)>) {
+    println!(
+        "| `-m {}`, `-t {}`, {} conns x {} pipelined, {} B values | sets/s | server CPU µs a set |",
+        a.memory_mb, a.threads, a.conns, a.depth, a.value_len
+    );
+    println!("|---|---|---|");
+    println!("| memkitd `--persist --durability sync` | {sets_per_s:.0} | {cpu:.1} |");
+    if let Some((mc_sets, mc_cpu)) = mc {
+        println!("| memcached (nothing on disk) | {mc_sets:.0} | {mc_cpu:.1} |");
+        println!(
+            "| memkitd / memcached | {:.2}x | {:.2}x |",
+            sets_per_s / mc_sets,
+            cpu / mc_cpu
+        );
+    }
 }
