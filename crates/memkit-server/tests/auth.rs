@@ -5,30 +5,31 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use memkit_server::{Args, Settings, Shared};
+use memkit_testkit::tempdir::{TempDir, tempdir};
 use memkit_testkit::{TestServer, memcached};
 
-/// A file in the temp dir, removed on drop.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(name: &str, body: &[u8]) -> TempFile {
-        let p = std::env::temp_dir().join(format!("memkit-auth-{}-{name}", std::process::id()));
-        std::fs::write(&p, body).unwrap();
-        TempFile(p)
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
+/// An auth file (`-Y`) in a scratch directory of its own, removed on drop.
+struct AuthFile {
+    path: String,
+    _dir: TempDir,
 }
 
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+impl AuthFile {
+    fn new(body: &[u8]) -> AuthFile {
+        let dir = tempdir("auth");
+        let path = dir.path().join("users");
+        std::fs::write(&path, body).unwrap();
+        AuthFile {
+            path: path.to_str().unwrap().to_string(),
+            _dir: dir,
+        }
+    }
+    fn path(&self) -> &str {
+        &self.path
     }
 }
 
@@ -122,7 +123,7 @@ fn run_script(port: u16) {
 
 #[test]
 fn memkitd_and_memcached_answer_the_same_bytes() {
-    let f = TempFile::new("users-script", USERS);
+    let f = AuthFile::new(USERS);
     let k = TestServer::start(&["-Y", f.path()]);
     run_script(k.port());
     if let Some(m) = memcached::spawn(&["-Y", f.path()]) {
@@ -132,7 +133,7 @@ fn memkitd_and_memcached_answer_the_same_bytes() {
 
 #[test]
 fn a_failure_keeps_the_connection_and_a_retry_succeeds() {
-    let f = TempFile::new("users-retry", USERS);
+    let f = AuthFile::new(USERS);
     let k = TestServer::start(&["-Y", f.path()]);
     let m = memcached::spawn(&["-Y", f.path()]);
     for port in std::iter::once(k.port()).chain(m.as_ref().map(|m| m.port)) {
@@ -192,7 +193,7 @@ fn stats(port: u16) -> impl Fn(&str) -> String {
 
 #[test]
 fn junk_without_a_newline_closes_like_memcached() {
-    let f = TempFile::new("users-junk", USERS);
+    let f = AuthFile::new(USERS);
     let k = TestServer::start(&["-Y", f.path()]);
     let m = memcached::spawn(&["-Y", f.path()]);
     for port in std::iter::once(k.port()).chain(m.as_ref().map(|m| m.port)) {
@@ -230,7 +231,7 @@ fn bad_auth_files_refuse_to_start_with_memcacheds_messages() {
             .1
             .starts_with("Could not open authfile [/nonexistent/memkit-auth]")
     );
-    let f = TempFile::new("users-bad", b"alice:secret\nnocolon\n");
+    let f = AuthFile::new(b"alice:secret\nnocolon\n");
     let bad = parse(&["-Y", f.path()]).unwrap_err();
     assert_eq!(
         bad.1,

@@ -10,8 +10,8 @@ use std::time::Duration;
 #[path = "support/daemon.rs"]
 mod daemon;
 
-use daemon::{free_port, launch, spawn, tempdir, wait_ready};
-use memkit_testkit::TestServer;
+use daemon::{free_port, launch, spawn, wait_ready};
+use memkit_testkit::{TestServer, tempdir};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// A binary request header (memcached's protocol_binary_request_header).
@@ -117,8 +117,8 @@ async fn dash_f_refuses_flush_all_in_text_and_binary() {
 
 #[tokio::test]
 async fn unix_listener_serves_text_meta_and_binary() {
-    let dir = tempdir();
-    let path = dir.join("mk.sock");
+    let dir = tempdir("cmdline");
+    let path = dir.path().join("mk.sock");
     // In-process, the UNIX socket is served beside the harness's TCP listener.
     let s = TestServer::start(&["-s", path.to_str().unwrap(), "-F"]);
     let tcp_addr = s.tcp_addr();
@@ -195,8 +195,8 @@ fn root_needs_dash_u_and_becomes_that_user() {
 
 #[test]
 fn unix_socket_with_mask_replaces_tcp() {
-    let dir = tempdir();
-    let path = dir.join("m.sock");
+    let dir = tempdir("cmdline");
+    let path = dir.path().join("m.sock");
     let port = free_port();
     let d = spawn(&[
         "-s",

@@ -12,7 +12,6 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -20,7 +19,7 @@ use std::time::{Duration, Instant};
 #[path = "support/daemon.rs"]
 mod daemon;
 
-use memkit_testkit::TestServer;
+use memkit_testkit::{TestServer, tempdir};
 
 const WRITERS: usize = 4;
 const SET_KEYS: u64 = 16;
@@ -293,8 +292,8 @@ fn sigkill_under_concurrent_writes_loses_no_acknowledged_write() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
-    let dir: PathBuf = std::env::temp_dir().join(format!("memkit-crash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempdir("crash");
+    let dir = scratch.path().join("store");
     let (mut child, mut port) = start(&dir);
     {
         let mut c = Conn::connect(port).unwrap();
@@ -344,7 +343,6 @@ fn sigkill_under_concurrent_writes_loses_no_acknowledged_write() {
         }
     }
     drop(child);
-    let _ = std::fs::remove_dir_all(&dir);
     eprintln!(
         "crash test: {cycles} SIGKILL cycles, {total_ops} acknowledged writes verified, {:.1} s",
         started.elapsed().as_secs_f64()

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use inproc::conn;
 use memkit_server::metrics::exposition;
 use memkit_server::{Args, Settings, Shared};
-use memkit_testkit::TestServer;
 use memkit_testkit::certs::TestPki;
+use memkit_testkit::{TestServer, tempdir};
 use tokio::io::AsyncWriteExt;
 
 /// The value of the unlabelled sample `name` (or of `name{labels}` when `name` has them).
@@ -76,9 +76,9 @@ async fn process_figures_follow_the_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn persist_series_count_the_store() {
-    let dir = std::env::temp_dir().join(format!("memkit-metrics-persist-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let argv = ["memkitd", "--persist", dir.to_str().unwrap()];
+    let dir = tempdir("metrics-persist");
+    let store_dir = dir.path().join("store");
+    let argv = ["memkitd", "--persist", store_dir.to_str().unwrap()];
     let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(argv));
     let (engine, persist) = memkit_server::backend_for(&settings).unwrap();
     let sh = Shared::with_persist(engine, persist.map(|p| p.store), settings);
@@ -106,7 +106,6 @@ async fn persist_series_count_the_store() {
     assert_eq!(writes1, writes0 + 10.0);
     assert!(figure(&sh, "memkit_persist_flushes_total") >= 1.0);
     drop((store, sh));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Polls `name` until it reaches `want` (the server counts after the client is done).

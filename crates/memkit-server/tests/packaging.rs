@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 mod daemon;
 
 use memkit_testkit::interop::skip;
+use memkit_testkit::tempdir;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -35,13 +36,6 @@ fn unit_copy(dir: &Path) -> PathBuf {
     let path = dir.join("memkitd.service");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("memkit-pkg-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn have_systemd_analyze() -> bool {
@@ -68,8 +62,8 @@ fn unit_file_verifies_and_is_hardened() {
     if !have_systemd_analyze() {
         return skip("systemd-analyze (Debian package systemd)");
     }
-    let dir = tempdir("verify");
-    let path = unit_copy(&dir);
+    let dir = tempdir("pkg-verify");
+    let path = unit_copy(dir.path());
     // --man=no: the man page is not installed where man(1) looks during a test.
     let o = Command::new("systemd-analyze")
         .args(["verify", "--man=no"])
@@ -93,7 +87,6 @@ fn unit_file_verifies_and_is_hardened() {
         .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no exposure level in {out}"));
     assert!(level <= 2.0, "exposure {level}:\n{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The unit's `ExecStart=` words.
@@ -119,9 +112,9 @@ fn unit_command_line_starts_and_notifies() {
         .expect("-p in ExecStart");
     argv[p + 1] = port.to_string();
 
-    let dir = tempdir("start");
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let sock_path = dir.join("notify");
+    let dir = tempdir("pkg-start");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let sock_path = dir.path().join("notify");
     let sock = UnixDatagram::bind(&sock_path).unwrap();
     // DynamicUser's user must be able to send to it.
     std::fs::set_permissions(&sock_path, std::fs::Permissions::from_mode(0o666)).unwrap();
@@ -170,7 +163,6 @@ fn unit_command_line_starts_and_notifies() {
     assert!(got.contains("STAT maxbytes 67108864\r\n"), "{got}");
     assert!(got.contains("STAT maxconns 1024\r\n"), "{got}");
     drop(d);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `packaging/man/memkitd.1` and `packaging/completions/{memkitd.bash,_memkitd,memkitd.fish}`

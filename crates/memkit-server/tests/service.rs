@@ -6,21 +6,14 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[path = "support/daemon.rs"]
 mod daemon;
 
 use daemon::free_port;
-use memkit_testkit::TestServer;
-
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("memkit-service-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use memkit_testkit::{TestServer, tempdir};
 
 fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
@@ -93,8 +86,8 @@ fn connect(port: u16) -> std::io::Result<TcpStream> {
 /// Under `Type=notify`: `READY=1` arrives, and by then the port accepts and answers.
 #[test]
 fn ready_arrives_once_the_port_accepts() {
-    let dir = tempdir("ready");
-    let (sock, path) = notify_socket(&dir);
+    let dir = tempdir("service-ready");
+    let (sock, path) = notify_socket(dir.path());
     let port = free_port();
     let d = spawn(port, &[], &[("NOTIFY_SOCKET", &path)]);
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -113,7 +106,6 @@ fn ready_arrives_once_the_port_accepts() {
     );
     assert!(ask(&mut s, "version\r\n", "\r\n").starts_with("VERSION "));
     drop(d);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// With `--persist`, the sockets are bound at start-up but listen only once the store is
@@ -122,16 +114,16 @@ fn ready_arrives_once_the_port_accepts() {
 /// and left hanging; `READY=1` follows, and the first connection is served from the store.
 #[test]
 fn persist_refuses_connections_until_ready() {
-    let dir = tempdir("persist");
-    let store = dir.join("store");
+    let dir = tempdir("service-persist");
+    let store = dir.path().join("store");
     fill_store(&store);
-    let fifo = dir.join("auth.fifo");
+    let fifo = dir.path().join("auth.fifo");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: a path we own.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let (sock, path) = notify_socket(&dir);
+    let (sock, path) = notify_socket(dir.path());
     let port = free_port();
-    let pidfile = dir.join("memkitd.pid");
+    let pidfile = dir.path().join("memkitd.pid");
     let args = [
         "--persist",
         store.to_str().unwrap(),
@@ -197,7 +189,6 @@ fn persist_refuses_connections_until_ready() {
         refused - held_refusals,
         err.lines().find(|l| l.contains("recovered")).unwrap_or("")
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A store with enough in its journal that recovery takes a moment.

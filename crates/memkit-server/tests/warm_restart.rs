@@ -12,7 +12,8 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use daemon::{Daemon, spawn, tempdir, wait_ready};
+use daemon::{Daemon, spawn, wait_ready};
+use memkit_testkit::tempdir;
 
 /// What `mg key v f c t` found: value, flags, CAS, TTL (-1 for none); `None` for a miss.
 type Got = Option<(Vec<u8>, u32, u64, i64)>;
@@ -156,7 +157,8 @@ fn graceful_stop(d: &mut Daemon) -> String {
 #[test]
 fn sigusr1_keeps_every_item_with_flags_cas_and_counting_ttl() {
     const N: usize = 200_000;
-    let file = tempdir().join("cache");
+    let dir = tempdir("warm");
+    let file = dir.path().join("cache");
     let (mut d, port) = start(&file, &["-m", "64"]);
     let mut c = Conn::open(port);
     let all = items(N);
@@ -212,7 +214,8 @@ fn sigusr1_keeps_every_item_with_flags_cas_and_counting_ttl() {
 
 #[test]
 fn shutdown_graceful_saves_too() {
-    let file = tempdir().join("cache");
+    let dir = tempdir("warm");
+    let file = dir.path().join("cache");
     let (mut d, port) = start(&file, &["-A"]);
     let mut c = Conn::open(port);
     let all = items(500);
@@ -254,7 +257,8 @@ fn assert_empty_and_healthy(c: &mut Conn) {
 
 #[test]
 fn sigkill_starts_empty_and_never_reuses_an_older_snapshot() {
-    let file = tempdir().join("cache");
+    let dir = tempdir("warm");
+    let file = dir.path().join("cache");
     let (mut d, port) = start(&file, &[]);
     Conn::open(port).set_all(&items(1000));
     graceful_stop(&mut d);
@@ -276,7 +280,8 @@ fn sigkill_starts_empty_and_never_reuses_an_older_snapshot() {
 
 #[test]
 fn damaged_file_or_changed_flags_start_empty_with_the_reason() {
-    let file = tempdir().join("cache");
+    let dir = tempdir("warm");
+    let file = dir.path().join("cache");
     let (mut d, port) = start(&file, &["-m", "16"]);
     Conn::open(port).set_all(&items(2000));
     graceful_stop(&mut d);
@@ -375,7 +380,8 @@ fn signal_during_restore(file: &Path, signal: libc::c_int) -> (std::process::Exi
 fn a_stop_during_the_restore_waits_for_it_and_loses_nothing() {
     // About 190 MiB of records: a restore that takes a moment.
     const N: usize = 400_000;
-    let file = tempdir().join("cache");
+    let dir = tempdir("warm");
+    let file = dir.path().join("cache");
     let (mut d, port) = start(&file, &["-m", "256"]);
     fill_quiet(port, N, 400);
     let items = Conn::open(port).curr_items();

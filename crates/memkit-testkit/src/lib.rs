@@ -24,6 +24,8 @@
 //!   free loopback port or a UNIX socket, shut down on drop. The one way tests start memkitd.
 //! - [`memcached`]: [`memcached::spawn`], real memcached on a free loopback port, killed on
 //!   drop, under the interop policy. The one way tests start memcached.
+//! - [`tempdir`]: [`tempdir()`], a scratch directory removed on drop, and
+//!   [`tempdir::in_memory`] in `/dev/shm`. The one way tests make a scratch directory.
 //!
 //! Entry points for a backend's own tests:
 //!
@@ -65,7 +67,9 @@ pub mod model;
 pub mod ops;
 pub mod server;
 pub mod suite;
+pub mod tempdir;
 
 pub use model::Model;
 pub use server::{Addr, TestServer};
 pub use suite::{Needs, Report, SuiteOptions, TimeControl, WallClock};
+pub use tempdir::tempdir;

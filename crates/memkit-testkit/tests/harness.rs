@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use memkit_testkit::{Addr, TestServer, memcached};
+use memkit_testkit::{Addr, TestServer, memcached, tempdir};
 
 /// `version`'s reply on a fresh connection to 127.0.0.1:`port`.
 fn version(port: u16) -> String {
@@ -47,9 +47,8 @@ fn a_child_answers_and_reports_its_exit() {
 
 #[test]
 fn a_child_on_a_unix_socket_reports_its_path() {
-    let dir = std::env::temp_dir().join(format!("memkit-harness-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("s.sock");
+    let dir = tempdir("harness");
+    let path = dir.path().join("s.sock");
     let p = path.to_str().unwrap();
     // The argv is the caller's once it names a listener; `-u` is ignored unless root.
     let s = TestServer::process(&["-s", p, "-u", "root"]);
@@ -60,7 +59,6 @@ fn a_child_on_a_unix_socket_reports_its_path() {
     let n = c.read(&mut buf).unwrap();
     assert!(buf[..n].starts_with(b"VERSION "));
     drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[cfg(feature = "server")]

@@ -27,6 +27,7 @@ mod common;
 use common::Memkitd;
 use memkit_testkit::memcached;
 use memkit_testkit::server::free_port;
+use memkit_testkit::tempdir;
 
 fn memkit(servers: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_memkit"))
@@ -497,13 +498,16 @@ fn stats_formats_dump_watch_and_trace() {
     assert!(s.contains("key=watched"), "{s}");
 
     // trace: the seed's example line.
-    let dir = std::env::temp_dir().join(format!("memkit-trace-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("posts.trace"), "MLWUHHHHHHHHHHHHHHHMLLHHHHHHHHHH").unwrap();
-    std::fs::write(dir.join("users.trace"), "HHSMLWU").unwrap();
+    let dir = tempdir("trace");
+    std::fs::write(
+        dir.path().join("posts.trace"),
+        "MLWUHHHHHHHHHHHHHHHMLLHHHHHHHHHH",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("users.trace"), "HHSMLWU").unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_memkit"))
         .arg("trace")
-        .arg(&dir)
+        .arg(dir.path())
         .output()
         .unwrap();
     let s = stdout(&o);
@@ -515,6 +519,5 @@ fn stats_formats_dump_watch_and_trace() {
         "{s}"
     );
     assert!(s.contains("users.trace: 7 letters"), "{s}");
-    let _ = std::fs::remove_dir_all(&dir);
     rt.shutdown_background();
 }

@@ -10,18 +10,6 @@ use memkit_testkit::TestServer;
 use memkit_testkit::server::Launch;
 pub use memkit_testkit::server::free_port;
 
-/// A fresh directory of this test thread's own.
-pub fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "memkit-test-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// A memkitd child (the harness's), killed when dropped.
 pub type Daemon = TestServer;
 
