@@ -36,7 +36,7 @@ async fn process_figures_follow_the_process() {
     let mut conns = Vec::new();
     for _ in 0..40 {
         let mut c = s.wire().await;
-        c.ask(b"version\r\n", Until::End(b"\r\n")).await;
+        c.ask(b"version\r\n", Until::LINE).await;
         conns.push(c);
     }
     let fds1 = figure(&sh, "process_open_fds");
@@ -52,7 +52,7 @@ async fn process_figures_follow_the_process() {
         req.extend_from_slice(format!("set k{i} 0 0 {}\r\n", value.len()).as_bytes());
         req.extend_from_slice(&value);
         req.extend_from_slice(b"\r\n");
-        c.ask(&req, Until::End(b"\r\n")).await;
+        c.ask(&req, Until::LINE).await;
     }
     let cpu1 = figure(&sh, "process_cpu_seconds_total");
     let rss1 = figure(&sh, "process_resident_memory_bytes");
@@ -140,7 +140,7 @@ async fn tls_handshake_errors_and_auth_failures_are_counted() {
     let s = TestServer::start(&["-Y", users.to_str().unwrap()]);
     let mut c = s.wire().await;
     let r = c
-        .ask(b"set auth 0 0 11\r\nalice wrong\r\n", Until::End(b"\r\n"))
+        .ask(b"set auth 0 0 11\r\nalice wrong\r\n", Until::LINE)
         .await;
     assert_eq!(r, "CLIENT_ERROR authentication failure\r\n");
     reaches(s.shared(), "memcached_auth_errors_total", 1.0).await;

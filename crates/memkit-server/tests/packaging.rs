@@ -8,7 +8,7 @@
 //! pointing at a socket of the test, which must receive `READY=1` (`Type=notify`) from a
 //! server that answers.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
 use std::os::unix::process::CommandExt;
@@ -21,6 +21,7 @@ mod daemon;
 
 use memkit_testkit::interop::skip;
 use memkit_testkit::tempdir;
+use memkit_testkit::wire::{BlockingWire, Until};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -149,16 +150,8 @@ fn unit_command_line_starts_and_notifies() {
         assert!(Instant::now() < deadline, "no READY=1 within 20 s");
     };
     assert!(notice.lines().any(|l| l == "READY=1"), "{notice:?}");
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"stats settings\r\n").unwrap();
-    let mut got = String::new();
-    let mut chunk = [0u8; 4096];
-    while !got.ends_with("END\r\n") {
-        let n = s.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed: {got}");
-        got.push_str(&String::from_utf8_lossy(&chunk[..n]));
-    }
+    let mut s = BlockingWire::tcp(("127.0.0.1", port)).unwrap();
+    let got = s.ask(b"stats settings\r\n", Until::END);
     // The unit's -m 64 and -c 1024 are what the server runs with.
     assert!(got.contains("STAT maxbytes 67108864\r\n"), "{got}");
     assert!(got.contains("STAT maxconns 1024\r\n"), "{got}");

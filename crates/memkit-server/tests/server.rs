@@ -47,7 +47,7 @@ async fn a_large_multi_get_returns_every_key() {
         line.len() > 2048,
         "longer than memcached's line guard, as multi-gets may be"
     );
-    let reply = c.ask(line.as_bytes(), Until::End(b"END\r\n")).await;
+    let reply = c.ask(line.as_bytes(), Until::END).await;
     // Every key in order, each value its own: the keys are warmed eight at a time ahead of
     // their lookups (`dispatch::warm`), which must change neither the reply nor the counts.
     let want: String = (0..1000)
@@ -79,10 +79,10 @@ async fn bad_input_gets_memcached_errors_and_the_connection_goes_on() {
     c.send(b"set big 0 0 2000000\r\n").await;
     c.send(&vec![b'x'; 1_000_000]).await;
     c.send(&vec![b'x'; 1_000_000]).await;
-    let reply = c.ask(b"\r\nget big\r\n", Until::End(b"END\r\n")).await;
+    let reply = c.ask(b"\r\nget big\r\n", Until::END).await;
     assert_eq!(reply, "SERVER_ERROR object too large for cache\r\nEND\r\n");
     assert_eq!(
-        neighbour.ask(b"version\r\n", Until::End(b"\r\n")).await,
+        neighbour.ask(b"version\r\n", Until::LINE).await,
         format!("{}\r\n", memkit_server::VERSION_LINE)
     );
     s.stop().await;
@@ -108,7 +108,7 @@ async fn the_connection_limit_is_enforced_like_memcached() {
     assert_eq!(b.ask(b"mn\r\n", Until::End(b"MN\r\n")).await, "MN\r\n");
     let mut c = s.wire().await;
     assert_eq!(
-        c.read(Until::End(b"\r\n")).await,
+        c.read(Until::LINE).await,
         b"ERROR Too many open connections\r\n"
     );
     assert!(c.closed().await);
@@ -118,14 +118,14 @@ async fn the_connection_limit_is_enforced_like_memcached() {
     for _ in 0..100 {
         let mut d = s.wire().await;
         d.send(b"mn\r\n").await;
-        if d.read(Until::End(b"\r\n")).await == b"MN\r\n" {
+        if d.read(Until::LINE).await == b"MN\r\n" {
             ok = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(ok);
-    let stats = b.ask(b"stats\r\n", Until::End(b"END\r\n")).await;
+    let stats = b.ask(b"stats\r\n", Until::END).await;
     assert!(stats.contains("STAT rejected_connections "), "{stats}");
     assert!(!stats.contains("STAT rejected_connections 0\r"), "{stats}");
     s.stop().await;
@@ -145,7 +145,7 @@ async fn shutdown_needs_dash_a_and_then_stops_the_server() {
     let s = TestServer::start(&[]);
     let mut c = s.wire().await;
     assert_eq!(
-        c.ask(b"shutdown\r\n", Until::End(b"\r\n")).await,
+        c.ask(b"shutdown\r\n", Until::LINE).await,
         "ERROR: shutdown not enabled\r\n"
     );
     s.stop().await;
@@ -162,11 +162,11 @@ async fn graceful_shutdown_answers_requests_already_sent() {
     let s = TestServer::start(&[]);
     let mut c = s.wire().await;
     assert_eq!(
-        c.ask(b"set a 0 0 1\r\n1\r\n", Until::End(b"\r\n")).await,
+        c.ask(b"set a 0 0 1\r\n1\r\n", Until::LINE).await,
         "STORED\r\n"
     );
     c.send(b"get a\r\n").await;
-    let reply = c.read(Until::End(b"END\r\n")).await;
+    let reply = c.read(Until::END).await;
     assert_eq!(reply, b"VALUE a 0 1\r\n1\r\nEND\r\n");
     s.stop().await;
     assert!(c.closed().await, "connections are closed at shutdown");
@@ -178,10 +178,10 @@ async fn stats_subcommands_and_metadump() {
     let mut c = s.wire().await;
     c.ask(
         b"set alpha 1 0 5\r\nhello\r\nset beta 0 100 3\r\nabc\r\nget alpha nope\r\n",
-        Until::End(b"END\r\n"),
+        Until::END,
     )
     .await;
-    let general = c.ask(b"stats\r\n", Until::End(b"END\r\n")).await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     for needle in [
         "STAT curr_items 2\r",
         "STAT get_hits 1\r",
@@ -191,49 +191,41 @@ async fn stats_subcommands_and_metadump() {
     ] {
         assert!(general.contains(needle), "{needle} missing in {general}");
     }
-    let settings = c.ask(b"stats settings\r\n", Until::End(b"END\r\n")).await;
+    let settings = c.ask(b"stats settings\r\n", Until::END).await;
     assert!(
         settings.contains("STAT item_size_max 1048576\r")
             && settings.contains("STAT evictions on\r")
     );
-    let items = c.ask(b"stats items\r\n", Until::End(b"END\r\n")).await;
+    let items = c.ask(b"stats items\r\n", Until::END).await;
     assert!(items.contains(":number 2\r"), "{items}");
-    let slabs = c.ask(b"stats slabs\r\n", Until::End(b"END\r\n")).await;
+    let slabs = c.ask(b"stats slabs\r\n", Until::END).await;
     assert!(
         slabs.contains(":chunk_size 96\r") && slabs.contains("STAT active_slabs 1\r"),
         "{slabs}"
     );
-    let sizes = c.ask(b"stats sizes\r\n", Until::End(b"END\r\n")).await;
+    let sizes = c.ask(b"stats sizes\r\n", Until::END).await;
     assert!(sizes.contains("STAT sizes_status enabled\r"));
-    let conns = c.ask(b"stats conns\r\n", Until::End(b"END\r\n")).await;
+    let conns = c.ask(b"stats conns\r\n", Until::END).await;
     assert!(conns.contains(":addr tcp:127.0.0.1:"), "{conns}");
-    let dump = c
-        .ask(b"lru_crawler metadump all\r\n", Until::End(b"END\r\n"))
-        .await;
+    let dump = c.ask(b"lru_crawler metadump all\r\n", Until::END).await;
     assert!(dump.contains("key=alpha exp=-1 "), "{dump}");
     assert!(
         dump.contains("key=beta exp=") && !dump.contains("key=beta exp=-1"),
         "{dump}"
     );
-    assert_eq!(
-        c.ask(b"stats reset\r\n", Until::End(b"\r\n")).await,
-        "RESET\r\n"
-    );
-    let after = c.ask(b"stats\r\n", Until::End(b"END\r\n")).await;
+    assert_eq!(c.ask(b"stats reset\r\n", Until::LINE).await, "RESET\r\n");
+    let after = c.ask(b"stats\r\n", Until::END).await;
     assert!(
         after.contains("STAT get_hits 0\r") && after.contains("STAT curr_items 2\r"),
         "{after}"
     );
+    assert_eq!(c.ask(b"stats nonsense\r\n", Until::LINE).await, "ERROR\r\n");
     assert_eq!(
-        c.ask(b"stats nonsense\r\n", Until::End(b"\r\n")).await,
-        "ERROR\r\n"
-    );
-    assert_eq!(
-        c.ask(b"cache_memlimit 128\r\n", Until::End(b"\r\n")).await,
+        c.ask(b"cache_memlimit 128\r\n", Until::LINE).await,
         "OK\r\n"
     );
     assert!(
-        c.ask(b"stats\r\n", Until::End(b"END\r\n"))
+        c.ask(b"stats\r\n", Until::END)
             .await
             .contains("STAT limit_maxbytes 134217728\r")
     );
@@ -254,11 +246,8 @@ async fn watch_streams_fetches_and_mutations() {
     // the events show up rather than sleeping a guessed amount.
     let mut seen = String::new();
     for _ in 0..50 {
-        c.ask(
-            b"set wkey 0 0 1\r\nx\r\nget wkey\r\n",
-            Until::End(b"END\r\n"),
-        )
-        .await;
+        c.ask(b"set wkey 0 0 1\r\nx\r\nget wkey\r\n", Until::END)
+            .await;
         let events = w.pending(Duration::from_millis(100)).await;
         seen.push_str(&String::from_utf8_lossy(&events));
         if seen.contains("type=item_get key=wkey status=found")
@@ -282,13 +271,13 @@ async fn watch_streams_fetches_and_mutations() {
 async fn concurrent_clients_increment_exactly() {
     let s = TestServer::start(&["-t", "2"]);
     let mut c = s.wire().await;
-    c.ask(b"set ctr 0 0 1\r\n0\r\n", Until::End(b"\r\n")).await;
+    c.ask(b"set ctr 0 0 1\r\n0\r\n", Until::LINE).await;
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let mut conn = s.wire().await;
         tasks.push(tokio::spawn(async move {
             for _ in 0..250 {
-                conn.ask(b"incr ctr 1\r\n", Until::End(b"\r\n")).await;
+                conn.ask(b"incr ctr 1\r\n", Until::LINE).await;
             }
         }));
     }
@@ -296,7 +285,7 @@ async fn concurrent_clients_increment_exactly() {
         t.await.unwrap();
     }
     assert_eq!(
-        c.ask(b"get ctr\r\n", Until::End(b"END\r\n")).await,
+        c.ask(b"get ctr\r\n", Until::END).await,
         "VALUE ctr 0 4\r\n2000\r\nEND\r\n"
     );
     assert_eq!(s.shared().engine.stats().counters.incr_hits, 2000);
@@ -344,13 +333,13 @@ async fn connections_on_pinned_worker_threads() {
     let s = TestServer::start(&["-t", "2"]);
     let (addr, shared) = (s.tcp_addr(), s.shared().clone());
     let mut c = Wire::tcp(addr).await.unwrap();
-    c.ask(b"set ctr 0 0 1\r\n0\r\n", Until::End(b"\r\n")).await;
+    c.ask(b"set ctr 0 0 1\r\n0\r\n", Until::LINE).await;
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let mut conn = Wire::tcp(addr).await.unwrap();
         tasks.push(tokio::spawn(async move {
             for _ in 0..250 {
-                conn.ask(b"incr ctr 1\r\n", Until::End(b"\r\n")).await;
+                conn.ask(b"incr ctr 1\r\n", Until::LINE).await;
             }
             conn
         }));
@@ -360,10 +349,10 @@ async fn connections_on_pinned_worker_threads() {
         open.push(t.await.unwrap());
     }
     assert_eq!(
-        c.ask(b"get ctr\r\n", Until::End(b"END\r\n")).await,
+        c.ask(b"get ctr\r\n", Until::END).await,
         "VALUE ctr 0 4\r\n2000\r\nEND\r\n"
     );
-    let stats = c.ask(b"stats\r\n", Until::End(b"END\r\n")).await;
+    let stats = c.ask(b"stats\r\n", Until::END).await;
     assert!(stats.contains("STAT curr_connections 9\r\n"), "{stats}");
     // Shutdown with nine connections still open: each worker closes its own.
     s.stop().await;

@@ -44,16 +44,12 @@ async fn detail_counts_every_encoding_while_on() {
     // Off by default: nothing is counted.
     c.ask(b"set user:0 0 0 1\r\nx\r\n", Until::End(b"STORED\r\n"))
         .await;
-    assert_eq!(
-        c.ask(b"stats detail dump\r\n", Until::End(b"END\r\n"))
-            .await,
-        "END\r\n"
-    );
+    assert_eq!(c.ask(b"stats detail dump\r\n", Until::END).await, "END\r\n");
     assert_eq!(
         c.ask(b"stats detail on\r\n", Until::End(b"OK\r\n")).await,
         "OK\r\n"
     );
-    let settings = c.ask(b"stats settings\r\n", Until::End(b"END\r\n")).await;
+    let settings = c.ask(b"stats settings\r\n", Until::END).await;
     assert!(
         settings.contains("STAT detail_enabled yes\r\n"),
         "{settings}"
@@ -85,9 +81,7 @@ async fn detail_counts_every_encoding_while_on() {
         b.send(&frame).await;
         b.read(Until::Frame).await;
     }
-    let dump = c
-        .ask(b"stats detail dump\r\n", Until::End(b"END\r\n"))
-        .await;
+    let dump = c.ask(b"stats detail dump\r\n", Until::END).await;
     assert_eq!(
         sorted_lines(&dump),
         [
@@ -102,23 +96,15 @@ async fn detail_counts_every_encoding_while_on() {
         c.ask(b"stats detail off\r\n", Until::End(b"OK\r\n")).await,
         "OK\r\n"
     );
-    c.ask(b"get user:1\r\n", Until::End(b"END\r\n")).await;
+    c.ask(b"get user:1\r\n", Until::END).await;
+    assert_eq!(c.ask(b"stats detail dump\r\n", Until::END).await, dump);
     assert_eq!(
-        c.ask(b"stats detail dump\r\n", Until::End(b"END\r\n"))
-            .await,
-        dump
-    );
-    assert_eq!(
-        c.ask(b"stats detail\r\n", Until::End(b"\r\n")).await,
+        c.ask(b"stats detail\r\n", Until::LINE).await,
         "CLIENT_ERROR usage: stats detail on|off|dump\r\n"
     );
     // `stats reset` forgets every prefix, as memcached's does.
     c.ask(b"stats reset\r\n", Until::End(b"RESET\r\n")).await;
-    assert_eq!(
-        c.ask(b"stats detail dump\r\n", Until::End(b"END\r\n"))
-            .await,
-        "END\r\n"
-    );
+    assert_eq!(c.ask(b"stats detail dump\r\n", Until::END).await, "END\r\n");
     s.stop().await;
 }
 
@@ -126,7 +112,7 @@ async fn detail_counts_every_encoding_while_on() {
 async fn dash_d_sets_the_delimiter_and_turns_detail_on() {
     let s = TestServer::start(&["-D", "/"]);
     let mut c = s.wire().await;
-    let settings = c.ask(b"stats settings\r\n", Until::End(b"END\r\n")).await;
+    let settings = c.ask(b"stats settings\r\n", Until::END).await;
     assert!(
         settings.contains("STAT detail_enabled yes\r\n"),
         "{settings}"
@@ -141,8 +127,7 @@ async fn dash_d_sets_the_delimiter_and_turns_detail_on() {
     )
     .await;
     assert_eq!(
-        c.ask(b"stats detail dump\r\n", Until::End(b"END\r\n"))
-            .await,
+        c.ask(b"stats detail dump\r\n", Until::END).await,
         "PREFIX a get 0 hit 0 set 1 del 0\r\nEND\r\n"
     );
     s.stop().await;
@@ -159,7 +144,7 @@ async fn per_class_command_counters_are_measured() {
         Until::Lines(11),
     )
     .await;
-    let gets = c.ask(b"gets k\r\n", Until::End(b"END\r\n")).await;
+    let gets = c.ask(b"gets k\r\n", Until::END).await;
     let cas: u64 = gets.split_whitespace().nth(4).unwrap().parse().unwrap();
     c.ask(
         format!("cas k 0 0 1 {cas}\r\n7\r\ncas k 0 0 1 {cas}\r\n8\r\ndelete k\r\n").as_bytes(),
@@ -170,10 +155,10 @@ async fn per_class_command_counters_are_measured() {
     let big = "v".repeat(500);
     c.ask(
         format!("set big 0 0 500\r\n{big}\r\nget big\r\n").as_bytes(),
-        Until::End(b"END\r\n"),
+        Until::END,
     )
     .await;
-    let slabs = c.ask(b"stats slabs\r\n", Until::End(b"END\r\n")).await;
+    let slabs = c.ask(b"stats slabs\r\n", Until::END).await;
     for (name, v) in [
         ("1:get_hits", 3),
         ("1:cmd_set", 3),
@@ -196,11 +181,11 @@ async fn per_class_command_counters_are_measured() {
     assert_eq!(stat(&slabs, &format!("{id}:cmd_set")), Some(1), "{slabs}");
     assert_eq!(stat(&slabs, "active_slabs"), Some(2), "{slabs}");
     // Summed over the classes they are the general counters.
-    let general = c.ask(b"stats\r\n", Until::End(b"END\r\n")).await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     assert_eq!(stat(&general, "get_hits"), Some(4));
     assert_eq!(stat(&general, "cas_badval"), Some(1));
     c.ask(b"stats reset\r\n", Until::End(b"RESET\r\n")).await;
-    let slabs = c.ask(b"stats slabs\r\n", Until::End(b"END\r\n")).await;
+    let slabs = c.ask(b"stats slabs\r\n", Until::END).await;
     assert_eq!(stat(&slabs, "1:get_hits"), None, "reset: {slabs}");
     assert_eq!(stat(&slabs, &format!("{id}:get_hits")), Some(0), "{slabs}");
     s.stop().await;
@@ -220,11 +205,8 @@ fn class_sum(items: &str, field: &str) -> u64 {
 async fn per_class_expired_unfetched() {
     let s = TestServer::start(&[]);
     let mut c = s.wire().await;
-    c.ask(
-        b"set fetched 0 1 1\r\nx\r\nget fetched\r\n",
-        Until::End(b"END\r\n"),
-    )
-    .await;
+    c.ask(b"set fetched 0 1 1\r\nx\r\nget fetched\r\n", Until::END)
+        .await;
     c.ask(b"set lonely 0 1 1\r\nx\r\n", Until::End(b"STORED\r\n"))
         .await;
     // `stats items` lists a class while it holds items (as memcached's does).
@@ -232,9 +214,8 @@ async fn per_class_expired_unfetched() {
         .await;
     tokio::time::sleep(Duration::from_millis(2100)).await;
     // The reads find both expired and reclaim them: one was never fetched.
-    c.ask(b"get fetched lonely\r\n", Until::End(b"END\r\n"))
-        .await;
-    let items = c.ask(b"stats items\r\n", Until::End(b"END\r\n")).await;
+    c.ask(b"get fetched lonely\r\n", Until::END).await;
+    let items = c.ask(b"stats items\r\n", Until::END).await;
     assert_eq!(
         stat(&items, "items:1:expired_unfetched"),
         Some(1),
@@ -262,8 +243,8 @@ async fn per_class_evicted_counts() {
         )
         .await;
     }
-    let items = c.ask(b"stats items\r\n", Until::End(b"END\r\n")).await;
-    let general = c.ask(b"stats\r\n", Until::End(b"END\r\n")).await;
+    let items = c.ask(b"stats items\r\n", Until::END).await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     let evicted = stat(&general, "evictions").unwrap();
     let unfetched = stat(&general, "evicted_unfetched").unwrap();
     assert!(
@@ -281,7 +262,7 @@ async fn per_class_evicted_counts() {
 async fn watch_counters_follow_the_stream() {
     let s = TestServer::start(&[]);
     let mut c = s.wire().await;
-    let general = c.ask(b"stats\r\n", Until::End(b"END\r\n")).await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     assert_eq!(stat(&general, "log_watchers"), Some(0));
     let mut w = s.wire().await;
     w.ask(b"watch fetchers\r\n", Until::End(b"OK\r\n")).await;
@@ -291,7 +272,7 @@ async fn watch_counters_follow_the_stream() {
     let mut seen = 0;
     let mut buf = Vec::new();
     for _ in 0..100 {
-        c.ask(b"get wk\r\n", Until::End(b"END\r\n")).await;
+        c.ask(b"get wk\r\n", Until::END).await;
         buf.extend(w.pending(Duration::from_millis(50)).await);
         seen = buf.iter().filter(|&&b| b == b'\n').count();
         if seen >= 5 {
@@ -299,7 +280,7 @@ async fn watch_counters_follow_the_stream() {
         }
     }
     assert!(seen >= 5, "{}", String::from_utf8_lossy(&buf));
-    let general = c.ask(b"stats\r\n", Until::End(b"END\r\n")).await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     assert_eq!(stat(&general, "log_watchers"), Some(1), "{general}");
     let sent = stat(&general, "log_watcher_sent").unwrap();
     assert!(sent >= seen as u64, "sent {sent}, seen {seen}");
@@ -309,8 +290,8 @@ async fn watch_counters_follow_the_stream() {
     let mut gone = false;
     for _ in 0..100 {
         // The watcher notices the close at its next read or event.
-        c.ask(b"get wk\r\n", Until::End(b"END\r\n")).await;
-        let general = c.ask(b"stats\r\n", Until::End(b"END\r\n")).await;
+        c.ask(b"get wk\r\n", Until::END).await;
+        let general = c.ask(b"stats\r\n", Until::END).await;
         if stat(&general, "log_watchers") == Some(0) {
             gone = true;
             break;
@@ -325,20 +306,16 @@ async fn watch_counters_follow_the_stream() {
 async fn idle_kicks_count_connections_closed_by_the_idle_timeout() {
     let s = TestServer::start(&["-o", "idle_timeout=1"]);
     let mut c = s.wire().await;
-    let general = c.ask(b"stats\r\n", Until::End(b"END\r\n")).await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     assert_eq!(stat(&general, "idle_kicks"), Some(0), "{general}");
     assert!(c.closed().await, "an idle connection is closed");
     let mut c = s.wire().await;
-    let general = c.ask(b"stats\r\n", Until::End(b"END\r\n")).await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     assert_eq!(stat(&general, "idle_kicks"), Some(1), "{general}");
     s.stop().await;
     // Without a timeout memcached does not report it.
     let s = TestServer::start(&[]);
-    let general = s
-        .wire()
-        .await
-        .ask(b"stats\r\n", Until::End(b"END\r\n"))
-        .await;
+    let general = s.wire().await.ask(b"stats\r\n", Until::END).await;
     assert_eq!(stat(&general, "idle_kicks"), None);
     s.stop().await;
 }
@@ -366,7 +343,7 @@ async fn mgdump_lists_live_keys_as_meta_gets() {
     assert_eq!(
         s.wire()
             .await
-            .ask(b"lru_crawler mgdump hash\r\n", Until::End(b"\r\n"))
+            .ask(b"lru_crawler mgdump hash\r\n", Until::LINE)
             .await,
         "ERROR key dump not allowed\r\n"
     );
@@ -377,8 +354,7 @@ async fn mgdump_lists_live_keys_as_meta_gets() {
 async fn the_exporter_has_only_measured_figures() {
     let s = TestServer::start(&[]);
     let mut c = s.wire().await;
-    c.ask(b"set k 0 0 1\r\nx\r\nget k\r\n", Until::End(b"END\r\n"))
-        .await;
+    c.ask(b"set k 0 0 1\r\nx\r\nget k\r\n", Until::END).await;
     let text = memkit_server::metrics::exposition(s.shared());
     assert!(
         text.contains(

@@ -14,6 +14,7 @@ use std::io;
 use std::path::Path;
 use std::time::Duration;
 
+use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs, UnixStream};
 use tokio::runtime::Runtime;
@@ -33,6 +34,13 @@ pub enum Until<'a> {
     Closed,
 }
 
+impl Until<'static> {
+    /// Through the first `END\r\n`: a retrieval's reply, a `stats` listing.
+    pub const END: Until<'static> = Until::End(b"END\r\n");
+    /// One line.
+    pub const LINE: Until<'static> = Until::Lines(1);
+}
+
 /// A binary frame's header length.
 const HEADER_LEN: usize = 24;
 
@@ -42,6 +50,7 @@ impl Until<'_> {
     /// it may end in what came after them.
     fn len(&self, buf: &[u8], checked: usize) -> Option<usize> {
         match *self {
+            Until::End([]) | Until::Lines(0) => Some(0),
             Until::End(end) => {
                 let from = checked.saturating_sub(end.len().saturating_sub(1));
                 let at = buf[from..].windows(end.len()).position(|w| w == end)?;
@@ -49,7 +58,7 @@ impl Until<'_> {
             }
             Until::Lines(n) => {
                 let mut crlfs = buf.windows(2).enumerate().filter(|(_, w)| w == b"\r\n");
-                crlfs.nth(n.checked_sub(1)?).map(|(i, _)| i + 2)
+                crlfs.nth(n - 1).map(|(i, _)| i + 2)
             }
             Until::Bytes(n) => (buf.len() >= n).then_some(n),
             Until::Frame => {
@@ -67,14 +76,23 @@ impl Until<'_> {
 pub struct Wire<S> {
     stream: S,
     /// Bytes read and not yet returned.
-    buf: Vec<u8>,
+    buf: BytesMut,
     timeout: Duration,
 }
 
+/// How long a connect may take: a listener whose backlog is full leaves it waiting.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 impl Wire<TcpStream> {
-    /// A TCP connection to `addr`.
+    /// A TCP connection to `addr`, made within 5 s.
     pub async fn tcp(addr: impl ToSocketAddrs) -> io::Result<Wire<TcpStream>> {
-        Ok(Wire::new(TcpStream::connect(addr).await?))
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            Ok(stream) => Ok(Wire::new(stream?)),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no connection within {CONNECT_TIMEOUT:?}"),
+            )),
+        }
     }
 }
 
@@ -104,7 +122,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
     pub fn new(stream: S) -> Wire<S> {
         Wire {
             stream,
-            buf: Vec::new(),
+            buf: BytesMut::new(),
             timeout: Duration::from_secs(5),
         }
     }
@@ -134,15 +152,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
     pub async fn try_read(&mut self, until: Until<'_>) -> io::Result<Vec<u8>> {
         let deadline = tokio::time::Instant::now() + self.timeout;
         let mut checked = 0;
-        // On the heap: a large array inside every read's future would make each test's
-        // future large, and debug builds copy those onto the test thread's stack.
-        let mut chunk = vec![0u8; 64 * 1024];
         loop {
             if let Some(n) = until.len(&self.buf, checked) {
-                return Ok(self.buf.drain(..n).collect());
+                return Ok(self.buf.split_to(n).to_vec());
             }
             checked = self.buf.len();
-            let read = tokio::time::timeout_at(deadline, self.stream.read(&mut chunk)).await;
+            let read = tokio::time::timeout_at(deadline, self.fill()).await;
             let failed = |kind, what: &str| {
                 let got = arrived(&self.buf);
                 io::Error::new(kind, format!("{what} (until {until:?}); got {got}"))
@@ -152,9 +167,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
                     let what = format!("no reply within {:?}", self.timeout);
                     return Err(failed(io::ErrorKind::TimedOut, &what));
                 }
-                Ok(Ok(0)) if until == Until::Closed => return Ok(std::mem::take(&mut self.buf)),
+                Ok(Ok(0)) if until == Until::Closed => return Ok(self.buf.split().to_vec()),
                 Ok(Ok(0)) => return Err(failed(io::ErrorKind::UnexpectedEof, "closed")),
-                Ok(Ok(n)) => self.buf.extend_from_slice(&chunk[..n]),
+                Ok(Ok(_)) => {}
                 Ok(Err(e)) => return Err(failed(e.kind(), &e.to_string())),
             }
         }
@@ -180,14 +195,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
             .unwrap_or_else(|e| panic!("asked {}: {e}", arrived(request)))
     }
 
+    /// Sends `request` and asserts that the reply is `want`, byte for byte (it reads as
+    /// many bytes as `want` has).
+    pub async fn expect(&mut self, request: &[u8], want: &[u8]) {
+        self.send(request).await;
+        let got = self.read(Until::Bytes(want.len())).await;
+        assert_eq!(text(&got), text(want), "after sending {}", arrived(request));
+    }
+
     /// What has arrived, or arrives within `within` (possibly nothing): for a stream with
     /// no reply to wait for, such as `watch`'s.
     pub async fn pending(&mut self, within: Duration) -> Vec<u8> {
-        let mut chunk = vec![0u8; 64 * 1024];
-        if let Ok(Ok(n)) = tokio::time::timeout(within, self.stream.read(&mut chunk)).await {
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-        std::mem::take(&mut self.buf)
+        let _ = tokio::time::timeout(within, self.fill()).await;
+        self.buf.split().to_vec()
+    }
+
+    /// Reads what the stream has into the buffer: how many bytes (0 at its end).
+    async fn fill(&mut self) -> io::Result<usize> {
+        self.buf.reserve(64 * 1024);
+        self.stream.read_buf(&mut self.buf).await
     }
 
     /// Whether the server closes the connection (an end of stream or a reset) within the
@@ -207,7 +233,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
 }
 
 /// A [`Wire`] for synchronous tests (`#[test]`, threads of their own): the same calls,
-/// each run to its end on a runtime of the wire's own.
+/// each run to its end on a runtime of the wire's own. Not for code already inside a tokio
+/// runtime, where that runtime cannot start (use [`Wire`] there).
 #[derive(Debug)]
 pub struct BlockingWire<S = TcpStream> {
     rt: Runtime,
@@ -275,6 +302,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> BlockingWire<S> {
         self.rt.block_on(self.wire.ask(request, until))
     }
 
+    /// [`Wire::expect`].
+    pub fn expect(&mut self, request: &[u8], want: &[u8]) {
+        self.rt.block_on(self.wire.expect(request, want))
+    }
+
     /// [`Wire::closed`].
     pub fn closed(&mut self) -> bool {
         self.rt.block_on(self.wire.closed())
@@ -295,7 +327,8 @@ mod tests {
         }
         assert_eq!(end.len(&stream[..28], 0), None);
         assert_eq!(Until::Lines(3).len(stream, 0), Some(24));
-        assert_eq!(Until::Lines(0).len(stream, 0), None);
+        assert_eq!(Until::Lines(0).len(stream, 0), Some(0));
+        assert_eq!(Until::End(b"").len(stream, 0), Some(0));
         assert_eq!(Until::Bytes(4).len(b"abc", 0), None);
         assert_eq!(Until::Bytes(4).len(b"abcde", 0), Some(4));
         let mut frame = vec![0x81, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
