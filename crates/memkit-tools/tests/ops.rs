@@ -28,6 +28,7 @@ use common::Memkitd;
 use memkit_testkit::memcached;
 use memkit_testkit::server::free_port;
 use memkit_testkit::tempdir;
+use memkit_testkit::wire::{BlockingWire, Until};
 
 fn memkit(servers: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_memkit"))
@@ -295,12 +296,13 @@ const FAMILIES: &[&str] = &[
     "memcached_slab_chunk_size_bytes",
 ];
 
+/// The whole response to `GET path`, up to the server's close.
 fn http_get(port: u16, path: &str) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut r = String::new();
-    s.read_to_string(&mut r).unwrap();
-    r
+    let mut s = BlockingWire::tcp(("127.0.0.1", port)).unwrap();
+    s.ask(
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        Until::Closed,
+    )
 }
 
 #[test]
