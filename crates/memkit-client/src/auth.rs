@@ -14,6 +14,7 @@
 
 use std::fmt;
 
+use memkit_protocol::{Limits, Response, decode_response};
 use memkit_types::{Error, Result};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -124,15 +125,13 @@ pub(crate) async fn login(stream: &mut Box<dyn Stream>, creds: &Credentials) -> 
             return Err(Error::Protocol("authentication: reply too long".into()));
         }
     }
-    let text = String::from_utf8_lossy(&line);
-    let text = text.trim_end();
-    if text == "STORED" {
-        return Ok(());
-    }
-    match text.strip_prefix("CLIENT_ERROR ") {
-        Some(msg) => Err(Error::Client(msg.to_string())),
-        None => Err(Error::Protocol(format!(
-            "authentication: unexpected reply {text:?}"
+    let text = |b: &[u8]| String::from_utf8_lossy(b).trim_end().to_string();
+    match decode_response(&line, &Limits::default()) {
+        Ok((Response::Stored, _)) => Ok(()),
+        Ok((Response::ClientError(msg), _)) => Err(Error::Client(text(msg))),
+        _ => Err(Error::Protocol(format!(
+            "authentication: unexpected reply {:?}",
+            text(&line)
         ))),
     }
 }

@@ -372,7 +372,6 @@ pub fn version_reply(replies: Vec<Reply>) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
     use memkit_protocol::binary::{Header, RESPONSE_MAGIC};
 
     fn frame(opcode: u8, status: Status, opaque: u32, cas: u64, ext: &[u8], val: &[u8]) -> Reply {
@@ -391,7 +390,7 @@ mod tests {
         h.write(&mut b);
         b.extend_from_slice(ext);
         b.extend_from_slice(val);
-        Reply::Binary(BinaryReply::new(h, Bytes::from(b)))
+        Reply::Binary(BinaryReply::decode(&b).unwrap().unwrap().0)
     }
 
     #[test]

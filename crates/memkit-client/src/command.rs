@@ -27,14 +27,14 @@
 use bytes::Bytes;
 use memkit_protocol::command::exp32;
 use memkit_protocol::response::ReturnFlags;
-use memkit_protocol::{MetaCode, MetaFlags, Request, StoreCmd, Words, encode_request};
+use memkit_protocol::{MetaCode, MetaFlags, Request, Response, StoreCmd, Words, encode_request};
 use memkit_types::{
     ArithMode, ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, Error, Exptime,
     GetOptions, Item, Result, StoreOptions, StoreOutcome, Stored, Ttl,
 };
 
 use crate::conn::{Expect, Job};
-use crate::reply::Reply;
+use crate::reply::{Reply, TextReply};
 
 /// Which commands a client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -59,9 +59,17 @@ fn unexpected(replies: Vec<Reply>) -> Error {
     }
 }
 
-fn single(mut replies: Vec<Reply>) -> Result<Reply> {
+/// A text connection's reply (a binary one is not an answer to a text request).
+fn text(r: Reply) -> Result<TextReply> {
+    match r {
+        Reply::Text(t) => Ok(t),
+        other => Err(unexpected(vec![other])),
+    }
+}
+
+fn single(mut replies: Vec<Reply>) -> Result<TextReply> {
     match replies.len() {
-        1 => Ok(replies.pop().expect("one")),
+        1 => text(replies.pop().expect("one")),
         _ => Err(unexpected(replies)),
     }
 }
@@ -122,27 +130,28 @@ pub fn get_replies(
         Dialect::Classic => {
             let mut out = vec![None; keys.len()];
             for r in replies {
-                match r {
-                    Reply::Value {
+                let r = text(r)?;
+                match r.response() {
+                    Response::Value {
                         key,
                         flags,
                         cas,
                         data,
                     } => {
                         let item = Item {
-                            value: data,
+                            value: r.part(data),
                             flags,
                             cas: cas.unwrap_or(0),
                             ..Default::default()
                         };
                         for (i, k) in keys.iter().enumerate() {
-                            if *k == &key[..] {
+                            if *k == key {
                                 out[i] = Some(item.clone());
                             }
                         }
                     }
-                    Reply::End => {}
-                    other => return Err(unexpected(vec![other])),
+                    Response::End => {}
+                    _ => return Err(unexpected(vec![Reply::Text(r)])),
                 }
             }
             Ok(out)
@@ -151,18 +160,19 @@ pub fn get_replies(
 }
 
 fn meta_item(r: Reply) -> Result<Option<Item>> {
-    match r {
-        Reply::Meta {
+    let r = text(r)?;
+    match r.response() {
+        Response::Meta {
             code: MetaCode::En, ..
         } => Ok(None),
-        Reply::Meta {
+        Response::Meta {
             code: MetaCode::Va,
             flags,
             data,
         } => {
-            let f = ReturnFlags::parse(&flags);
+            let f = ReturnFlags::parse(flags);
             Ok(Some(Item {
-                value: data.unwrap_or_default(),
+                value: data.map(|d| r.part(d)).unwrap_or_default(),
                 flags: f.flags.unwrap_or(0),
                 cas: f.cas.unwrap_or(0),
                 ttl: f.ttl.map(|t| {
@@ -179,7 +189,7 @@ fn meta_item(r: Reply) -> Result<Option<Item>> {
                 win_taken: f.win_taken,
             }))
         }
-        other => Err(unexpected(vec![other])),
+        _ => Err(unexpected(vec![Reply::Text(r)])),
     }
 }
 
@@ -227,10 +237,8 @@ fn one(bytes: Vec<u8>) -> Job {
 /// The outcome of a store.
 pub fn store_reply(replies: Vec<Reply>) -> Result<Stored> {
     let r = single(replies)?;
-    let (outcome, cas) = match r {
-        Reply::Meta {
-            code, ref flags, ..
-        } => {
+    let (outcome, cas) = match r.response() {
+        Response::Meta { code, flags, .. } => {
             let outcome = match code {
                 MetaCode::Hd => StoreOutcome::Stored,
                 MetaCode::Ns => StoreOutcome::NotStored,
@@ -240,11 +248,11 @@ pub fn store_reply(replies: Vec<Reply>) -> Result<Stored> {
             };
             (outcome, ReturnFlags::parse(flags).cas.unwrap_or(0))
         }
-        Reply::Stored => (StoreOutcome::Stored, 0),
-        Reply::NotStored => (StoreOutcome::NotStored, 0),
-        Reply::Exists => (StoreOutcome::Exists, 0),
-        Reply::NotFound => (StoreOutcome::NotFound, 0),
-        other => return Err(other.into_error()),
+        Response::Stored => (StoreOutcome::Stored, 0),
+        Response::NotStored => (StoreOutcome::NotStored, 0),
+        Response::Exists => (StoreOutcome::Exists, 0),
+        Response::NotFound => (StoreOutcome::NotFound, 0),
+        _ => return Err(r.into_error()),
     };
     let cas = if outcome == StoreOutcome::Stored {
         cas
@@ -279,20 +287,21 @@ pub fn delete(dialect: Dialect, key: &[u8], o: &DeleteOptions) -> Result<Job> {
 
 /// The outcome of a delete.
 pub fn delete_reply(replies: Vec<Reply>) -> Result<DeleteOutcome> {
-    match single(replies)? {
-        Reply::Deleted
-        | Reply::Meta {
+    let r = single(replies)?;
+    match r.response() {
+        Response::Deleted
+        | Response::Meta {
             code: MetaCode::Hd, ..
         } => Ok(DeleteOutcome::Deleted),
-        Reply::NotFound
-        | Reply::Meta {
+        Response::NotFound
+        | Response::Meta {
             code: MetaCode::Nf, ..
         } => Ok(DeleteOutcome::NotFound),
-        Reply::Exists
-        | Reply::Meta {
+        Response::Exists
+        | Response::Meta {
             code: MetaCode::Ex, ..
         } => Ok(DeleteOutcome::Exists),
-        other => Err(other.into_error()),
+        _ => Err(r.into_error()),
     }
 }
 
@@ -336,39 +345,42 @@ fn parse_number(data: &[u8]) -> Result<u64> {
 
 /// The outcome of incr/decr.
 pub fn arith_reply(replies: Vec<Reply>) -> Result<ArithOutcome> {
-    match single(replies)? {
-        Reply::Number(value) => Ok(ArithOutcome::Value {
+    let r = single(replies)?;
+    match r.response() {
+        Response::Number(value) => Ok(ArithOutcome::Value {
             value,
             cas: 0,
             ttl: None,
         }),
-        Reply::Meta {
+        Response::Meta {
             code: MetaCode::Va,
             flags,
             data,
         } => {
-            let f = ReturnFlags::parse(&flags);
+            let f = ReturnFlags::parse(flags);
             Ok(ArithOutcome::Value {
-                value: parse_number(&data.unwrap_or_default())?,
+                value: parse_number(data.unwrap_or_default())?,
                 cas: f.cas.unwrap_or(0),
                 ttl: f.ttl.filter(|&t| t >= 0).map(|t| t as u32),
             })
         }
-        Reply::Meta {
+        Response::Meta {
             code: MetaCode::Hd, ..
         } => Err(Error::Protocol("ma reply without a value".into())),
-        Reply::NotFound
-        | Reply::Meta {
+        Response::NotFound
+        | Response::Meta {
             code: MetaCode::Nf, ..
         } => Ok(ArithOutcome::NotFound),
-        Reply::Meta {
+        Response::Meta {
             code: MetaCode::Ex, ..
         } => Ok(ArithOutcome::Exists),
-        Reply::Meta {
+        Response::Meta {
             code: MetaCode::Ns, ..
         } => Ok(ArithOutcome::NotStored),
-        Reply::ClientError(m) if m.contains("non-numeric") => Ok(ArithOutcome::NonNumeric),
-        other => Err(other.into_error()),
+        Response::ClientError(m) if String::from_utf8_lossy(m).contains("non-numeric") => {
+            Ok(ArithOutcome::NonNumeric)
+        }
+        _ => Err(r.into_error()),
     }
 }
 
@@ -388,10 +400,11 @@ pub fn touch(key: &[u8], exptime: Exptime) -> Job {
 
 /// Whether the key was touched.
 pub fn touch_reply(replies: Vec<Reply>) -> Result<bool> {
-    match single(replies)? {
-        Reply::Touched => Ok(true),
-        Reply::NotFound => Ok(false),
-        other => Err(other.into_error()),
+    let r = single(replies)?;
+    match r.response() {
+        Response::Touched => Ok(true),
+        Response::NotFound => Ok(false),
+        _ => Err(r.into_error()),
     }
 }
 
@@ -408,9 +421,10 @@ pub fn flush_all(delay: u32) -> Job {
 
 /// `OK`.
 pub fn ok_reply(replies: Vec<Reply>) -> Result<()> {
-    match single(replies)? {
-        Reply::Ok => Ok(()),
-        other => Err(other.into_error()),
+    let r = single(replies)?;
+    match r.response() {
+        Response::Ok => Ok(()),
+        _ => Err(r.into_error()),
     }
 }
 
@@ -433,11 +447,13 @@ pub fn stats(args: &str) -> Job {
 /// The `STAT` pairs.
 pub fn stats_reply(replies: Vec<Reply>) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
+    let text_of = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     for r in replies {
-        match r {
-            Reply::Stat(k, v) => out.push((k, v)),
-            Reply::End => {}
-            other => return Err(other.into_error()),
+        let r = text(r)?;
+        match r.response() {
+            Response::Stat { name, value } => out.push((text_of(name), text_of(value))),
+            Response::End => {}
+            _ => return Err(r.into_error()),
         }
     }
     Ok(out)
@@ -452,9 +468,10 @@ pub fn version() -> Job {
 
 /// The version string.
 pub fn version_reply(replies: Vec<Reply>) -> Result<String> {
-    match single(replies)? {
-        Reply::Version(v) => Ok(v),
-        other => Err(other.into_error()),
+    let r = single(replies)?;
+    match r.response() {
+        Response::Version(v) => Ok(String::from_utf8_lossy(v).into_owned()),
+        _ => Err(r.into_error()),
     }
 }
 
@@ -466,6 +483,7 @@ pub fn values(items: Vec<Option<Item>>) -> Vec<Option<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reply::tests::reply;
     use memkit_types::StoreMode;
 
     fn wire(job: Result<Job>) -> String {
@@ -529,22 +547,10 @@ mod tests {
 
     #[test]
     fn replies_to_outcomes() {
-        let va = |flags: &str, data: &str| Reply::Meta {
-            code: MetaCode::Va,
-            flags: Bytes::copy_from_slice(flags.as_bytes()),
-            data: Some(Bytes::copy_from_slice(data.as_bytes())),
-        };
         let items = get_replies(
             Dialect::Meta,
             &[b"a", b"b"],
-            vec![
-                va("f3 c9 t-1 W", "xy"),
-                Reply::Meta {
-                    code: MetaCode::En,
-                    flags: Bytes::new(),
-                    data: None,
-                },
-            ],
+            vec![reply("VA 2 f3 c9 t-1 W\r\nxy\r\n"), reply("EN\r\n")],
         )
         .unwrap();
         let a = items[0].clone().unwrap();
@@ -554,7 +560,7 @@ mod tests {
         );
         assert_eq!(items[1], None);
         assert_eq!(
-            arith_reply(vec![va("c4 t10", "12")]).unwrap(),
+            arith_reply(vec![reply("VA 2 c4 t10\r\n12\r\n")]).unwrap(),
             ArithOutcome::Value {
                 value: 12,
                 cas: 4,
@@ -562,16 +568,14 @@ mod tests {
             }
         );
         assert_eq!(
-            arith_reply(vec![Reply::ClientError(
-                "cannot increment or decrement non-numeric value".into()
+            arith_reply(vec![reply(
+                "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
             )])
             .unwrap(),
             ArithOutcome::NonNumeric
         );
         assert_eq!(
-            store_reply(vec![Reply::ServerError(
-                "object too large for cache".into()
-            )]),
+            store_reply(vec![reply("SERVER_ERROR object too large for cache\r\n")]),
             Err(Error::TooLarge)
         );
     }

@@ -21,9 +21,10 @@
 //! by default, TLS by plugging in a connector that wraps the socket.
 //!
 //! The reader decodes the connection's [`Protocol`]: text lines or binary frames, each
-//! copied out of the read buffer into a [`Reply`] (one `Bytes` per binary frame). A binary frame longer than the largest value the client accepts, plus
-//! room for a key and extras, closes the connection as a malformed reply rather than being
-//! buffered.
+//! reply's bytes copied out of the read buffer into a [`Reply`] (one `Bytes` per reply),
+//! which the protocol crate's decoder reads again for the caller. A binary frame longer
+//! than the largest value the client accepts, plus room for a key and extras, closes the
+//! connection as a malformed reply rather than being buffered.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -33,15 +34,15 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::{Buf, Bytes, BytesMut};
-use memkit_protocol::{DecodeError, Limits, binary, decode_response};
+use bytes::{Buf, BytesMut};
+use memkit_protocol::{DecodeError, Limits, binary};
 use memkit_types::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::distribution::ServerSpec;
-use crate::reply::{BinaryReply, Reply};
+use crate::reply::{BinaryReply, Reply, TextReply};
 
 /// Which of memcached's protocols a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -276,23 +277,18 @@ async fn read_loop(
         }
         loop {
             let reply = match protocol {
-                Protocol::Text => match decode_response(&buf, &limits) {
+                Protocol::Text => match TextReply::decode(&buf, &limits) {
                     Ok((r, used)) => {
-                        let reply = Reply::from_response(&r);
                         buf.advance(used);
-                        reply
+                        Reply::Text(r)
                     }
                     Err(DecodeError::Incomplete) => break,
                     Err(_) => return shared.close("malformed reply"),
                 },
-                Protocol::Binary => match binary::decode_response(&buf) {
+                Protocol::Binary => match BinaryReply::decode(&buf) {
                     Ok(Some((r, used))) => {
-                        // Copied, as text replies are: a reply kept by the caller must not
-                        // pin the read buffer it came from.
-                        let frame = Bytes::copy_from_slice(&buf[..used]);
-                        let reply = Reply::Binary(BinaryReply::new(r.header, frame));
                         buf.advance(used);
-                        reply
+                        Reply::Binary(r)
                     }
                     Ok(None) => match binary::Header::parse(&buf) {
                         Some(h) if h.body_len as usize > max_body => {

@@ -16,8 +16,8 @@
 //!   options need it) and its replies as outcomes; the [`Dialect`] switch.
 //! - [`binary`]: each `Memcache` call as binary frames (the protocol crate's client-side
 //!   encoder) and its replies as outcomes; what binary cannot say.
-//! - [`reply`]: owned replies (text lines, binary frames) and their mapping to
-//!   [`memkit_types::Error`].
+//! - [`reply`]: owned replies (text lines, binary frames), read through the protocol
+//!   crate's response types, and their mapping to [`memkit_types::Error`].
 //! - [`hash`]: libhashkit's key hashes (one_at_a_time, md5, crc, fnv1(a)_32/64), bit-exact.
 //! - [`distribution`]: [`ServerSpec`], modula, libmemcached's (weighted) ketama and PHP's
 //!   pecl memcache (consistent and standard).

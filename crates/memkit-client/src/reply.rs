@@ -1,75 +1,113 @@
-//! Owned replies, and the mapping of error replies to [`Error`].
+//! Owned replies read through the protocol crate's types, and the mapping of error replies
+//! to [`Error`].
 //!
-//! The codec's [`Response`] borrows the read buffer; the connection's reader turns each one
-//! into a [`Reply`] before it consumes the bytes, so a caller's reply outlives the buffer.
-//! A binary frame becomes a [`BinaryReply`]: the frame's bytes, copied once, with its parsed
-//! header; its key and value are slices of them.
+//! The codec's [`Response`] and [`binary::Response`] borrow the buffer they were decoded
+//! from. The connection's reader copies the bytes of each reply out of its read buffer once
+//! (a reply a caller keeps must not pin that buffer), and whoever reads the reply decodes
+//! those bytes again with the same decoder: [`TextReply::response`],
+//! [`BinaryReply::response`]. A value handed on (an [`memkit_types::Item`]'s) is a slice of
+//! the reply's bytes, not another copy.
 
 use bytes::Bytes;
-use memkit_protocol::binary::{HEADER_LEN, Header, Status};
-use memkit_protocol::{MetaCode, Response};
+use memkit_protocol::binary::{self, Header, Status};
+use memkit_protocol::{DecodeError, Limits, Response, decode_response};
 use memkit_types::Error;
 
-/// One reply line (with its data block), owned.
+/// One reply: a text line (with its data block) or a binary frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
-    /// `VALUE <key> <flags> <bytes> [<cas>]` + data.
-    Value {
-        /// Key.
-        key: Bytes,
-        /// Client flags.
-        flags: u32,
-        /// CAS, for gets/gats.
-        cas: Option<u64>,
-        /// Data.
-        data: Bytes,
-    },
-    /// `END`
-    End,
-    /// `STORED`
-    Stored,
-    /// `NOT_STORED`
-    NotStored,
-    /// `EXISTS`
-    Exists,
-    /// `NOT_FOUND`
-    NotFound,
-    /// `DELETED`
-    Deleted,
-    /// `TOUCHED`
-    Touched,
-    /// `OK`
-    Ok,
-    /// incr/decr result.
-    Number(u64),
-    /// `VERSION <v>`
-    Version(String),
-    /// `STAT <name> <value>`
-    Stat(String, String),
-    /// `ERROR`
-    Error,
-    /// `CLIENT_ERROR <msg>`
-    ClientError(String),
-    /// `SERVER_ERROR <msg>`
-    ServerError(String),
-    /// A meta reply: code, raw return flags, data for `VA`.
-    Meta {
-        /// Code.
-        code: MetaCode,
-        /// Return flags, space separated.
-        flags: Bytes,
-        /// The `VA` data block.
-        data: Option<Bytes>,
-    },
-    /// `MN`
-    MetaNoop,
-    /// Anything else (`RESET`, `ME ...`, `BUSY ...`).
-    Other(String),
+    /// A text or meta protocol reply.
+    Text(TextReply),
     /// A binary protocol response frame.
     Binary(BinaryReply),
 }
 
-/// One binary response frame: its header and its bytes (header included), owned.
+/// The bytes of one text reply: its line and, after `VALUE` or `VA`, its data block.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TextReply {
+    bytes: Bytes,
+}
+
+impl std::fmt::Debug for TextReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TextReply({:?})", String::from_utf8_lossy(&self.bytes))
+    }
+}
+
+impl TextReply {
+    /// The reply at the start of `buf` and how many bytes it took: [`decode_response`]'s
+    /// answer, its bytes copied.
+    pub fn decode<'a>(
+        buf: &'a [u8],
+        limits: &Limits,
+    ) -> Result<(TextReply, usize), DecodeError<'a>> {
+        let (_, used) = decode_response(buf, limits)?;
+        let bytes = Bytes::copy_from_slice(&buf[..used]);
+        Ok((TextReply { bytes }, used))
+    }
+
+    /// The reply, decoded from its bytes.
+    pub fn response(&self) -> Response<'_> {
+        // The bytes are one whole reply the decoder took, and no data block in them is
+        // longer than they are: under these limits it takes them the same way again.
+        let n = self.bytes.len();
+        let limits = Limits {
+            max_item_size: n,
+            max_line_len: n,
+            ..Limits::default()
+        };
+        match decode_response(&self.bytes, &limits) {
+            Ok((r, _)) => r,
+            Err(_) => Response::Other(&self.bytes),
+        }
+    }
+
+    /// `part` of [`TextReply::response`] (a value, a key) as `Bytes` sharing the reply's.
+    pub fn part(&self, part: &[u8]) -> Bytes {
+        self.bytes.slice_ref(part)
+    }
+
+    /// The reply's line, without its `\r\n`, for messages.
+    fn line(&self) -> String {
+        let end = self.bytes.iter().position(|&b| b == b'\r' || b == b'\n');
+        text(&self.bytes[..end.unwrap_or(self.bytes.len())])
+    }
+
+    /// Whether the reply is an error line: it ends a request whatever was asked.
+    pub fn is_error(&self) -> bool {
+        matches!(
+            self.response(),
+            Response::Error | Response::ClientError(_) | Response::ServerError(_)
+        )
+    }
+
+    /// The [`Error`] for a reply that is not a normal outcome of the request.
+    pub fn into_error(self) -> Error {
+        match self.response() {
+            Response::ServerError(m) => {
+                let m = text(m);
+                if m.contains("object too large") {
+                    Error::TooLarge
+                } else if m.contains("out of memory") {
+                    Error::OutOfMemory
+                } else {
+                    Error::Server(m)
+                }
+            }
+            // Keys are validated before sending, so this is the server's key check.
+            Response::ClientError(m) if m.starts_with(b"bad command line format") => {
+                Error::InvalidKey
+            }
+            Response::ClientError(m) => Error::Client(text(m)),
+            Response::Error => {
+                Error::Protocol("ERROR: the server does not know the command".into())
+            }
+            _ => Error::Protocol(format!("unexpected reply {:?}", self.line())),
+        }
+    }
+}
+
+/// One binary response frame (header included), owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BinaryReply {
     header: Header,
@@ -77,11 +115,29 @@ pub struct BinaryReply {
 }
 
 impl BinaryReply {
-    /// A frame whose header `header` was parsed from `frame`, which holds exactly the
-    /// header and `header.body_len` bytes of body.
-    pub fn new(header: Header, frame: Bytes) -> BinaryReply {
-        debug_assert_eq!(frame.len(), HEADER_LEN + header.body_len as usize);
-        BinaryReply { header, frame }
+    /// The frame at the start of `buf` and how many bytes it took:
+    /// [`binary::decode_response`]'s answer (`Ok(None)` until the frame is whole), the
+    /// frame copied.
+    pub fn decode(buf: &[u8]) -> Result<Option<(BinaryReply, usize)>, &'static str> {
+        Ok(binary::decode_response(buf)?.map(|(r, used)| {
+            let frame = Bytes::copy_from_slice(&buf[..used]);
+            let header = r.header;
+            (BinaryReply { header, frame }, used)
+        }))
+    }
+
+    /// The frame, decoded from its bytes.
+    pub fn response(&self) -> binary::Response<'_> {
+        match binary::decode_response(&self.frame) {
+            Ok(Some((r, _))) => r,
+            // Not reached: the frame is one the decoder took whole.
+            _ => binary::Response {
+                header: self.header,
+                extras: &[],
+                key: &[],
+                value: &[],
+            },
+        }
     }
 
     /// The header (its `status` field is the status code).
@@ -114,29 +170,24 @@ impl BinaryReply {
         self.header.opaque
     }
 
-    fn part(&self, from: usize, len: usize) -> Bytes {
-        self.frame.slice(HEADER_LEN + from..HEADER_LEN + from + len)
-    }
-
     /// Extras (a get hit's flags).
     pub fn extras(&self) -> Bytes {
-        self.part(0, self.header.extras_len.into())
+        self.frame.slice_ref(self.response().extras)
     }
 
     /// Key (a stat's name).
     pub fn key(&self) -> Bytes {
-        self.part(self.header.extras_len.into(), self.header.key_len.into())
+        self.frame.slice_ref(self.response().key)
     }
 
     /// Value (a get hit's data, an error's message, a stat's value).
     pub fn value(&self) -> Bytes {
-        let head = usize::from(self.header.extras_len) + usize::from(self.header.key_len);
-        self.part(head, self.header.body_len as usize - head)
+        self.frame.slice_ref(self.response().value)
     }
 
     /// The [`Error`] for a status that is not a normal outcome of the request.
     pub fn into_error(self) -> Error {
-        let msg = String::from_utf8_lossy(&self.value()).into_owned();
+        let msg = text(self.response().value);
         match self.status() {
             Some(Status::TooLarge) => Error::TooLarge,
             Some(Status::OutOfMemory) if msg.starts_with("Out of memory") => Error::OutOfMemory,
@@ -163,54 +214,11 @@ fn text(b: &[u8]) -> String {
 }
 
 impl Reply {
-    /// Copies a decoded response out of the read buffer.
-    pub fn from_response(r: &Response<'_>) -> Reply {
-        match *r {
-            Response::Value {
-                key,
-                flags,
-                cas,
-                data,
-            } => Reply::Value {
-                key: Bytes::copy_from_slice(key),
-                flags,
-                cas,
-                data: Bytes::copy_from_slice(data),
-            },
-            Response::End => Reply::End,
-            Response::Stored => Reply::Stored,
-            Response::NotStored => Reply::NotStored,
-            Response::Exists => Reply::Exists,
-            Response::NotFound => Reply::NotFound,
-            Response::Deleted => Reply::Deleted,
-            Response::Touched => Reply::Touched,
-            Response::Ok => Reply::Ok,
-            Response::Number(n) => Reply::Number(n),
-            Response::Version(v) => Reply::Version(text(v)),
-            Response::Stat { name, value } => Reply::Stat(text(name), text(value)),
-            Response::Error => Reply::Error,
-            Response::ClientError(m) => Reply::ClientError(text(m)),
-            Response::ServerError(m) => Reply::ServerError(text(m)),
-            Response::Meta { code, flags, data } => Reply::Meta {
-                code,
-                flags: Bytes::copy_from_slice(flags),
-                data: data.map(Bytes::copy_from_slice),
-            },
-            Response::MetaNoop => Reply::MetaNoop,
-            Response::Reset => Reply::Other("RESET".into()),
-            Response::MetaDebug { key, info } => {
-                Reply::Other(format!("ME {} {}", text(key), text(info)))
-            }
-            Response::Other(l) => Reply::Other(text(l)),
-        }
-    }
-
-    /// Whether this line ends a request whatever was asked (an error reply).
+    /// Whether this reply ends a request whatever was asked (an error reply).
     pub fn is_error(&self) -> bool {
         match self {
-            Reply::Error | Reply::ClientError(_) | Reply::ServerError(_) => true,
+            Reply::Text(t) => t.is_error(),
             Reply::Binary(b) => !b.is_ok(),
-            _ => false,
         }
     }
 
@@ -218,51 +226,80 @@ impl Reply {
     /// the binary protocol the empty `STAT` frame.
     pub fn ends_list(&self) -> bool {
         match self {
-            Reply::End => true,
+            Reply::Text(t) => matches!(
+                t.response(),
+                Response::End
+                    | Response::Error
+                    | Response::ClientError(_)
+                    | Response::ServerError(_)
+            ),
             Reply::Binary(b) => !b.is_ok() || (b.header.key_len == 0 && b.header.body_len == 0),
-            r => r.is_error(),
         }
     }
 
     /// The [`Error`] for a reply that is not a normal outcome of the request.
     pub fn into_error(self) -> Error {
         match self {
-            Reply::ServerError(m) if m.contains("object too large") => Error::TooLarge,
-            Reply::ServerError(m) if m.contains("out of memory") => Error::OutOfMemory,
-            Reply::ServerError(m) => Error::Server(m),
-            // Keys are validated before sending, so this is the server's key check.
-            Reply::ClientError(m) if m.starts_with("bad command line format") => Error::InvalidKey,
-            Reply::ClientError(m) => Error::Client(m),
-            Reply::Error => Error::Protocol("ERROR: the server does not know the command".into()),
+            Reply::Text(t) => t.into_error(),
             Reply::Binary(b) => b.into_error(),
-            other => Error::Protocol(format!("unexpected reply {other:?}")),
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// The reply `wire` holds, whole.
+    pub(crate) fn reply(wire: &str) -> Reply {
+        let (r, used) = TextReply::decode(wire.as_bytes(), &Limits::default()).unwrap();
+        assert_eq!(used, wire.len(), "one reply: {wire:?}");
+        Reply::Text(r)
+    }
 
     #[test]
     fn errors_map_to_types() {
-        let e = |r: Reply| r.into_error();
+        let e = |wire: &str| reply(wire).into_error();
         assert_eq!(
-            e(Reply::ServerError("object too large for cache".into())),
+            e("SERVER_ERROR object too large for cache\r\n"),
             Error::TooLarge
         );
         assert_eq!(
-            e(Reply::ServerError("out of memory storing object".into())),
+            e("SERVER_ERROR out of memory storing object\r\n"),
             Error::OutOfMemory
         );
         assert_eq!(
-            e(Reply::ClientError("bad command line format".into())),
+            e("CLIENT_ERROR bad command line format\r\n"),
             Error::InvalidKey
         );
         assert_eq!(
-            e(Reply::ClientError("bad data chunk".into())),
+            e("CLIENT_ERROR bad data chunk\r\n"),
             Error::Client("bad data chunk".into())
         );
-        assert!(matches!(e(Reply::Stored), Error::Protocol(_)));
+        assert_eq!(
+            e("STORED\r\n"),
+            Error::Protocol("unexpected reply \"STORED\"".into())
+        );
+    }
+
+    #[test]
+    fn a_reply_reads_back_as_the_decoder_read_it() {
+        let wire = b"VALUE k 5 2 9\r\nxy\r\nEND\r\n";
+        let (r, used) = TextReply::decode(wire, &Limits::default()).unwrap();
+        assert_eq!(used, 19, "the VALUE and its block, not the END");
+        let Response::Value {
+            key,
+            flags,
+            cas,
+            data,
+        } = r.response()
+        else {
+            panic!("{r:?}");
+        };
+        assert_eq!((key, flags, cas, data), (&b"k"[..], 5, Some(9), &b"xy"[..]));
+        assert_eq!(r.part(data), Bytes::from_static(b"xy"));
+        assert!(reply("END\r\n").ends_list());
+        assert!(reply("SERVER_ERROR busy\r\n").ends_list());
+        assert!(!reply("STAT pid 1\r\n").ends_list());
     }
 }

@@ -23,6 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::auth::Credentials;
 use crate::conn::Stream;
+use crate::reply::BinaryReply;
 
 /// The one mechanism offered.
 const PLAIN: &[u8] = b"PLAIN";
@@ -31,21 +32,9 @@ const MAX_STEPS: usize = 4;
 /// The largest SASL reply read (a mechanism list or a challenge).
 const MAX_BODY: usize = 64 * 1024;
 
-/// One reply frame: its header and body.
-struct Frame {
-    header: Header,
-    body: Vec<u8>,
-}
-
-impl Frame {
-    fn status(&self) -> Option<Status> {
-        Status::from_u16(self.header.status)
-    }
-
-    fn text(&self) -> String {
-        let skip = usize::from(self.header.extras_len) + usize::from(self.header.key_len);
-        String::from_utf8_lossy(self.body.get(skip..).unwrap_or_default()).into_owned()
-    }
+/// A reply's value (a mechanism list, an error's message) as text.
+fn text(reply: &BinaryReply) -> String {
+    String::from_utf8_lossy(&reply.value()).into_owned()
 }
 
 fn io(e: std::io::Error) -> Error {
@@ -54,7 +43,12 @@ fn io(e: std::io::Error) -> Error {
 
 /// Sends one request and reads its reply. Nothing else is in flight on the stream, so
 /// reading exactly one frame takes nothing that belongs to a later request.
-async fn call(stream: &mut Box<dyn Stream>, opcode: u8, mech: &[u8], data: &[u8]) -> Result<Frame> {
+async fn call(
+    stream: &mut Box<dyn Stream>,
+    opcode: u8,
+    mech: &[u8],
+    data: &[u8],
+) -> Result<BinaryReply> {
     let cmd = match opcode {
         op::SASL_LIST_MECHS => Command::SaslListMechs,
         _ => Command::SaslAuth {
@@ -66,29 +60,34 @@ async fn call(stream: &mut Box<dyn Stream>, opcode: u8, mech: &[u8], data: &[u8]
     let out = crate::binary::request(opcode, cmd);
     stream.write_all(&out).await.map_err(io)?;
     stream.flush().await.map_err(io)?;
-    let mut head = [0u8; HEADER_LEN];
-    stream.read_exact(&mut head).await.map_err(io)?;
-    let header = Header::parse(&head).expect("a whole header");
+    let mut frame = vec![0u8; HEADER_LEN];
+    stream.read_exact(&mut frame).await.map_err(io)?;
+    let header = Header::parse(&frame).expect("a whole header");
     if header.magic != binary::RESPONSE_MAGIC {
         return Err(Error::Protocol(
             "SASL authentication: not a binary reply (is this a binary-protocol server?)".into(),
         ));
     }
+    let malformed = || Error::Protocol("SASL authentication: malformed reply".into());
     let len = header.body_len as usize;
-    if len > MAX_BODY || usize::from(header.extras_len) + usize::from(header.key_len) > len {
-        return Err(Error::Protocol(
-            "SASL authentication: malformed reply".into(),
-        ));
+    if len > MAX_BODY {
+        return Err(malformed());
     }
-    let mut body = vec![0u8; len];
-    stream.read_exact(&mut body).await.map_err(io)?;
-    if header.opcode != opcode {
+    frame.resize(HEADER_LEN + len, 0);
+    stream
+        .read_exact(&mut frame[HEADER_LEN..])
+        .await
+        .map_err(io)?;
+    let Ok(Some((reply, _))) = BinaryReply::decode(&frame) else {
+        return Err(malformed());
+    };
+    if reply.opcode() != opcode {
         return Err(Error::Protocol(format!(
             "SASL authentication: reply to opcode 0x{:02x} for 0x{opcode:02x}",
-            header.opcode
+            reply.opcode()
         )));
     }
-    Ok(Frame { header, body })
+    Ok(reply)
 }
 
 /// Authenticates a fresh binary stream with PLAIN, before it carries anything else. The
@@ -102,12 +101,12 @@ pub(crate) async fn login(stream: &mut Box<dyn Stream>, creds: &Credentials) -> 
         _ => {
             return Err(Error::Protocol(format!(
                 "SASL authentication: listing mechanisms: status 0x{:04x} {}",
-                mechs.header.status,
-                mechs.text()
+                mechs.header().status,
+                text(&mechs)
             )));
         }
     }
-    let list = mechs.text();
+    let list = text(&mechs);
     if !list
         .split_ascii_whitespace()
         .any(|m| m.as_bytes().eq_ignore_ascii_case(PLAIN))
@@ -135,14 +134,14 @@ pub(crate) async fn login(stream: &mut Box<dyn Stream>, creds: &Credentials) -> 
                 return Err(Error::Client(format!(
                     "SASL authentication failed for user {:?}: {}",
                     creds.username(),
-                    reply.text()
+                    text(&reply)
                 )));
             }
             _ => {
                 return Err(Error::Protocol(format!(
                     "SASL authentication: status 0x{:04x} {}",
-                    reply.header.status,
-                    reply.text()
+                    reply.header().status,
+                    text(&reply)
                 )));
             }
         }

@@ -10,12 +10,11 @@
 
 mod common;
 
-use std::path::PathBuf;
-
-use common::{Memcached, Memkitd, config, free_port};
+use common::{Memcached, Memkitd, config};
 use memkit_client::{
     Client, ClientConfig, Cluster, ClusterConfig, Credentials, Distribution, Protocol, ServerSpec,
 };
+use memkit_testkit::tempdir::{TempDir, tempdir};
 use memkit_types::{Error, Exptime, GetOptions, Memcache, StoreOutcome};
 
 const USER: &str = "alice";
@@ -24,20 +23,15 @@ const PASSWORD: &str = "s3cret pw";
 /// A private directory with the users: a pwdb file for memkitd, and the sasldb the harness
 /// writes for real memcached (`memcached::spawn_sasl`).
 struct Users {
-    dir: PathBuf,
+    dir: TempDir,
 }
 
 impl Users {
-    fn new(tag: &str) -> Users {
-        let dir = std::env::temp_dir().join(format!(
-            "memkit-client-sasl-{tag}-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+    fn new() -> Users {
+        let dir = tempdir("client-sasl");
         // A line with extra fields and CRLF, as memcached's pwdb reader takes them.
         std::fs::write(
-            dir.join("pwdb"),
+            dir.path().join("pwdb"),
             format!("bob:hunter2:extra\r\n{USER}:{PASSWORD}\n"),
         )
         .unwrap();
@@ -45,19 +39,13 @@ impl Users {
     }
 
     fn pwdb(&self) -> String {
-        self.dir.join("pwdb").to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for Users {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.dir.path().join("pwdb").to_string_lossy().into_owned()
     }
 }
 
 /// Real memcached `-S` with the same users as the pwdb, through the harness.
 fn sasl_memcached(users: &Users) -> Option<memkit_testkit::memcached::Memcached> {
-    memkit_testkit::memcached::spawn_sasl(&users.dir, &[(USER, PASSWORD), ("bob", "hunter2")])
+    memkit_testkit::memcached::spawn_sasl(users.dir.path(), &[(USER, PASSWORD), ("bob", "hunter2")])
 }
 
 fn spec_of(m: &memkit_testkit::memcached::Memcached) -> ServerSpec {
@@ -219,7 +207,7 @@ async fn refused(spec: ServerSpec, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memkitd_sasl_every_call_and_refusals() {
-    let users = Users::new("memkitd");
+    let users = Users::new();
     let d = Memkitd::start_with(&["-S", "--sasl-pwdb", &users.pwdb()]);
     let c = Client::new(d.spec(), with_password(PASSWORD));
     assert_eq!(c.config().protocol, Protocol::Binary);
@@ -246,7 +234,7 @@ async fn memkitd_sasl_every_call_and_refusals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memkitd_sasl_through_a_cluster() {
-    let users = Users::new("cluster");
+    let users = Users::new();
     let servers: Vec<Memkitd> = (0..3)
         .map(|_| Memkitd::start_with(&["-S", "--sasl-pwdb", &users.pwdb()]))
         .collect();
@@ -310,7 +298,7 @@ async fn what_binary_cannot_say_fails_before_sending() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_memcached_sasl() {
-    let users = Users::new("memcached");
+    let users = Users::new();
     let Some(m) = sasl_memcached(&users) else {
         return;
     };

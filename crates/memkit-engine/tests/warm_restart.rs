@@ -5,23 +5,17 @@
 //! once.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use memkit_engine::{Engine, EngineConfig, EvictionPolicy, WarmError};
+use memkit_testkit::tempdir;
 use memkit_types::{
     Clock, DeleteOptions, Exptime, GetOptions, ManualClock, StoreMode, StoreOptions, Ttl,
 };
 
 fn config(mb: usize, clock: &ManualClock) -> EngineConfig {
     EngineConfig::with_memory(mb << 20).clock(Arc::new(clock.clone()))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("memkit-warm-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("cache")
 }
 
 /// What a reader sees of an item.
@@ -136,7 +130,8 @@ fn every_live_item_comes_back_with_its_cas_flags_ttl_and_bits() {
 fn round_trip(policy: EvictionPolicy, clear: bool) {
     const N: usize = 20_000;
     let clock = ManualClock::default();
-    let path = scratch(&format!("roundtrip-{policy:?}-{clear}"));
+    let dir = tempdir("warm");
+    let path = dir.path().join("cache");
     let cfg = || EngineConfig {
         eviction: policy,
         ..config(64, &clock)
@@ -245,7 +240,8 @@ fn assert_cleared(e: &Engine, before: &HashMap<Vec<u8>, Option<Seen>>) {
 #[test]
 fn a_pending_delayed_flush_survives_the_restart() {
     let clock = ManualClock::default();
-    let path = scratch("flush");
+    let dir = tempdir("warm");
+    let path = dir.path().join("cache");
     let e = Engine::new(config(8, &clock));
     let opts = StoreOptions::new(StoreMode::Set, 0, Exptime::NEVER);
     e.store(b"a", b"1", &opts).unwrap();
@@ -287,7 +283,8 @@ fn restore_from(clock: &ManualClock, path: &Path, bytes: &[u8], mb: usize) -> Re
 #[test]
 fn damaged_foreign_or_mismatched_files_start_empty() {
     let clock = ManualClock::default();
-    let path = scratch("damaged");
+    let dir = tempdir("warm");
+    let path = dir.path().join("cache");
     let good = saved_bytes(&clock, &path);
     assert!(restore_from(&clock, &path, &good, 16).unwrap() > 0);
     let mut cases: Vec<(&str, Vec<u8>, &str)> = Vec::new();
@@ -339,7 +336,8 @@ fn damaged_foreign_or_mismatched_files_start_empty() {
 #[test]
 fn a_cut_short_save_leaves_nothing_to_restore() {
     let clock = ManualClock::default();
-    let path = scratch("tmp");
+    let dir = tempdir("warm");
+    let path = dir.path().join("cache");
     // A save interrupted before its rename leaves FILE.tmp; it is never read.
     let good = saved_bytes(&clock, &path);
     std::fs::remove_file(&path).unwrap();

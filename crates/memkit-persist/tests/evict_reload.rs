@@ -3,13 +3,12 @@
 //! at random points. RAM is cut to 1 MiB and, where a step says so, filler writes push the
 //! sequence's keys out of it, so the next command on them reads through from disk.
 
-mod common;
-
 use std::sync::Arc;
 
 use memkit_engine::{Embedded, EngineConfig};
 use memkit_persist::{Durability, PersistOptions, Persistent};
 use memkit_testkit::ops::{self, KEYS, Op};
+use memkit_testkit::tempdir::{self, TempDir};
 use memkit_types::blocking::block_on;
 use memkit_types::{
     ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, Exptime, GetOptions, Item,
@@ -40,7 +39,7 @@ fn disturb() -> impl Strategy<Value = Disturb> {
 
 /// A persistent engine that can be closed and reopened under the test's feet.
 struct Reopening {
-    dir: common::TempDir,
+    dir: TempDir,
     clock: ManualClock,
     durability: Durability,
     cur: Mutex<Option<Persistent>>,
@@ -52,7 +51,7 @@ struct Reopening {
 impl Reopening {
     fn new(durability: Durability) -> Reopening {
         let r = Reopening {
-            dir: common::TempDir::in_memory("evict"),
+            dir: tempdir::in_memory("persist-evict"),
             clock: ManualClock::default(),
             durability,
             cur: Mutex::new(None),
@@ -66,7 +65,7 @@ impl Reopening {
     fn open(&self) {
         let opts = PersistOptions {
             durability: self.durability,
-            ..PersistOptions::new(&self.dir.0)
+            ..PersistOptions::new(self.dir.path().join("store"))
         };
         let cfg = EngineConfig::with_memory(16 << 20).clock(Arc::new(self.clock.clone()));
         let p = memkit_persist::open(&opts, cfg).unwrap();

@@ -1,24 +1,23 @@
 //! What survives a restart, and a data set larger than RAM.
 
-mod common;
-
 use std::sync::Arc;
 
 use memkit_engine::{Embedded, EngineConfig};
 use memkit_persist::{Durability, PersistOptions, Persistent};
+use memkit_testkit::tempdir::{TempDir, tempdir};
 use memkit_types::{Blocking, Exptime, ManualClock, SystemClock};
 
-fn open(dir: &common::TempDir, mem: usize, clock: Arc<dyn memkit_types::Clock>) -> Persistent {
+fn open(dir: &TempDir, mem: usize, clock: Arc<dyn memkit_types::Clock>) -> Persistent {
     let opts = PersistOptions {
         durability: Durability::Sync,
-        ..PersistOptions::new(&dir.0)
+        ..PersistOptions::new(dir.path().join("store"))
     };
     memkit_persist::open(&opts, EngineConfig::with_memory(mem).clock(clock)).unwrap()
 }
 
 #[test]
 fn items_flags_expiry_and_cas_survive_a_reopen() {
-    let dir = common::TempDir::new("reopen");
+    let dir = tempdir("persist-reopen");
     let clock = ManualClock::new(1_700_000_000);
     let (cas_a, last_cas);
     {
@@ -67,7 +66,7 @@ fn items_flags_expiry_and_cas_survive_a_reopen() {
 
 #[test]
 fn a_data_set_four_times_ram_reads_back_whole() {
-    let dir = common::TempDir::new("big");
+    let dir = tempdir("persist-big");
     // 16 MiB budget (the engine gets 8 of it); 64 MiB of values.
     let p = open(&dir, 16 << 20, Arc::new(SystemClock));
     let c = Blocking(Embedded::from(p.engine.clone()));

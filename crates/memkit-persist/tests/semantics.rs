@@ -1,20 +1,19 @@
 //! The persistent engine keeps memcached's semantics: the shared conformance suite and the
 //! model-based property test, run on an engine over a fresh store.
 
-mod common;
-
 use std::sync::Arc;
 
 use memkit_engine::{Embedded, EngineConfig};
 use memkit_persist::{Durability, PersistOptions, Persistent};
+use memkit_testkit::tempdir::{TempDir, tempdir};
 use memkit_types::ManualClock;
 use memkit_types::blocking::block_on;
 use proptest::prelude::*;
 
-fn open(dir: &common::TempDir, clock: &ManualClock, durability: Durability) -> Persistent {
+fn open(dir: &TempDir, clock: &ManualClock, durability: Durability) -> Persistent {
     let opts = PersistOptions {
         durability,
-        ..PersistOptions::new(&dir.0)
+        ..PersistOptions::new(dir.path().join("store"))
     };
     let cfg = EngineConfig::with_memory(64 << 20).clock(Arc::new(clock.clone()));
     memkit_persist::open(&opts, cfg).unwrap()
@@ -22,7 +21,7 @@ fn open(dir: &common::TempDir, clock: &ManualClock, durability: Durability) -> P
 
 #[test]
 fn persistent_engine_passes_the_conformance_suite() {
-    let dir = common::TempDir::new("suite");
+    let dir = tempdir("persist-suite");
     let clock = ManualClock::default();
     let p = open(&dir, &clock, Durability::Sync);
     let s = Embedded::from(p.engine.clone());
@@ -34,7 +33,7 @@ proptest! {
 
     #[test]
     fn persistent_engine_agrees_with_the_model(ops in memkit_testkit::ops::ops(1..60)) {
-        let dir = common::TempDir::new("model");
+        let dir = tempdir("persist-model");
         let clock = ManualClock::default();
         let p = open(&dir, &clock, Durability::None);
         let s = Embedded::from(p.engine.clone());

@@ -4,7 +4,7 @@
 //! the limits themselves are described in docs/limits.md.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 mod daemon;
 
 use memkit_testkit::TestServer;
+use memkit_testkit::wire::{BlockingWire, Until};
 
 /// The harness's memkitd child on a free loopback port, killed (by its PID) when dropped.
 struct Memkitd {
@@ -48,18 +49,15 @@ impl Memkitd {
         self.try_stats().expect("stats answered")
     }
 
-    /// `stats`, or `None` when the connection is refused (at the connection limit).
+    /// `stats`, or `None` when the connection is refused (at the connection limit: an
+    /// `ERROR` line, then the close).
     fn try_stats(&self) -> Option<HashMap<String, u64>> {
-        let mut c = Client::connect(self.addr).ok()?;
-        c.0.get_mut().write_all(b"stats\r\n").ok()?;
+        let mut c = client(self.addr).ok()?;
+        let reply = c.try_ask(b"stats\r\n", Until::END).ok()?;
         let mut map = HashMap::new();
-        loop {
-            let mut line = String::new();
-            if c.0.read_line(&mut line).ok()? == 0 || line.starts_with("ERROR") {
+        for line in reply.lines() {
+            if line.starts_with("ERROR") {
                 return None;
-            }
-            if line == "END\r\n" {
-                return Some(map);
             }
             let mut w = line.split_whitespace();
             if let (Some("STAT"), Some(k), Some(v)) = (w.next(), w.next(), w.next())
@@ -68,6 +66,7 @@ impl Memkitd {
                 map.insert(k.to_string(), v);
             }
         }
+        Some(map)
     }
 
     /// Waits until `curr_connections` (which counts the asking connection) is `n`;
@@ -91,34 +90,9 @@ impl Memkitd {
     }
 }
 
-/// A blocking text-protocol client with a 10 s read timeout.
-struct Client(BufReader<TcpStream>);
-
-impl Client {
-    fn connect(addr: SocketAddr) -> std::io::Result<Client> {
-        let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        Ok(Client(BufReader::new(s)))
-    }
-
-    /// Sends `req` and reads lines until one ends with `end`.
-    fn ask(&mut self, req: &str, end: &str) -> String {
-        self.try_ask(req, end).unwrap()
-    }
-
-    fn try_ask(&mut self, req: &str, end: &str) -> std::io::Result<String> {
-        self.0.get_mut().write_all(req.as_bytes())?;
-        let mut reply = String::new();
-        while !reply.ends_with(end) {
-            if self.0.read_line(&mut reply)? == 0 {
-                return Err(std::io::Error::new(
-                    ErrorKind::UnexpectedEof,
-                    format!("closed; got {reply:?}"),
-                ));
-            }
-        }
-        Ok(reply)
-    }
+/// A text-protocol client whose replies may take 10 s.
+fn client(addr: SocketAddr) -> std::io::Result<BlockingWire> {
+    Ok(BlockingWire::tcp(addr)?.with_timeout(Duration::from_secs(10)))
 }
 
 /// Whether the server closes `s` within `within` (reading and dropping what it sends).
@@ -142,15 +116,15 @@ fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
 /// failing on any wrong or late (10 s) reply. Returns the number of round trips.
 fn well_behaved(addr: SocketAddr, stop: Arc<AtomicBool>) -> thread::JoinHandle<u64> {
     thread::spawn(move || {
-        let mut c = Client::connect(addr).unwrap();
+        let mut c = client(addr).unwrap();
         let mut n = 0u64;
         let mut worst = Duration::ZERO;
         while !stop.load(Ordering::Relaxed) || n < 10 {
             let t = Instant::now();
             let v = format!("value-{n}");
             let set = format!("set wb:{n} 0 0 {}\r\n{v}\r\n", v.len());
-            assert_eq!(c.ask(&set, "\r\n"), "STORED\r\n");
-            let got = c.ask(&format!("get wb:{n}\r\n"), "END\r\n");
+            assert_eq!(c.ask(set.as_bytes(), Until::LINE), "STORED\r\n");
+            let got = c.ask(format!("get wb:{n}\r\n").as_bytes(), Until::END);
             assert_eq!(got, format!("VALUE wb:{n} 0 {}\r\n{v}\r\nEND\r\n", v.len()));
             worst = worst.max(t.elapsed());
             n += 1;
@@ -197,15 +171,15 @@ fn push_without_reading(s: &mut TcpStream, data: &[u8], within: Duration) -> usi
 #[test]
 fn a_client_that_never_reads_cannot_make_the_server_buffer() {
     let m = Memkitd::start(&["-m", "64"]);
-    let mut setup = Client::connect(m.addr).unwrap();
+    let mut setup = client(m.addr).unwrap();
     let big = "x".repeat(512 * 1024);
     let set = format!("set big 0 0 {}\r\n{big}\r\n", big.len());
-    assert_eq!(setup.ask(&set, "\r\n"), "STORED\r\n");
+    assert_eq!(setup.ask(set.as_bytes(), Until::LINE), "STORED\r\n");
     let kib = "y".repeat(1024);
     let set = format!("set kib 0 0 1024\r\n{kib}\r\n");
-    assert_eq!(setup.ask(&set, "\r\n"), "STORED\r\n");
+    assert_eq!(setup.ask(set.as_bytes(), Until::LINE), "STORED\r\n");
     assert_eq!(
-        setup.ask("set small 0 0 3\r\nabc\r\n", "\r\n"),
+        setup.ask(b"set small 0 0 3\r\nabc\r\n", Until::LINE),
         "STORED\r\n"
     );
     let base = m.rss_kib();
@@ -235,7 +209,7 @@ fn a_client_that_never_reads_cannot_make_the_server_buffer() {
 
     // Others are served meanwhile.
     assert_eq!(
-        setup.ask("get small\r\n", "END\r\n"),
+        setup.ask(b"get small\r\n", Until::END),
         "VALUE small 0 3\r\nabc\r\nEND\r\n"
     );
     drop((huge, pipe));
@@ -245,16 +219,16 @@ fn a_client_that_never_reads_cannot_make_the_server_buffer() {
 #[test]
 fn a_multi_get_written_in_pieces_keeps_its_order() {
     let m = Memkitd::start(&[]);
-    let mut c = Client::connect(m.addr).unwrap();
+    let mut c = client(m.addr).unwrap();
     // 200 KiB values: the reply is cut after every second value or so.
     let keys = ["a", "b", "a", "c", "d", "b", "e", "a"];
     let value = |k: &str| k.repeat(200 * 1024);
     for k in ["a", "b", "c", "d", "e"] {
         let v = value(k);
         let set = format!("set {k} 0 0 {}\r\n{v}\r\n", v.len());
-        assert_eq!(c.ask(&set, "\r\n"), "STORED\r\n");
+        assert_eq!(c.ask(set.as_bytes(), Until::LINE), "STORED\r\n");
     }
-    let reply = c.ask(&format!("get {}\r\n", keys.join(" ")), "END\r\n");
+    let reply = c.ask(format!("get {}\r\n", keys.join(" ")).as_bytes(), Until::END);
     let want: String = keys
         .iter()
         .map(|k| format!("VALUE {k} 0 {}\r\n{}\r\n", 200 * 1024, value(k)))
@@ -267,10 +241,10 @@ fn a_multi_get_written_in_pieces_keeps_its_order() {
 #[test]
 fn a_stuck_writer_is_closed_after_the_idle_timeout() {
     let m = Memkitd::start(&["-o", "idle_timeout=1"]);
-    let mut setup = Client::connect(m.addr).unwrap();
+    let mut setup = client(m.addr).unwrap();
     let big = "x".repeat(256 * 1024);
     let set = format!("set big 0 0 {}\r\n{big}\r\n", big.len());
-    assert_eq!(setup.ask(&set, "\r\n"), "STORED\r\n");
+    assert_eq!(setup.ask(set.as_bytes(), Until::LINE), "STORED\r\n");
     let mut stuck = TcpStream::connect(m.addr).unwrap();
     stuck
         .write_all(format!("get{}\r\n", " big".repeat(400)).as_bytes())
@@ -327,9 +301,9 @@ fn slow_loris_senders_do_not_hold_up_others() {
         s.read_exact(&mut reply).unwrap();
         assert_eq!(&reply, b"STORED\r\n");
     }
-    let mut c = Client::connect(m.addr).unwrap();
+    let mut c = client(m.addr).unwrap();
     assert_eq!(
-        c.ask("get loris:007\r\n", "END\r\n"),
+        c.ask(b"get loris:007\r\n", Until::END),
         "VALUE loris:007 0 5\r\nv0007\r\nEND\r\n"
     );
 }

@@ -3,69 +3,36 @@
 //! byte is memcached's own. memcached is skipped with a note when it is not installed,
 //! unless `CI=true` makes that a failure.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use memkit_server::{Args, Settings, Shared};
+use memkit_testkit::tempdir::{TempDir, tempdir};
+use memkit_testkit::wire::{BlockingWire, Until};
 use memkit_testkit::{TestServer, memcached};
 
-/// A file in the temp dir, removed on drop.
-struct TempFile(PathBuf);
+/// An auth file (`-Y`) in a scratch directory of its own, removed on drop.
+struct AuthFile {
+    path: String,
+    _dir: TempDir,
+}
 
-impl TempFile {
-    fn new(name: &str, body: &[u8]) -> TempFile {
-        let p = std::env::temp_dir().join(format!("memkit-auth-{}-{name}", std::process::id()));
-        std::fs::write(&p, body).unwrap();
-        TempFile(p)
+impl AuthFile {
+    fn new(body: &[u8]) -> AuthFile {
+        let dir = tempdir("auth");
+        let path = dir.path().join("users");
+        std::fs::write(&path, body).unwrap();
+        AuthFile {
+            path: path.to_str().unwrap().to_string(),
+            _dir: dir,
+        }
     }
     fn path(&self) -> &str {
-        self.0.to_str().unwrap()
+        &self.path
     }
 }
 
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// A blocking test connection with a read deadline.
-struct Conn(TcpStream);
-
-impl Conn {
-    fn open(port: u16) -> Conn {
-        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        Conn(s)
-    }
-
-    /// Sends `req` and reads exactly as many bytes as `want` has.
-    fn ask(&mut self, req: &[u8], want: &[u8]) -> Vec<u8> {
-        self.0.write_all(req).unwrap();
-        let mut got = vec![0u8; want.len()];
-        let mut n = 0;
-        while n < got.len() {
-            match self.0.read(&mut got[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) => panic!(
-                    "read failed after {:?}: {e}",
-                    String::from_utf8_lossy(&got[..n])
-                ),
-            }
-        }
-        got.truncate(n);
-        got
-    }
-
-    /// Whether the server closes the connection (within the read deadline).
-    fn closed(&mut self) -> bool {
-        let mut b = [0u8; 64];
-        matches!(self.0.read(&mut b), Ok(0)) || matches!(self.0.read(&mut b), Ok(0))
-    }
+fn open(port: u16) -> BlockingWire {
+    BlockingWire::tcp(("127.0.0.1", port)).unwrap()
 }
 
 const USERS: &[u8] = b"alice:secret\nbob:hunter2\n";
@@ -108,21 +75,15 @@ const SCRIPT: &[(&[u8], &[u8])] = &[
 ];
 
 fn run_script(port: u16) {
-    let mut c = Conn::open(port);
+    let mut c = open(port);
     for (req, want) in SCRIPT {
-        let got = c.ask(req, want);
-        assert_eq!(
-            String::from_utf8_lossy(&got),
-            String::from_utf8_lossy(want),
-            "after sending {:?}",
-            String::from_utf8_lossy(req)
-        );
+        c.expect(req, want);
     }
 }
 
 #[test]
 fn memkitd_and_memcached_answer_the_same_bytes() {
-    let f = TempFile::new("users-script", USERS);
+    let f = AuthFile::new(USERS);
     let k = TestServer::start(&["-Y", f.path()]);
     run_script(k.port());
     if let Some(m) = memcached::spawn(&["-Y", f.path()]) {
@@ -132,25 +93,22 @@ fn memkitd_and_memcached_answer_the_same_bytes() {
 
 #[test]
 fn a_failure_keeps_the_connection_and_a_retry_succeeds() {
-    let f = TempFile::new("users-retry", USERS);
+    let f = AuthFile::new(USERS);
     let k = TestServer::start(&["-Y", f.path()]);
     let m = memcached::spawn(&["-Y", f.path()]);
     for port in std::iter::once(k.port()).chain(m.as_ref().map(|m| m.port)) {
-        let mut c = Conn::open(port);
-        let bad: &[u8] = b"CLIENT_ERROR authentication failure\r\n";
-        assert_eq!(c.ask(b"set a 0 0 5\r\nbob h\r\n", bad), bad);
-        assert_eq!(
-            c.ask(b"set a 0 0 11\r\nbob hunter2\r\n", b"STORED\r\n"),
-            b"STORED\r\n"
+        let mut c = open(port);
+        c.expect(
+            b"set a 0 0 5\r\nbob h\r\n",
+            b"CLIENT_ERROR authentication failure\r\n",
         );
+        c.expect(b"set a 0 0 11\r\nbob hunter2\r\n", b"STORED\r\n");
         // Pipelined behind the credentials on a new connection: answered in order.
-        let mut c = Conn::open(port);
-        let want = b"STORED\r\nSTORED\r\nVALUE x 0 1\r\n1\r\nEND\r\n";
-        let got = c.ask(
+        let mut c = open(port);
+        c.expect(
             b"set a 0 0 12\r\nalice secret\r\nset x 0 0 1\r\n1\r\nget x\r\n",
-            want,
+            b"STORED\r\nSTORED\r\nVALUE x 0 1\r\n1\r\nEND\r\n",
         );
-        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
         // Three attempts above, the fourth is `stats`' own.
         let st = stats(port);
         assert_eq!(
@@ -158,9 +116,9 @@ fn a_failure_keeps_the_connection_and_a_retry_succeeds() {
             ("4".into(), "1".into())
         );
         assert_eq!(st("auth_enabled_ascii"), f.path());
-        let mut c = Conn::open(port);
-        c.ask(b"set a 0 0 12\r\nalice secret\r\n", b"STORED\r\n");
-        assert_eq!(c.ask(b"stats reset\r\n", b"RESET\r\n"), b"RESET\r\n");
+        let mut c = open(port);
+        c.expect(b"set a 0 0 12\r\nalice secret\r\n", b"STORED\r\n");
+        c.expect(b"stats reset\r\n", b"RESET\r\n");
         assert_eq!(
             stats(port)("auth_cmds"),
             "1",
@@ -172,16 +130,10 @@ fn a_failure_keeps_the_connection_and_a_retry_succeeds() {
 
 /// `stats` of an authenticated connection, as a lookup.
 fn stats(port: u16) -> impl Fn(&str) -> String {
-    let mut c = Conn::open(port);
-    c.ask(b"set a 0 0 12\r\nalice secret\r\n", b"STORED\r\n");
-    c.0.write_all(b"stats\r\nstats settings\r\n").unwrap();
-    let mut text = String::new();
-    let mut buf = [0u8; 8192];
-    while text.matches("END\r\n").count() < 2 {
-        let n = c.0.read(&mut buf).unwrap();
-        assert!(n > 0);
-        text.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
+    let mut c = open(port);
+    c.expect(b"set a 0 0 12\r\nalice secret\r\n", b"STORED\r\n");
+    let mut text = c.ask(b"stats\r\nstats settings\r\n", Until::END);
+    text += &String::from_utf8_lossy(&c.read(Until::END));
     move |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
@@ -192,12 +144,12 @@ fn stats(port: u16) -> impl Fn(&str) -> String {
 
 #[test]
 fn junk_without_a_newline_closes_like_memcached() {
-    let f = TempFile::new("users-junk", USERS);
+    let f = AuthFile::new(USERS);
     let k = TestServer::start(&["-Y", f.path()]);
     let m = memcached::spawn(&["-Y", f.path()]);
     for port in std::iter::once(k.port()).chain(m.as_ref().map(|m| m.port)) {
-        let mut c = Conn::open(port);
-        c.0.write_all(&[b'x'; 3000]).unwrap();
+        let mut c = open(port);
+        c.send(&[b'x'; 3000]);
         assert!(c.closed(), "port {port}");
     }
 }
@@ -205,8 +157,8 @@ fn junk_without_a_newline_closes_like_memcached() {
 #[test]
 fn without_an_auth_file_nothing_changes() {
     let k = TestServer::start(&[]);
-    let mut c = Conn::open(k.port());
-    assert_eq!(c.ask(b"set k 0 0 1\r\nv\r\n", b"STORED\r\n"), b"STORED\r\n");
+    let mut c = open(k.port());
+    c.expect(b"set k 0 0 1\r\nv\r\n", b"STORED\r\n");
     assert!(k.shared().auth.is_none());
 }
 
@@ -230,7 +182,7 @@ fn bad_auth_files_refuse_to_start_with_memcacheds_messages() {
             .1
             .starts_with("Could not open authfile [/nonexistent/memkit-auth]")
     );
-    let f = TempFile::new("users-bad", b"alice:secret\nnocolon\n");
+    let f = AuthFile::new(b"alice:secret\nnocolon\n");
     let bad = parse(&["-Y", f.path()]).unwrap_err();
     assert_eq!(
         bad.1,

@@ -3,16 +3,16 @@
 //! without `-u`, running as the `-u` user, `-s`/`-a` socket permissions, several `-l`.
 //! Side by side with real memcached: tests/interop/test_startup.py.
 
-use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 #[path = "support/daemon.rs"]
 mod daemon;
 
-use daemon::{free_port, launch, spawn, tempdir, wait_ready};
-use memkit_testkit::TestServer;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use daemon::{free_port, launch, spawn, wait_ready};
+use memkit_testkit::wire::{BlockingWire, Until, Wire};
+use memkit_testkit::{TestServer, tempdir};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 /// A binary request header (memcached's protocol_binary_request_header).
 fn bin_request(opcode: u8, extras: &[u8], key: &[u8]) -> Vec<u8> {
@@ -28,60 +28,38 @@ fn bin_request(opcode: u8, extras: &[u8], key: &[u8]) -> Vec<u8> {
     f
 }
 
-/// Sends `req` and reads until `done` holds for what arrived (or 5 s pass).
-async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
-    s: &mut S,
-    req: &[u8],
-    done: impl Fn(&[u8]) -> bool,
-) -> Vec<u8> {
-    s.write_all(req).await.unwrap();
-    let mut got = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !done(&got) {
-        let mut buf = [0u8; 4096];
-        let n = tokio::time::timeout_at(deadline, s.read(&mut buf))
-            .await
-            .expect("reply within 5 s")
-            .unwrap();
-        assert!(n > 0, "closed after {got:?}");
-        got.extend_from_slice(&buf[..n]);
-    }
-    got
-}
-
-fn lines(n: usize) -> impl Fn(&[u8]) -> bool {
-    move |b: &[u8]| b.windows(2).filter(|w| w == b"\r\n").count() >= n
-}
-
 /// Text, meta and binary on one stream; `flush_all` answered as `-F` (or not) says.
-async fn speak_all<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, flush_enabled: bool) {
-    let r = ask(s, b"set k 5 0 1\r\nv\r\nget k\r\n", lines(4)).await;
-    assert_eq!(r, b"STORED\r\nVALUE k 5 1\r\nv\r\nEND\r\n");
-    let r = ask(s, b"mg k v f\r\nmn\r\n", lines(3)).await;
-    assert_eq!(r, b"VA 1 f5\r\nv\r\nMN\r\n");
-    let r = ask(s, b"flush_all\r\n", lines(1)).await;
-    let want: &[u8] = match flush_enabled {
-        true => b"OK\r\n",
-        false => b"CLIENT_ERROR flush_all not allowed\r\n",
+async fn speak_all<S: AsyncRead + AsyncWrite + Unpin>(s: &mut Wire<S>, flush_enabled: bool) {
+    let r = s
+        .ask(b"set k 5 0 1\r\nv\r\nget k\r\n", Until::Lines(4))
+        .await;
+    assert_eq!(r, "STORED\r\nVALUE k 5 1\r\nv\r\nEND\r\n");
+    let r = s.ask(b"mg k v f\r\nmn\r\n", Until::Lines(3)).await;
+    assert_eq!(r, "VA 1 f5\r\nv\r\nMN\r\n");
+    let r = s.ask(b"flush_all\r\n", Until::LINE).await;
+    let want = match flush_enabled {
+        true => "OK\r\n",
+        false => "CLIENT_ERROR flush_all not allowed\r\n",
     };
     assert_eq!(r, want);
     // `flush_all noreply` is silent either way; the get after it shows whether it ran.
-    let r = ask(
-        s,
-        b"set k 0 0 1\r\nv\r\nflush_all noreply\r\nget k\r\n",
-        |b| b.ends_with(b"END\r\n"),
-    )
-    .await;
-    let kept = r.starts_with(b"STORED\r\nVALUE");
+    let r = s
+        .ask(
+            b"set k 0 0 1\r\nv\r\nflush_all noreply\r\nget k\r\n",
+            Until::END,
+        )
+        .await;
+    let kept = r.starts_with("STORED\r\nVALUE");
     assert_eq!(kept, !flush_enabled, "{r:?}");
 }
 
 /// A binary FLUSH: memcached's `process_bin_flush` answers AUTH_ERROR (0x20) under `-F`.
-async fn binary_flush_status<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, opcode: u8) -> u16 {
-    let r = ask(s, &bin_request(opcode, &[], b""), |b| {
-        b.len() >= 24 && b.len() >= 24 + u32::from_be_bytes([b[8], b[9], b[10], b[11]]) as usize
-    })
-    .await;
+async fn binary_flush_status<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut Wire<S>,
+    opcode: u8,
+) -> u16 {
+    s.send(&bin_request(opcode, &[], b"")).await;
+    let r = s.read(Until::Frame).await;
     assert_eq!((r[0], r[1]), (0x81, opcode));
     u16::from_be_bytes([r[6], r[7]])
 }
@@ -91,9 +69,9 @@ async fn dash_f_refuses_flush_all_in_text_and_binary() {
     for (args, enabled) in [(&[][..], true), (&["-F"][..], false)] {
         let s = TestServer::start(args);
         let addr = s.tcp_addr();
-        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut c = Wire::tcp(addr).await.unwrap();
         speak_all(&mut c, enabled).await;
-        let mut b = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut b = Wire::tcp(addr).await.unwrap();
         let want = if enabled { 0x00 } else { 0x20 };
         assert_eq!(
             binary_flush_status(&mut b, 0x08).await,
@@ -101,12 +79,12 @@ async fn dash_f_refuses_flush_all_in_text_and_binary() {
             "FLUSH {args:?}"
         );
         // FLUSHQ: quiet succeeds silently, so ask a NOOP after it to see the end.
-        let r = ask(
-            &mut b,
-            &[bin_request(0x18, &[], b""), bin_request(0x0a, &[], b"")].concat(),
-            |r| r.len() >= 24 && r[r.len() - 24..][1] == 0x0a,
-        )
-        .await;
+        b.send(&[bin_request(0x18, &[], b""), bin_request(0x0a, &[], b"")].concat())
+            .await;
+        let mut r = Vec::new();
+        while r.len() < 24 || r[r.len() - 24..][1] != 0x0a {
+            r.extend(b.read(Until::Frame).await);
+        }
         if enabled {
             assert_eq!(r.len(), 24, "FLUSHQ is silent: {r:?}");
         } else {
@@ -117,28 +95,28 @@ async fn dash_f_refuses_flush_all_in_text_and_binary() {
 
 #[tokio::test]
 async fn unix_listener_serves_text_meta_and_binary() {
-    let dir = tempdir();
-    let path = dir.join("mk.sock");
+    let dir = tempdir("cmdline");
+    let path = dir.path().join("mk.sock");
     // In-process, the UNIX socket is served beside the harness's TCP listener.
     let s = TestServer::start(&["-s", path.to_str().unwrap(), "-F"]);
     let tcp_addr = s.tcp_addr();
-    let mut c = tokio::net::UnixStream::connect(&path).await.unwrap();
+    let mut c = Wire::unix(&path).await.unwrap();
     speak_all(&mut c, false).await;
-    let mut b = tokio::net::UnixStream::connect(&path).await.unwrap();
+    let mut b = Wire::unix(&path).await.unwrap();
     assert_eq!(binary_flush_status(&mut b, 0x08).await, 0x20);
-    let r = ask(&mut b, &bin_request(0x0b, &[], b""), |r| r.len() >= 24).await; // VERSION
+    b.send(&bin_request(0x0b, &[], b"")).await; // VERSION
+    let r = b.read(Until::Frame).await;
     assert_eq!((r[1], r[6], r[7]), (0x0b, 0, 0));
     // `stats conns` names the socket as memcached does (a UNIX client has no address).
-    let r = ask(&mut c, b"stats conns\r\n", |b| b.ends_with(b"END\r\n")).await;
-    let text = String::from_utf8_lossy(&r);
+    let text = c.ask(b"stats conns\r\n", Until::END).await;
     assert!(text.contains(":addr ?:<AF 0>\r\n"), "{text}");
     assert!(
         text.contains(&format!(":listen_addr unix:{}\r\n", path.display())),
         "{text}"
     );
     // Both listeners at once: the TCP one still answers.
-    let mut t = tokio::net::TcpStream::connect(tcp_addr).await.unwrap();
-    assert_eq!(ask(&mut t, b"mn\r\n", lines(1)).await, b"MN\r\n");
+    let mut t = Wire::tcp(tcp_addr).await.unwrap();
+    assert_eq!(t.ask(b"mn\r\n", Until::LINE).await, "MN\r\n");
     s.stop().await;
 }
 
@@ -178,7 +156,7 @@ fn root_needs_dash_u_and_becomes_that_user() {
     assert_eq!(status.code(), Some(67));
     // `nobody` exists on every Debian system; memcached would take it too.
     let d = spawn(&["-p", &port, "-l", "127.0.0.1", "-u", "nobody"]);
-    wait_ready(|| std::net::TcpStream::connect(("127.0.0.1", port.parse().unwrap())));
+    wait_ready(|| BlockingWire::tcp(("127.0.0.1", port.parse().unwrap())));
     let uid = status_field(d.pid(), "Uid:");
     assert_ne!(uid.split_whitespace().nth(1), Some("0"), "{uid}");
     let fields: Vec<&str> = uid.split_whitespace().skip(1).collect();
@@ -195,8 +173,8 @@ fn root_needs_dash_u_and_becomes_that_user() {
 
 #[test]
 fn unix_socket_with_mask_replaces_tcp() {
-    let dir = tempdir();
-    let path = dir.join("m.sock");
+    let dir = tempdir("cmdline");
+    let path = dir.path().join("m.sock");
     let port = free_port();
     let d = spawn(&[
         "-s",
@@ -208,7 +186,7 @@ fn unix_socket_with_mask_replaces_tcp() {
         "-u",
         "root",
     ]);
-    let _s = wait_ready(|| std::os::unix::net::UnixStream::connect(&path));
+    let _s = wait_ready(|| BlockingWire::unix(&path));
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o770);
     // memcached: -s disables the network listeners.
@@ -230,11 +208,11 @@ fn every_listen_address_is_listened_on() {
         "-u",
         "root",
     ]);
-    wait_ready(|| std::net::TcpStream::connect(("127.0.0.1", p1)));
+    wait_ready(|| BlockingWire::tcp(("127.0.0.1", p1)));
     // `-l 127.0.0.1` is contained in the list already, so memcached (and memkitd) skip it.
     assert!(std::net::TcpStream::connect(("127.0.0.1", p2)).is_err());
     if std::net::TcpListener::bind("[::1]:0").is_ok() {
-        wait_ready(|| std::net::TcpStream::connect(("::1", p2)));
+        wait_ready(|| BlockingWire::tcp(("::1", p2)));
     }
 }
 
@@ -279,14 +257,12 @@ fn notls_listener_is_plain_next_to_a_tls_one() {
     let listen = format!("notls:127.0.0.1:{plain},127.0.0.1:{tls}");
     let opts = pki.server_opts(0);
     let _d = spawn(&["-Z", "-o", &opts, "-l", &listen, "-u", "root"]);
-    wait_ready(|| std::net::TcpStream::connect(("127.0.0.1", plain)));
-    // The TLS listener takes no plain text: the handshake fails and the connection closes.
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", tls)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"version\r\n").unwrap();
-    let mut got = Vec::new();
-    let _ = s.read_to_end(&mut got);
-    assert!(!got.starts_with(b"VERSION"), "{got:?}");
+    wait_ready(|| BlockingWire::tcp(("127.0.0.1", plain)));
+    // The TLS listener takes no plain text: the handshake fails and the connection closes
+    // without a reply line.
+    let mut s = BlockingWire::tcp(("127.0.0.1", tls)).unwrap();
+    let r = s.try_ask(b"version\r\n", Until::LINE);
+    assert!(r.is_err(), "plain text got an answer: {r:?}");
 }
 
 /// Where the kernel refuses io_uring (here a seccomp filter answers `io_uring_setup` with
@@ -329,19 +305,15 @@ fn a_kernel_that_refuses_io_uring_gets_epoll_and_a_warning() {
             }
         })
         .start();
-    let mut c = std::net::TcpStream::connect(d.tcp_addr()).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut said = Vec::new();
-    let mut buf = [0u8; 4096];
-    c.write_all(b"set k 0 0 1\r\nv\r\nget k\r\nstats settings\r\n")
-        .unwrap();
+    let mut c = BlockingWire::tcp(d.tcp_addr())
+        .unwrap()
+        .with_timeout(Duration::from_secs(10));
     // The get's END, then the stats'.
-    while said.windows(5).filter(|w| w == b"END\r\n").count() < 2 {
-        let n = c.read(&mut buf).unwrap();
-        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&said));
-        said.extend_from_slice(&buf[..n]);
-    }
-    let said = String::from_utf8_lossy(&said);
+    let got = c.ask(
+        b"set k 0 0 1\r\nv\r\nget k\r\nstats settings\r\n",
+        Until::END,
+    );
+    let said = got + &c.ask(b"", Until::END);
     assert!(
         said.starts_with("STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n"),
         "{said}"

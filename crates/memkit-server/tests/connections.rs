@@ -1,15 +1,13 @@
 //! A connection's life as the server sees it: where `stats conns` says each one is, and how
 //! a stopping server ends idle and busy connections.
 
-#[path = "support/inproc.rs"]
-mod inproc;
-
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use inproc::conn;
 use memkit_testkit::TestServer;
+use memkit_testkit::wire::{Until, Wire};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// The worker loops' two ways of waiting (`--io`, `stats settings`'s `memkit_io`): the
 /// tests of a connection's life run under both.
@@ -28,8 +26,8 @@ async fn start(io: &str, args: &[&str]) -> TestServer {
 async fn the_worker_loops_wait_through_what_io_names() {
     for (io, name) in IO {
         let s = start(io, &[]).await;
-        let mut c = conn(&s).await;
-        let settings = c.ask(b"stats settings\r\n", b"END\r\n").await;
+        let mut c = s.wire().await;
+        let settings = c.ask(b"stats settings\r\n", Until::END).await;
         let shown = settings
             .lines()
             .find_map(|l| l.strip_prefix("STAT memkit_io "))
@@ -53,20 +51,22 @@ async fn stats_conns_shows_each_connections_state() {
 
 async fn stats_conns_under(io: &str) {
     let s = start(io, &[]).await;
-    let mut asker = conn(&s).await;
-    let mut idle = conn(&s).await;
+    let mut asker = s.wire().await;
+    let mut idle = s.wire().await;
     assert!(
-        idle.ask(b"version\r\n", b"\r\n")
+        idle.ask(b"version\r\n", Until::LINE)
             .await
             .starts_with("VERSION ")
     );
-    let mut partial = conn(&s).await;
+    let mut partial = s.wire().await;
     partial.send(b"get half").await;
-    let mut swallowing = conn(&s).await;
-    let refused = swallowing.ask(b"set big 0 0 2000000\r\nxx", b"\r\n").await;
+    let mut swallowing = s.wire().await;
+    let refused = swallowing
+        .ask(b"set big 0 0 2000000\r\nxx", Until::LINE)
+        .await;
     assert_eq!(refused, "SERVER_ERROR object too large for cache\r\n");
-    let mut watcher = conn(&s).await;
-    assert_eq!(watcher.ask(b"watch\r\n", b"\r\n").await, "OK\r\n");
+    let mut watcher = s.wire().await;
+    assert_eq!(watcher.ask(b"watch\r\n", Until::LINE).await, "OK\r\n");
 
     let mut want = [
         "conn_parse_cmd",
@@ -81,7 +81,7 @@ async fn stats_conns_under(io: &str) {
     // Each connection's state is stored by its own task: wait until all have settled.
     let mut states = Vec::new();
     for _ in 0..100 {
-        let conns = asker.ask(b"stats conns\r\n", b"END\r\n").await;
+        let conns = asker.ask(b"stats conns\r\n", Until::END).await;
         states = conns
             .lines()
             .filter_map(|l| l.split_once(":state ").map(|(_, s)| s.to_string()))
@@ -103,13 +103,13 @@ async fn stats_conns_under(io: &str) {
 async fn a_stop_ends_idle_and_busy_connections_at_once() {
     let s = TestServer::start(&[]);
     let sh = s.shared().clone();
-    let mut idle = conn(&s).await;
+    let mut idle = s.wire().await;
     assert!(
-        idle.ask(b"version\r\n", b"\r\n")
+        idle.ask(b"version\r\n", Until::LINE)
             .await
             .starts_with("VERSION ")
     );
-    let (mut busy_rd, mut busy_wr) = conn(&s).await.0.into_split();
+    let (mut busy_rd, mut busy_wr) = TcpStream::connect(s.tcp_addr()).await.unwrap().into_split();
     let sender =
         tokio::spawn(async move { while busy_wr.write_all(b"get k\r\n").await.is_ok() {} });
     let drain = tokio::spawn(async move {
@@ -156,14 +156,12 @@ async fn a_state_serves_again_after_its_run_stopped() {
         let run = tokio::spawn(memkit_server::run(listener, sh.clone(), async move {
             let _ = rx.await;
         }));
-        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
-        c.write_all(b"version\r\n").await.unwrap();
-        let mut buf = [0u8; 64];
-        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
-            .await
-            .expect("a reply in time")
-            .unwrap();
-        assert!(buf[..n].starts_with(b"VERSION "), "round {round}");
+        let mut c = Wire::tcp(addr).await.unwrap();
+        let version = c.ask(b"version\r\n", Until::LINE).await;
+        assert!(
+            version.starts_with("VERSION "),
+            "round {round}: {version:?}"
+        );
         let _ = tx.send(());
         tokio::time::timeout(Duration::from_secs(5), run)
             .await
@@ -178,25 +176,14 @@ async fn a_state_serves_again_after_its_run_stopped() {
 #[tokio::test]
 async fn workers_have_a_timer_when_an_idle_timeout_needs_one() {
     let mut plain = TestServer::process(&[]);
-    let mut c = tokio::net::TcpStream::connect(plain.tcp_addr())
-        .await
-        .unwrap();
-    c.write_all(b"version\r\n").await.unwrap();
-    let mut buf = [0u8; 64];
-    let n = c.read(&mut buf).await.unwrap();
-    assert!(buf[..n].starts_with(b"VERSION "));
+    let version = plain.wire().await.ask(b"version\r\n", Until::LINE).await;
+    assert!(version.starts_with("VERSION "), "{version:?}");
     plain.kill();
 
     let mut timed = TestServer::process(&["-o", "idle_timeout=1"]);
-    let mut c = tokio::net::TcpStream::connect(timed.tcp_addr())
-        .await
-        .unwrap();
+    let mut c = timed.wire().await.with_timeout(Duration::from_secs(10));
     let t = Instant::now();
-    let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut buf))
-        .await
-        .expect("closed by the idle timeout")
-        .unwrap_or(0);
-    assert_eq!(n, 0, "an idle connection is closed");
+    assert!(c.closed().await, "an idle connection is closed");
     assert!(
         t.elapsed() >= Duration::from_millis(900),
         "{:?}",
@@ -217,10 +204,10 @@ async fn a_connection_that_keeps_sending_gives_way_after_r_requests() {
 
 async fn gives_way_under(io: &str) {
     let s = start(io, &["-R", "5"]).await;
-    let mut asker = conn(&s).await;
-    let settings = asker.ask(b"stats settings\r\n", b"END\r\n").await;
+    let mut asker = s.wire().await;
+    let settings = asker.ask(b"stats settings\r\n", Until::END).await;
     assert!(settings.contains("STAT reqs_per_event 5\r\n"), "{settings}");
-    assert!(asker.ask(b"set k 0 0 1\r\nv\r\n", b"\r\n").await == "STORED\r\n");
+    assert!(asker.ask(b"set k 0 0 1\r\nv\r\n", Until::LINE).await == "STORED\r\n");
 
     // Far more than one 16 KiB read: the server reads, answers, and gives way in between.
     const N: usize = 20_000;
@@ -242,7 +229,7 @@ async fn gives_way_under(io: &str) {
     let got = reader.await.unwrap();
     assert_eq!(got, b"VALUE k 0 1\r\nv\r\nEND\r\n".repeat(N));
 
-    let stats = asker.ask(b"stats\r\n", b"END\r\n").await;
+    let stats = asker.ask(b"stats\r\n", Until::END).await;
     let yields: u64 = stats
         .lines()
         .find_map(|l| l.strip_prefix("STAT conn_yields "))
@@ -267,14 +254,11 @@ async fn requests_and_the_end_sent_together_are_answered_and_closed() {
 async fn answered_and_closed_under(io: &str) {
     let s = start(io, &[]).await;
     for _ in 0..50 {
-        let mut c = tokio::net::TcpStream::connect(s.tcp_addr()).await.unwrap();
-        c.write_all(b"set k 0 0 1\r\nv\r\nget k\r\n").await.unwrap();
-        c.shutdown().await.unwrap();
-        let mut got = Vec::new();
-        tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut got))
-            .await
-            .expect("the server closes after answering")
-            .unwrap();
+        let mut c = s.wire().await;
+        c.send(b"set k 0 0 1\r\nv\r\nget k\r\n").await;
+        c.stream().shutdown().await.unwrap();
+        // The server closes after answering.
+        let got = c.read(Until::Closed).await;
         assert_eq!(got, b"STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n");
     }
     s.stop().await;
@@ -287,21 +271,23 @@ async fn answered_and_closed_under(io: &str) {
 async fn large_values_cross_the_loop_whole() {
     for (io, _) in IO {
         let s = start(io, &[]).await;
-        let mut c = conn(&s).await;
+        let mut c = s.wire().await;
         let value: Vec<u8> = (0..700_000u32).map(|i| b'a' + (i % 26) as u8).collect();
         let mut set = format!("set big 0 0 {}\r\n", value.len()).into_bytes();
         set.extend_from_slice(&value);
         set.extend_from_slice(b"\r\n");
-        assert_eq!(c.ask(&set, b"\r\n").await, "STORED\r\n");
+        assert_eq!(c.ask(&set, Until::LINE).await, "STORED\r\n");
         let mut want = format!("VALUE big 0 {}\r\n", value.len()).into_bytes();
         want.extend_from_slice(&value);
         want.extend_from_slice(b"\r\nEND\r\n");
         for _ in 0..3 {
-            let got = c.ask(b"get big\r\n", b"END\r\n").await;
+            let got = c.ask(b"get big\r\n", Until::END).await;
             assert!(got.as_bytes() == want, "{io}: {} bytes back", got.len());
         }
         // The meta no-op's MN marks the end: the value's letters are lower case.
-        let got = c.ask(b"get big\r\nget big\r\nmn\r\n", b"MN\r\n").await;
+        let got = c
+            .ask(b"get big\r\nget big\r\nmn\r\n", Until::End(b"MN\r\n"))
+            .await;
         assert!(got.as_bytes()[..want.len()] == want, "{io}");
         assert_eq!(got.len(), 2 * want.len() + "MN\r\n".len(), "{io}");
         s.stop().await;
@@ -317,7 +303,7 @@ async fn large_values_cross_the_loop_whole() {
 async fn a_client_gone_before_its_replies_is_closed() {
     for (io, _) in IO {
         let s = start(io, &[]).await;
-        let mut asker = conn(&s).await;
+        let mut asker = s.wire().await;
         let mut pipeline = b"stats\r\n".to_vec();
         pipeline.extend(b"get a\r\n".repeat(400));
         for _ in 0..20 {
@@ -326,7 +312,7 @@ async fn a_client_gone_before_its_replies_is_closed() {
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let stats = asker.ask(b"stats\r\n", b"END\r\n").await;
+            let stats = asker.ask(b"stats\r\n", Until::END).await;
             let open = stats
                 .lines()
                 .find_map(|l| l.strip_prefix("STAT curr_connections "))
@@ -354,42 +340,31 @@ async fn a_reader_that_falls_behind_gets_every_reply() {
     const ASKS: usize = 6000;
     for (io, _) in IO {
         let s = start(io, &["-t", "1"]).await;
-        let mut other = conn(&s).await;
+        let mut other = s.wire().await;
         let sock = tokio::net::TcpSocket::new_v4().unwrap();
         // A small window, so that the server's send, not this socket, holds the backlog.
         sock.set_recv_buffer_size(4096).unwrap();
-        let mut c = inproc::Conn(sock.connect(s.tcp_addr()).await.unwrap());
+        let stream = sock.connect(s.tcp_addr()).await.unwrap();
+        let mut c = Wire::new(stream).with_timeout(Duration::from_secs(10));
         let value = "v".repeat(990);
         let set = format!("set k 0 0 {}\r\n{value}\r\n", value.len());
-        assert_eq!(c.ask(set.as_bytes(), b"\r\n").await, "STORED\r\n");
+        assert_eq!(c.ask(set.as_bytes(), Until::LINE).await, "STORED\r\n");
         let reply = format!("VALUE k 0 {}\r\n{value}\r\nEND\r\n", value.len());
         for _ in 0..ASKS {
             c.send(b"get k\r\n").await;
             // Apart, so that each is read alone and answered as the connection's last.
             std::thread::sleep(Duration::from_micros(100));
         }
-        assert_eq!(other.ask(b"mn\r\n", b"\r\n").await, "MN\r\n", "{io}");
-        let mut got = Vec::with_capacity(ASKS * reply.len());
-        let mut chunk = vec![0u8; 65536];
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while got.len() < ASKS * reply.len() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let n = tokio::time::timeout(left, c.0.read(&mut chunk))
-                .await
-                .unwrap_or_else(|_| panic!("{io}: {} of {ASKS} replies", got.len() / reply.len()))
-                .unwrap();
-            assert!(
-                n > 0,
-                "{io}: closed after {} replies",
-                got.len() / reply.len()
-            );
-            got.extend_from_slice(&chunk[..n]);
-        }
+        assert_eq!(other.ask(b"mn\r\n", Until::LINE).await, "MN\r\n", "{io}");
+        let got = c
+            .try_read(Until::Bytes(ASKS * reply.len()))
+            .await
+            .unwrap_or_else(|e| panic!("{io}: {ASKS} replies: {e}"));
         assert!(
             got == reply.repeat(ASKS).into_bytes(),
             "{io}: replies differ"
         );
-        assert_eq!(c.ask(b"mn\r\n", b"\r\n").await, "MN\r\n", "{io}");
+        assert_eq!(c.ask(b"mn\r\n", Until::LINE).await, "MN\r\n", "{io}");
         s.stop().await;
     }
 }
@@ -405,14 +380,14 @@ async fn many_connections_asking_at_once_are_all_answered() {
         let s = start(io, &["-t", "1"]).await;
         let mut conns = Vec::new();
         for _ in 0..300 {
-            conns.push(conn(&s).await);
+            conns.push(s.wire().await);
         }
         for _ in 0..20 {
             for c in &mut conns {
                 c.send(b"mn\r\n").await;
             }
             for c in &mut conns {
-                assert_eq!(c.until(b"MN\r\n").await, b"MN\r\n", "{io}");
+                assert_eq!(c.read(Until::End(b"MN\r\n")).await, b"MN\r\n", "{io}");
             }
         }
         s.stop().await;
@@ -431,10 +406,10 @@ fn io_moves(stats: &str) -> u64 {
 
 /// Every connection of `conns` asks `mn` once, one after another: each is answered however
 /// its connection waited (in the ring or in the epoll) when the worker last moved.
-async fn each_answers(conns: &mut [inproc::Conn], when: &str) {
+async fn each_answers(conns: &mut [Wire<TcpStream>], when: &str) {
     for (i, c) in conns.iter_mut().enumerate() {
         assert_eq!(
-            c.ask(b"mn\r\n", b"MN\r\n").await,
+            c.ask(b"mn\r\n", Until::End(b"MN\r\n")).await,
             "MN\r\n",
             "{when}: conn {i}"
         );
@@ -449,8 +424,8 @@ async fn each_answers(conns: &mut [inproc::Conn], when: &str) {
 #[tokio::test]
 async fn a_ring_worker_moves_between_its_epoll_and_its_ring_as_load_changes() {
     let s = start("uring", &["-t", "1"]).await;
-    let mut asker = conn(&s).await;
-    let moves = io_moves(&asker.ask(b"stats\r\n", b"END\r\n").await);
+    let mut asker = s.wire().await;
+    let moves = io_moves(&asker.ask(b"stats\r\n", Until::END).await);
     if memkit_server::config::Io::Uring.effective() != memkit_server::config::Io::Uring {
         assert_eq!(moves, 0, "an epoll worker has nothing to move between");
         eprintln!("this kernel has no io_uring: the worker waits with epoll only");
@@ -460,30 +435,33 @@ async fn a_ring_worker_moves_between_its_epoll_and_its_ring_as_load_changes() {
     assert_eq!(moves, 0, "a worker starts light, in its epoll");
     let mut conns = Vec::new();
     for _ in 0..64 {
-        conns.push(conn(&s).await);
+        conns.push(s.wire().await);
     }
     each_answers(&mut conns, "light, at the start").await;
     for cycle in 0..2u64 {
         // Many connections asking at once fill the worker's passes: it moves to the ring.
         let deadline = Instant::now() + Duration::from_secs(30);
-        while io_moves(&asker.ask(b"stats\r\n", b"END\r\n").await) < 2 * cycle + 1 {
+        while io_moves(&asker.ask(b"stats\r\n", Until::END).await) < 2 * cycle + 1 {
             assert!(Instant::now() < deadline, "cycle {cycle}: never busy");
             for c in &mut conns {
                 c.send(&b"mn\r\n".repeat(4)).await;
             }
             for c in &mut conns {
-                assert_eq!(c.until(b"MN\r\nMN\r\nMN\r\nMN\r\n").await.len(), 16);
+                assert_eq!(
+                    c.read(Until::End(b"MN\r\nMN\r\nMN\r\nMN\r\n")).await.len(),
+                    16
+                );
             }
         }
         each_answers(&mut conns, "busy").await;
         // One request at a time: the worker moves back to its epoll.
-        while io_moves(&asker.ask(b"stats\r\n", b"END\r\n").await) < 2 * cycle + 2 {
+        while io_moves(&asker.ask(b"stats\r\n", Until::END).await) < 2 * cycle + 2 {
             assert!(
                 Instant::now() < deadline,
                 "cycle {cycle}: never light again"
             );
             for _ in 0..64 {
-                assert_eq!(asker.ask(b"mn\r\n", b"MN\r\n").await, "MN\r\n");
+                assert_eq!(asker.ask(b"mn\r\n", Until::End(b"MN\r\n")).await, "MN\r\n");
             }
         }
         // Their receives were armed in the ring; then, moved, they wait in the epoll.

@@ -10,9 +10,6 @@
 //! 127.0.0.1; only our own child is killed.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -20,35 +17,26 @@ use std::time::{Duration, Instant};
 #[path = "support/daemon.rs"]
 mod daemon;
 
-use memkit_testkit::TestServer;
+use memkit_testkit::wire::{BlockingWire, Until};
+use memkit_testkit::{TestServer, tempdir};
 
 const WRITERS: usize = 4;
 const SET_KEYS: u64 = 16;
 
-struct Conn {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-}
+/// A connection to the server under test: its first request picks text or binary.
+struct Conn(BlockingWire);
 
 impl Conn {
     fn connect(port: u16) -> std::io::Result<Conn> {
-        let s = TcpStream::connect(("127.0.0.1", port))?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        s.set_nodelay(true)?;
-        Ok(Conn {
-            r: BufReader::new(s.try_clone()?),
-            w: s,
-        })
+        let w = BlockingWire::tcp(("127.0.0.1", port))?;
+        Ok(Conn(w.with_timeout(Duration::from_secs(10))))
     }
     fn line(&mut self) -> std::io::Result<String> {
-        let mut l = String::new();
-        if self.r.read_line(&mut l)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        Ok(l.trim_end().to_string())
+        let l = self.0.try_read(Until::LINE)?;
+        Ok(String::from_utf8_lossy(&l).trim_end().to_string())
     }
     fn ask(&mut self, req: &str) -> std::io::Result<String> {
-        self.w.write_all(req.as_bytes())?;
+        self.0.try_send(req.as_bytes())?;
         self.line()
     }
     /// `mg key v f c`: (value, flags, cas), or `None` on a miss.
@@ -78,22 +66,10 @@ impl Conn {
         ))?;
         Ok(r.strip_prefix("HD c").map(|c| c.parse().unwrap()))
     }
-}
-
-/// A binary-protocol connection (its first byte, 0x80, picks the protocol).
-struct BinConn(TcpStream);
-
-impl BinConn {
-    fn connect(port: u16) -> std::io::Result<BinConn> {
-        let s = TcpStream::connect(("127.0.0.1", port))?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        s.set_nodelay(true)?;
-        Ok(BinConn(s))
-    }
-    /// `SET` → the CAS in the reply's header, `None` if not stored.
-    fn set(&mut self, key: &str, value: &str, flags: u32) -> std::io::Result<Option<u64>> {
+    /// A binary `SET` (on a connection that speaks binary: its first byte, 0x80, picks the
+    /// protocol) → the CAS in the reply's header, `None` if not stored.
+    fn bin_set(&mut self, key: &str, value: &str, flags: u32) -> std::io::Result<Option<u64>> {
         use memkit_protocol::binary::{Status, decode_response, encode_request, op};
-        use std::io::Read;
         let mut extras = flags.to_be_bytes().to_vec();
         extras.extend_from_slice(&0u32.to_be_bytes());
         let mut frame = Vec::new();
@@ -106,21 +82,14 @@ impl BinConn {
             key.as_bytes(),
             value.as_bytes(),
         );
-        self.0.write_all(&frame)?;
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 512];
-        loop {
-            if let Ok(Some((r, _))) = decode_response(&buf) {
-                assert_eq!(r.header.opaque, 7);
-                let ok = r.header.status == Status::Ok as u16;
-                return Ok(ok.then_some(r.header.cas));
-            }
-            let n = self.0.read(&mut chunk)?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
+        self.0.try_send(&frame)?;
+        let reply = self.0.try_read(Until::Frame)?;
+        let Ok(Some((r, _))) = decode_response(&reply) else {
+            panic!("not a response frame: {reply:?}");
+        };
+        assert_eq!(r.header.opaque, 7);
+        let ok = r.header.status == Status::Ok as u16;
+        Ok(ok.then_some(r.header.cas))
     }
 }
 
@@ -152,7 +121,7 @@ fn writer(port: u16, w: usize, mut st: Acked, stop: Arc<AtomicBool>, seed: u64) 
         return st;
     };
     let mut bin = match w % 2 {
-        1 => match BinConn::connect(port) {
+        1 => match Conn::connect(port) {
             Ok(b) => Some(b),
             Err(_) => return st,
         },
@@ -182,7 +151,7 @@ fn writer(port: u16, w: usize, mut st: Acked, stop: Arc<AtomicBool>, seed: u64) 
                 Op::Set(k, v, f) => {
                     let key = format!("w{w}:s{k}");
                     let cas = match bin.as_mut() {
-                        Some(b) => b.set(&key, v, *f)?,
+                        Some(b) => b.bin_set(&key, v, *f)?,
                         None => c.set(&key, v, *f)?,
                     }
                     .expect("stored");
@@ -293,8 +262,8 @@ fn sigkill_under_concurrent_writes_loses_no_acknowledged_write() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
-    let dir: PathBuf = std::env::temp_dir().join(format!("memkit-crash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempdir("crash");
+    let dir = scratch.path().join("store");
     let (mut child, mut port) = start(&dir);
     {
         let mut c = Conn::connect(port).unwrap();
@@ -344,7 +313,6 @@ fn sigkill_under_concurrent_writes_loses_no_acknowledged_write() {
         }
     }
     drop(child);
-    let _ = std::fs::remove_dir_all(&dir);
     eprintln!(
         "crash test: {cycles} SIGKILL cycles, {total_ops} acknowledged writes verified, {:.1} s",
         started.elapsed().as_secs_f64()

@@ -4,17 +4,13 @@
 //! handshake errors and authentication failures as they happen. The series' names and
 //! the text format are checked by the reference parser in memkit-tools' `tests/ops.rs`.
 
-#[path = "support/inproc.rs"]
-mod inproc;
-
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use inproc::conn;
 use memkit_server::metrics::exposition;
 use memkit_server::{Args, Settings, Shared};
-use memkit_testkit::TestServer;
 use memkit_testkit::certs::TestPki;
-use tokio::io::AsyncWriteExt;
+use memkit_testkit::wire::Until;
+use memkit_testkit::{TestServer, tempdir};
 
 /// The value of the unlabelled sample `name` (or of `name{labels}` when `name` has them).
 fn value(text: &str, name: &str) -> Option<f64> {
@@ -39,8 +35,8 @@ async fn process_figures_follow_the_process() {
     // 40 connections, each answered once: at least 40 more descriptors (the server's ends).
     let mut conns = Vec::new();
     for _ in 0..40 {
-        let mut c = conn(&s).await;
-        c.ask(b"version\r\n", b"\r\n").await;
+        let mut c = s.wire().await;
+        c.ask(b"version\r\n", Until::LINE).await;
         conns.push(c);
     }
     let fds1 = figure(&sh, "process_open_fds");
@@ -48,7 +44,7 @@ async fn process_figures_follow_the_process() {
     drop(conns);
 
     // 48 MiB of values: work for the CPU, pages for the resident set.
-    let mut c = conn(&s).await;
+    let mut c = s.wire().await;
     let value = vec![b'x'; 64 * 1024];
     let mut req = Vec::new();
     for i in 0..768 {
@@ -56,7 +52,7 @@ async fn process_figures_follow_the_process() {
         req.extend_from_slice(format!("set k{i} 0 0 {}\r\n", value.len()).as_bytes());
         req.extend_from_slice(&value);
         req.extend_from_slice(b"\r\n");
-        c.ask(&req, b"\r\n").await;
+        c.ask(&req, Until::LINE).await;
     }
     let cpu1 = figure(&sh, "process_cpu_seconds_total");
     let rss1 = figure(&sh, "process_resident_memory_bytes");
@@ -76,9 +72,9 @@ async fn process_figures_follow_the_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn persist_series_count_the_store() {
-    let dir = std::env::temp_dir().join(format!("memkit-metrics-persist-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let argv = ["memkitd", "--persist", dir.to_str().unwrap()];
+    let dir = tempdir("metrics-persist");
+    let store_dir = dir.path().join("store");
+    let argv = ["memkitd", "--persist", store_dir.to_str().unwrap()];
     let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(argv));
     let (engine, persist) = memkit_server::backend_for(&settings).unwrap();
     let sh = Shared::with_persist(engine, persist.map(|p| p.store), settings);
@@ -106,7 +102,6 @@ async fn persist_series_count_the_store() {
     assert_eq!(writes1, writes0 + 10.0);
     assert!(figure(&sh, "memkit_persist_flushes_total") >= 1.0);
     drop((store, sh));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Polls `name` until it reaches `want` (the server counts after the client is done).
@@ -136,15 +131,17 @@ async fn tls_handshake_errors_and_auth_failures_are_counted() {
         "{text}"
     );
     // Plain text on a TLS port: not a ClientHello, the handshake fails.
-    let mut c = conn(&s).await;
-    c.0.write_all(b"version\r\n").await.unwrap();
+    let mut c = s.wire().await;
+    c.send(b"version\r\n").await;
     assert!(c.closed().await);
     reaches(s.shared(), "memcached_ssl_handshake_errors_total", 1.0).await;
     s.stop().await;
 
     let s = TestServer::start(&["-Y", users.to_str().unwrap()]);
-    let mut c = conn(&s).await;
-    let r = c.ask(b"set auth 0 0 11\r\nalice wrong\r\n", b"\r\n").await;
+    let mut c = s.wire().await;
+    let r = c
+        .ask(b"set auth 0 0 11\r\nalice wrong\r\n", Until::LINE)
+        .await;
     assert_eq!(r, "CLIENT_ERROR authentication failure\r\n");
     reaches(s.shared(), "memcached_auth_errors_total", 1.0).await;
     reaches(s.shared(), "memcached_auth_commands_total", 1.0).await;

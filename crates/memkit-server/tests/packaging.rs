@@ -8,7 +8,7 @@
 //! pointing at a socket of the test, which must receive `READY=1` (`Type=notify`) from a
 //! server that answers.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
 use std::os::unix::process::CommandExt;
@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 mod daemon;
 
 use memkit_testkit::interop::skip;
+use memkit_testkit::tempdir;
+use memkit_testkit::wire::{BlockingWire, Until};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -35,13 +37,6 @@ fn unit_copy(dir: &Path) -> PathBuf {
     let path = dir.join("memkitd.service");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("memkit-pkg-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn have_systemd_analyze() -> bool {
@@ -68,8 +63,8 @@ fn unit_file_verifies_and_is_hardened() {
     if !have_systemd_analyze() {
         return skip("systemd-analyze (Debian package systemd)");
     }
-    let dir = tempdir("verify");
-    let path = unit_copy(&dir);
+    let dir = tempdir("pkg-verify");
+    let path = unit_copy(dir.path());
     // --man=no: the man page is not installed where man(1) looks during a test.
     let o = Command::new("systemd-analyze")
         .args(["verify", "--man=no"])
@@ -93,7 +88,6 @@ fn unit_file_verifies_and_is_hardened() {
         .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
         .unwrap_or_else(|| panic!("no exposure level in {out}"));
     assert!(level <= 2.0, "exposure {level}:\n{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The unit's `ExecStart=` words.
@@ -119,9 +113,9 @@ fn unit_command_line_starts_and_notifies() {
         .expect("-p in ExecStart");
     argv[p + 1] = port.to_string();
 
-    let dir = tempdir("start");
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let sock_path = dir.join("notify");
+    let dir = tempdir("pkg-start");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let sock_path = dir.path().join("notify");
     let sock = UnixDatagram::bind(&sock_path).unwrap();
     // DynamicUser's user must be able to send to it.
     std::fs::set_permissions(&sock_path, std::fs::Permissions::from_mode(0o666)).unwrap();
@@ -156,21 +150,12 @@ fn unit_command_line_starts_and_notifies() {
         assert!(Instant::now() < deadline, "no READY=1 within 20 s");
     };
     assert!(notice.lines().any(|l| l == "READY=1"), "{notice:?}");
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"stats settings\r\n").unwrap();
-    let mut got = String::new();
-    let mut chunk = [0u8; 4096];
-    while !got.ends_with("END\r\n") {
-        let n = s.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed: {got}");
-        got.push_str(&String::from_utf8_lossy(&chunk[..n]));
-    }
+    let mut s = BlockingWire::tcp(("127.0.0.1", port)).unwrap();
+    let got = s.ask(b"stats settings\r\n", Until::END);
     // The unit's -m 64 and -c 1024 are what the server runs with.
     assert!(got.contains("STAT maxbytes 67108864\r\n"), "{got}");
     assert!(got.contains("STAT maxconns 1024\r\n"), "{got}");
     drop(d);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `packaging/man/memkitd.1` and `packaging/completions/{memkitd.bash,_memkitd,memkitd.fish}`

@@ -4,14 +4,14 @@
 use std::time::Duration;
 
 use memkit_client::{Client, ClientConfig, ServerSpec};
-use memkit_testkit::TestServer;
 use memkit_testkit::suite::{self, WallClock};
+use memkit_testkit::{TestServer, tempdir};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suite_through_the_client_against_persistent_memkitd() {
-    let dir = std::env::temp_dir().join(format!("memkit-persist-suite-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let server = TestServer::start(&["--persist", dir.to_str().unwrap()]);
+    let dir = tempdir("persist-suite");
+    let store = dir.path().join("store");
+    let server = TestServer::start(&["--persist", store.to_str().unwrap()]);
     let (port, shared) = (server.port(), server.shared().clone());
     let cfg = ClientConfig {
         connect_timeout: Duration::from_secs(2),
@@ -24,6 +24,5 @@ async fn suite_through_the_client_against_persistent_memkitd() {
     server.stop().await;
     assert!(shared.persist.as_ref().unwrap().stats().writes > 0);
     drop((c, shared));
-    let _ = std::fs::remove_dir_all(&dir);
     report.assert_all_passed();
 }

@@ -3,24 +3,18 @@
 //! written) before the store is open (`--persist`), `RUST_LOG` deciding over `-v`, and `--log-format json` lines that
 //! parse as JSON.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::net::TcpStream;
 use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[path = "support/daemon.rs"]
 mod daemon;
 
 use daemon::free_port;
-use memkit_testkit::TestServer;
-
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("memkit-service-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use memkit_testkit::wire::{BlockingWire, Until};
+use memkit_testkit::{TestServer, tempdir};
 
 fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
@@ -72,29 +66,20 @@ fn try_notice(sock: &UnixDatagram) -> Option<String> {
     }
 }
 
-/// Sends `req` and reads until the reply ends with `end`.
-fn ask(s: &mut TcpStream, req: &str, end: &str) -> String {
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(req.as_bytes()).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !got.ends_with(end.as_bytes()) {
-        let n = s.read(&mut buf).expect("reply within 5 s");
-        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&got));
-        got.extend_from_slice(&buf[..n]);
-    }
-    String::from_utf8_lossy(&got).into_owned()
-}
-
+/// A bare connect, for the checks that the port refuses connections.
 fn connect(port: u16) -> std::io::Result<TcpStream> {
     TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2))
+}
+
+fn wire(port: u16) -> std::io::Result<BlockingWire> {
+    BlockingWire::tcp(("127.0.0.1", port))
 }
 
 /// Under `Type=notify`: `READY=1` arrives, and by then the port accepts and answers.
 #[test]
 fn ready_arrives_once_the_port_accepts() {
-    let dir = tempdir("ready");
-    let (sock, path) = notify_socket(&dir);
+    let dir = tempdir("service-ready");
+    let (sock, path) = notify_socket(dir.path());
     let port = free_port();
     let d = spawn(port, &[], &[("NOTIFY_SOCKET", &path)]);
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -105,15 +90,14 @@ fn ready_arrives_once_the_port_accepts() {
         assert!(Instant::now() < deadline, "no READY=1 within 20 s");
     };
     // Checked at once: nothing may be left to do after the notice.
-    let mut s = connect(port).expect("the port accepts when READY=1 arrives");
+    let mut s = wire(port).expect("the port accepts when READY=1 arrives");
     assert!(notice.lines().any(|l| l == "READY=1"), "{notice:?}");
     assert!(
         notice.lines().any(|l| l == format!("MAINPID={}", d.pid())),
         "{notice:?}"
     );
-    assert!(ask(&mut s, "version\r\n", "\r\n").starts_with("VERSION "));
+    assert!(s.ask(b"version\r\n", Until::LINE).starts_with("VERSION "));
     drop(d);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// With `--persist`, the sockets are bound at start-up but listen only once the store is
@@ -122,16 +106,16 @@ fn ready_arrives_once_the_port_accepts() {
 /// and left hanging; `READY=1` follows, and the first connection is served from the store.
 #[test]
 fn persist_refuses_connections_until_ready() {
-    let dir = tempdir("persist");
-    let store = dir.join("store");
+    let dir = tempdir("service-persist");
+    let store = dir.path().join("store");
     fill_store(&store);
-    let fifo = dir.join("auth.fifo");
+    let fifo = dir.path().join("auth.fifo");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: a path we own.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let (sock, path) = notify_socket(&dir);
+    let (sock, path) = notify_socket(dir.path());
     let port = free_port();
-    let pidfile = dir.join("memkitd.pid");
+    let pidfile = dir.path().join("memkitd.pid");
     let args = [
         "--persist",
         store.to_str().unwrap(),
@@ -185,10 +169,10 @@ fn persist_refuses_connections_until_ready() {
     assert!(notice.contains("READY=1"), "{notice:?}");
     let pid = std::fs::read_to_string(&pidfile).expect("pid file by READY=1");
     assert_eq!(pid.trim(), d.pid().to_string());
-    let mut s = connect(port).expect("accepts after READY=1");
-    let auth = ask(&mut s, "set auth 0 0 11\r\nuser secret\r\n", "\r\n");
+    let mut s = wire(port).expect("accepts after READY=1");
+    let auth = s.ask(b"set auth 0 0 11\r\nuser secret\r\n", Until::LINE);
     assert_eq!(auth, "STORED\r\n");
-    let got = ask(&mut s, "get key-42\r\n", "END\r\n");
+    let got = s.ask(b"get key-42\r\n", Until::END);
     assert!(got.starts_with("VALUE key-42 0 "), "{got:?}");
     let err = stop(d);
     assert!(err.contains("recovered"), "{err}");
@@ -197,7 +181,6 @@ fn persist_refuses_connections_until_ready() {
         refused - held_refusals,
         err.lines().find(|l| l.contains("recovered")).unwrap_or("")
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A store with enough in its journal that recovery takes a moment.
@@ -230,7 +213,7 @@ fn rust_log_filters() {
         let port = free_port();
         let d = spawn(port, args, &[("RUST_LOG", rust_log)]);
         let mut s = wait_accepting(port);
-        ask(&mut s, "version\r\n", "\r\n");
+        s.ask(b"version\r\n", Until::LINE);
         drop(s);
         stop(d)
     };
@@ -262,7 +245,7 @@ fn json_lines_parse() {
     let port = free_port();
     let d = spawn(port, &["--log-format", "json", "-vv", "-C"], &[]);
     let mut s = wait_accepting(port);
-    ask(&mut s, "version\r\n", "\r\n");
+    s.ask(b"version\r\n", Until::LINE);
     drop(s);
     let err = stop(d);
     let events: Vec<serde_json::Value> = lines_of(&err)
@@ -290,10 +273,10 @@ fn json_lines_parse() {
 }
 
 /// Connects once memkitd accepts (10 s at most).
-fn wait_accepting(port: u16) -> TcpStream {
+fn wait_accepting(port: u16) -> BlockingWire {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if let Ok(s) = connect(port) {
+        if let Ok(s) = wire(port) {
             return s;
         }
         assert!(Instant::now() < deadline, "memkitd did not start");

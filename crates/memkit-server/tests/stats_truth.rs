@@ -3,15 +3,10 @@
 //! exporter that leaves out what memkitd does not measure. Formats are compared with real
 //! memcached in tests/interop/test_stats_truth.py.
 
-#[path = "support/inproc.rs"]
-mod inproc;
-
 use std::time::Duration;
 
-use inproc::{Conn, conn};
 use memkit_testkit::TestServer;
-use tokio::io::AsyncReadExt;
-use tokio::time::timeout;
+use memkit_testkit::wire::Until;
 
 /// `STAT name value` of a stats reply.
 fn stat(reply: &str, name: &str) -> Option<u64> {
@@ -42,25 +37,19 @@ fn bin(opcode: u8, key: &[u8], extras: &[u8], value: &[u8]) -> Vec<u8> {
     f
 }
 
-/// Reads one binary reply frame.
-async fn bin_reply(c: &mut Conn) -> Vec<u8> {
-    let mut head = [0u8; 24];
-    c.0.read_exact(&mut head).await.unwrap();
-    let body = u32::from_be_bytes(head[8..12].try_into().unwrap()) as usize;
-    let mut rest = vec![0u8; body];
-    c.0.read_exact(&mut rest).await.unwrap();
-    [head.to_vec(), rest].concat()
-}
-
 #[tokio::test]
 async fn detail_counts_every_encoding_while_on() {
     let s = TestServer::start(&[]);
-    let mut c = conn(&s).await;
+    let mut c = s.wire().await;
     // Off by default: nothing is counted.
-    c.ask(b"set user:0 0 0 1\r\nx\r\n", b"STORED\r\n").await;
-    assert_eq!(c.ask(b"stats detail dump\r\n", b"END\r\n").await, "END\r\n");
-    assert_eq!(c.ask(b"stats detail on\r\n", b"OK\r\n").await, "OK\r\n");
-    let settings = c.ask(b"stats settings\r\n", b"END\r\n").await;
+    c.ask(b"set user:0 0 0 1\r\nx\r\n", Until::End(b"STORED\r\n"))
+        .await;
+    assert_eq!(c.ask(b"stats detail dump\r\n", Until::END).await, "END\r\n");
+    assert_eq!(
+        c.ask(b"stats detail on\r\n", Until::End(b"OK\r\n")).await,
+        "OK\r\n"
+    );
+    let settings = c.ask(b"stats settings\r\n", Until::END).await;
     assert!(
         settings.contains("STAT detail_enabled yes\r\n"),
         "{settings}"
@@ -72,29 +61,27 @@ async fn detail_counts_every_encoding_while_on() {
     // Text: 2 sets, a get of 3 keys (1 hit), a delete.
     c.ask(
         b"set user:1 0 0 1\r\nx\r\nadd user:1 0 0 1\r\ny\r\nget user:1 user:2 nodelim\r\ndelete user:1\r\n",
-        b"DELETED\r\n",
+        Until::End(b"DELETED\r\n"),
     )
     .await;
     // Meta: a set, a hit and a miss, a delete.
     c.ask(
         b"ms user:3 1\r\nz\r\nmg user:3 v\r\nmg user:4 v\r\nmd user:3\r\nmn\r\n",
-        b"MN\r\n",
+        Until::End(b"MN\r\n"),
     )
     .await;
     // Binary (its own connection: the first byte picks the protocol): SET (flags and
     // exptime as extras), GET hit, DELETE.
-    let mut b = conn(&s).await;
+    let mut b = s.wire().await;
     for frame in [
         bin(0x01, b"sess:1", &[0; 8], b"v"),
         bin(0x00, b"sess:1", &[], &[]),
         bin(0x04, b"sess:1", &[], &[]),
     ] {
         b.send(&frame).await;
-        timeout(Duration::from_secs(5), bin_reply(&mut b))
-            .await
-            .expect("binary reply");
+        b.read(Until::Frame).await;
     }
-    let dump = c.ask(b"stats detail dump\r\n", b"END\r\n").await;
+    let dump = c.ask(b"stats detail dump\r\n", Until::END).await;
     assert_eq!(
         sorted_lines(&dump),
         [
@@ -105,24 +92,27 @@ async fn detail_counts_every_encoding_while_on() {
         "{dump}"
     );
     // Off: the counts stay and stop moving.
-    assert_eq!(c.ask(b"stats detail off\r\n", b"OK\r\n").await, "OK\r\n");
-    c.ask(b"get user:1\r\n", b"END\r\n").await;
-    assert_eq!(c.ask(b"stats detail dump\r\n", b"END\r\n").await, dump);
     assert_eq!(
-        c.ask(b"stats detail\r\n", b"\r\n").await,
+        c.ask(b"stats detail off\r\n", Until::End(b"OK\r\n")).await,
+        "OK\r\n"
+    );
+    c.ask(b"get user:1\r\n", Until::END).await;
+    assert_eq!(c.ask(b"stats detail dump\r\n", Until::END).await, dump);
+    assert_eq!(
+        c.ask(b"stats detail\r\n", Until::LINE).await,
         "CLIENT_ERROR usage: stats detail on|off|dump\r\n"
     );
     // `stats reset` forgets every prefix, as memcached's does.
-    c.ask(b"stats reset\r\n", b"RESET\r\n").await;
-    assert_eq!(c.ask(b"stats detail dump\r\n", b"END\r\n").await, "END\r\n");
+    c.ask(b"stats reset\r\n", Until::End(b"RESET\r\n")).await;
+    assert_eq!(c.ask(b"stats detail dump\r\n", Until::END).await, "END\r\n");
     s.stop().await;
 }
 
 #[tokio::test]
 async fn dash_d_sets_the_delimiter_and_turns_detail_on() {
     let s = TestServer::start(&["-D", "/"]);
-    let mut c = conn(&s).await;
-    let settings = c.ask(b"stats settings\r\n", b"END\r\n").await;
+    let mut c = s.wire().await;
+    let settings = c.ask(b"stats settings\r\n", Until::END).await;
     assert!(
         settings.contains("STAT detail_enabled yes\r\n"),
         "{settings}"
@@ -133,11 +123,11 @@ async fn dash_d_sets_the_delimiter_and_turns_detail_on() {
     );
     c.ask(
         b"set a/b 0 0 1\r\nx\r\nset a:b 0 0 1\r\nx\r\n",
-        b"STORED\r\nSTORED\r\n",
+        Until::End(b"STORED\r\nSTORED\r\n"),
     )
     .await;
     assert_eq!(
-        c.ask(b"stats detail dump\r\n", b"END\r\n").await,
+        c.ask(b"stats detail dump\r\n", Until::END).await,
         "PREFIX a get 0 hit 0 set 1 del 0\r\nEND\r\n"
     );
     s.stop().await;
@@ -146,28 +136,29 @@ async fn dash_d_sets_the_delimiter_and_turns_detail_on() {
 #[tokio::test]
 async fn per_class_command_counters_are_measured() {
     let s = TestServer::start(&[]);
-    let mut c = conn(&s).await;
+    let mut c = s.wire().await;
     // Small items: class 1 (96 bytes).
+    // Eleven reply lines: STORED, a hit (3), a miss, 7, 6, TOUCHED, a hit with its CAS (3).
     c.ask(
         b"set k 0 0 1\r\n5\r\nget k\r\nget nope\r\nincr k 2\r\ndecr k 1\r\ntouch k 100\r\ngets k\r\n",
-        b"END\r\n",
+        Until::Lines(11),
     )
     .await;
-    let gets = c.ask(b"gets k\r\n", b"END\r\n").await;
+    let gets = c.ask(b"gets k\r\n", Until::END).await;
     let cas: u64 = gets.split_whitespace().nth(4).unwrap().parse().unwrap();
     c.ask(
         format!("cas k 0 0 1 {cas}\r\n7\r\ncas k 0 0 1 {cas}\r\n8\r\ndelete k\r\n").as_bytes(),
-        b"DELETED\r\n",
+        Until::End(b"DELETED\r\n"),
     )
     .await;
     // A bigger item lands in another class.
     let big = "v".repeat(500);
     c.ask(
         format!("set big 0 0 500\r\n{big}\r\nget big\r\n").as_bytes(),
-        b"END\r\n",
+        Until::END,
     )
     .await;
-    let slabs = c.ask(b"stats slabs\r\n", b"END\r\n").await;
+    let slabs = c.ask(b"stats slabs\r\n", Until::END).await;
     for (name, v) in [
         ("1:get_hits", 3),
         ("1:cmd_set", 3),
@@ -190,11 +181,11 @@ async fn per_class_command_counters_are_measured() {
     assert_eq!(stat(&slabs, &format!("{id}:cmd_set")), Some(1), "{slabs}");
     assert_eq!(stat(&slabs, "active_slabs"), Some(2), "{slabs}");
     // Summed over the classes they are the general counters.
-    let general = c.ask(b"stats\r\n", b"END\r\n").await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     assert_eq!(stat(&general, "get_hits"), Some(4));
     assert_eq!(stat(&general, "cas_badval"), Some(1));
-    c.ask(b"stats reset\r\n", b"RESET\r\n").await;
-    let slabs = c.ask(b"stats slabs\r\n", b"END\r\n").await;
+    c.ask(b"stats reset\r\n", Until::End(b"RESET\r\n")).await;
+    let slabs = c.ask(b"stats slabs\r\n", Until::END).await;
     assert_eq!(stat(&slabs, "1:get_hits"), None, "reset: {slabs}");
     assert_eq!(stat(&slabs, &format!("{id}:get_hits")), Some(0), "{slabs}");
     s.stop().await;
@@ -213,16 +204,18 @@ fn class_sum(items: &str, field: &str) -> u64 {
 #[tokio::test]
 async fn per_class_expired_unfetched() {
     let s = TestServer::start(&[]);
-    let mut c = conn(&s).await;
-    c.ask(b"set fetched 0 1 1\r\nx\r\nget fetched\r\n", b"END\r\n")
+    let mut c = s.wire().await;
+    c.ask(b"set fetched 0 1 1\r\nx\r\nget fetched\r\n", Until::END)
         .await;
-    c.ask(b"set lonely 0 1 1\r\nx\r\n", b"STORED\r\n").await;
+    c.ask(b"set lonely 0 1 1\r\nx\r\n", Until::End(b"STORED\r\n"))
+        .await;
     // `stats items` lists a class while it holds items (as memcached's does).
-    c.ask(b"set keep 0 0 1\r\nx\r\n", b"STORED\r\n").await;
+    c.ask(b"set keep 0 0 1\r\nx\r\n", Until::End(b"STORED\r\n"))
+        .await;
     tokio::time::sleep(Duration::from_millis(2100)).await;
     // The reads find both expired and reclaim them: one was never fetched.
-    c.ask(b"get fetched lonely\r\n", b"END\r\n").await;
-    let items = c.ask(b"stats items\r\n", b"END\r\n").await;
+    c.ask(b"get fetched lonely\r\n", Until::END).await;
+    let items = c.ask(b"stats items\r\n", Until::END).await;
     assert_eq!(
         stat(&items, "items:1:expired_unfetched"),
         Some(1),
@@ -236,7 +229,7 @@ async fn per_class_expired_unfetched() {
 async fn per_class_evicted_counts() {
     // -m 2 with 20 KB values: the store evicts long before the loop ends.
     let s = TestServer::start(&["-m", "2"]);
-    let mut c = conn(&s).await;
+    let mut c = s.wire().await;
     let value = "v".repeat(20_000);
     for i in 0..400 {
         let get = if i % 2 == 0 {
@@ -246,12 +239,12 @@ async fn per_class_evicted_counts() {
         };
         c.ask(
             format!("set fill{i} 0 1000 20000\r\n{value}\r\n{get}mn\r\n").as_bytes(),
-            b"MN\r\n",
+            Until::End(b"MN\r\n"),
         )
         .await;
     }
-    let items = c.ask(b"stats items\r\n", b"END\r\n").await;
-    let general = c.ask(b"stats\r\n", b"END\r\n").await;
+    let items = c.ask(b"stats items\r\n", Until::END).await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     let evicted = stat(&general, "evictions").unwrap();
     let unfetched = stat(&general, "evicted_unfetched").unwrap();
     assert!(
@@ -268,28 +261,26 @@ async fn per_class_evicted_counts() {
 #[tokio::test]
 async fn watch_counters_follow_the_stream() {
     let s = TestServer::start(&[]);
-    let mut c = conn(&s).await;
-    let general = c.ask(b"stats\r\n", b"END\r\n").await;
+    let mut c = s.wire().await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     assert_eq!(stat(&general, "log_watchers"), Some(0));
-    let mut w = conn(&s).await;
-    w.ask(b"watch fetchers\r\n", b"OK\r\n").await;
-    c.ask(b"set wk 0 0 1\r\nx\r\n", b"STORED\r\n").await;
+    let mut w = s.wire().await;
+    w.ask(b"watch fetchers\r\n", Until::End(b"OK\r\n")).await;
+    c.ask(b"set wk 0 0 1\r\nx\r\n", Until::End(b"STORED\r\n"))
+        .await;
     // Gets until the watcher has seen 5 lines (it is subscribed once its OK is written).
     let mut seen = 0;
     let mut buf = Vec::new();
     for _ in 0..100 {
-        c.ask(b"get wk\r\n", b"END\r\n").await;
-        let mut chunk = [0u8; 4096];
-        if let Ok(Ok(n)) = timeout(Duration::from_millis(50), w.0.read(&mut chunk)).await {
-            buf.extend_from_slice(&chunk[..n]);
-            seen = buf.iter().filter(|&&b| b == b'\n').count();
-        }
+        c.ask(b"get wk\r\n", Until::END).await;
+        buf.extend(w.pending(Duration::from_millis(50)).await);
+        seen = buf.iter().filter(|&&b| b == b'\n').count();
         if seen >= 5 {
             break;
         }
     }
     assert!(seen >= 5, "{}", String::from_utf8_lossy(&buf));
-    let general = c.ask(b"stats\r\n", b"END\r\n").await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     assert_eq!(stat(&general, "log_watchers"), Some(1), "{general}");
     let sent = stat(&general, "log_watcher_sent").unwrap();
     assert!(sent >= seen as u64, "sent {sent}, seen {seen}");
@@ -299,8 +290,8 @@ async fn watch_counters_follow_the_stream() {
     let mut gone = false;
     for _ in 0..100 {
         // The watcher notices the close at its next read or event.
-        c.ask(b"get wk\r\n", b"END\r\n").await;
-        let general = c.ask(b"stats\r\n", b"END\r\n").await;
+        c.ask(b"get wk\r\n", Until::END).await;
+        let general = c.ask(b"stats\r\n", Until::END).await;
         if stat(&general, "log_watchers") == Some(0) {
             gone = true;
             break;
@@ -314,17 +305,17 @@ async fn watch_counters_follow_the_stream() {
 #[tokio::test]
 async fn idle_kicks_count_connections_closed_by_the_idle_timeout() {
     let s = TestServer::start(&["-o", "idle_timeout=1"]);
-    let mut c = conn(&s).await;
-    let general = c.ask(b"stats\r\n", b"END\r\n").await;
+    let mut c = s.wire().await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     assert_eq!(stat(&general, "idle_kicks"), Some(0), "{general}");
     assert!(c.closed().await, "an idle connection is closed");
-    let mut c = conn(&s).await;
-    let general = c.ask(b"stats\r\n", b"END\r\n").await;
+    let mut c = s.wire().await;
+    let general = c.ask(b"stats\r\n", Until::END).await;
     assert_eq!(stat(&general, "idle_kicks"), Some(1), "{general}");
     s.stop().await;
     // Without a timeout memcached does not report it.
     let s = TestServer::start(&[]);
-    let general = conn(&s).await.ask(b"stats\r\n", b"END\r\n").await;
+    let general = s.wire().await.ask(b"stats\r\n", Until::END).await;
     assert_eq!(stat(&general, "idle_kicks"), None);
     s.stop().await;
 }
@@ -332,14 +323,16 @@ async fn idle_kicks_count_connections_closed_by_the_idle_timeout() {
 #[tokio::test]
 async fn mgdump_lists_live_keys_as_meta_gets() {
     let s = TestServer::start(&[]);
-    let mut c = conn(&s).await;
+    let mut c = s.wire().await;
     // `AAEC` is base64 for the bytes 0 1 2: a key only meta's `b` can write.
     c.ask(
         b"set plain 0 0 1\r\nx\r\nset gone 0 0 1\r\nx\r\ndelete gone\r\nms AAEC 1 b\r\ny\r\nmn\r\n",
-        b"MN\r\n",
+        Until::End(b"MN\r\n"),
     )
     .await;
-    let dump = c.ask(b"lru_crawler mgdump hash\r\n", b"EN\r\n").await;
+    let dump = c
+        .ask(b"lru_crawler mgdump hash\r\n", Until::End(b"EN\r\n"))
+        .await;
     assert_eq!(
         sorted_lines(&dump),
         ["EN", "mg AAEC b", "mg plain"],
@@ -348,9 +341,9 @@ async fn mgdump_lists_live_keys_as_meta_gets() {
     s.stop().await;
     let s = TestServer::start(&["-X"]);
     assert_eq!(
-        conn(&s)
+        s.wire()
             .await
-            .ask(b"lru_crawler mgdump hash\r\n", b"\r\n")
+            .ask(b"lru_crawler mgdump hash\r\n", Until::LINE)
             .await,
         "ERROR key dump not allowed\r\n"
     );
@@ -360,8 +353,8 @@ async fn mgdump_lists_live_keys_as_meta_gets() {
 #[tokio::test]
 async fn the_exporter_has_only_measured_figures() {
     let s = TestServer::start(&[]);
-    let mut c = conn(&s).await;
-    c.ask(b"set k 0 0 1\r\nx\r\nget k\r\n", b"END\r\n").await;
+    let mut c = s.wire().await;
+    c.ask(b"set k 0 0 1\r\nx\r\nget k\r\n", Until::END).await;
     let text = memkit_server::metrics::exposition(s.shared());
     assert!(
         text.contains(

@@ -8,12 +8,14 @@ use std::time::Duration;
 use memkit_server::{Args, Settings, Shared};
 use memkit_testkit::TestServer;
 use memkit_testkit::certs::TestPki;
+use memkit_testkit::wire::{Until, Wire};
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
+
+type TlsWire = Wire<tokio_rustls::client::TlsStream<TcpStream>>;
 
 fn settings(args: &[&str]) -> Settings {
     let mut argv = vec!["memkitd"];
@@ -62,50 +64,36 @@ fn client_config(pki: &TestPki, cert: ClientCert) -> Arc<rustls::ClientConfig> {
 async fn tls_connect(
     addr: std::net::SocketAddr,
     cfg: Arc<rustls::ClientConfig>,
-) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+) -> std::io::Result<TlsWire> {
     let tcp = TcpStream::connect(addr).await?;
     let name = ServerName::try_from("localhost").unwrap();
-    timeout(
+    let tls = timeout(
         Duration::from_secs(5),
         tokio_rustls::TlsConnector::from(cfg).connect(name, tcp),
     )
     .await
-    .expect("handshake within 5 s")
+    .expect("handshake within 5 s")?;
+    Ok(Wire::new(tls))
 }
 
-/// Sends `req` and reads until the reply ends with `end`; `Err` if the stream fails or
-/// closes first (a refused client certificate surfaces here under TLS 1.3).
-async fn ask<S: AsyncRead + AsyncWrite + Unpin>(
-    s: &mut S,
-    req: &[u8],
-    end: &[u8],
-) -> Result<String, String> {
-    s.write_all(req).await.map_err(|e| e.to_string())?;
-    s.flush().await.map_err(|e| e.to_string())?;
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 16384];
-    timeout(Duration::from_secs(5), async {
-        while !buf.ends_with(end) {
-            match s.read(&mut chunk).await {
-                Ok(0) => return Err(format!("closed after {:?}", String::from_utf8_lossy(&buf))),
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        Ok(String::from_utf8_lossy(&buf).into_owned())
-    })
-    .await
-    .expect("reply or failure within 5 s")
+/// `r`, which must be an answer or a failure of the stream, not a wait for one.
+fn not_timed_out<T: std::fmt::Debug>(r: std::io::Result<T>) -> std::io::Result<T> {
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => panic!("{e}"),
+        r => r,
+    }
 }
 
-/// Whether a client presenting `cert` can set and get over TLS.
+/// Whether a client presenting `cert` can set and get over TLS (a refused client
+/// certificate surfaces as a failed read under TLS 1.3).
 async fn works(addr: std::net::SocketAddr, pki: &TestPki, cert: ClientCert) -> bool {
     let Ok(mut s) = tls_connect(addr, client_config(pki, cert)).await else {
         return false;
     };
-    ask(&mut s, b"set k 0 0 2\r\nhi\r\nget k\r\n", b"END\r\n")
-        .await
-        .is_ok_and(|r| r == "STORED\r\nVALUE k 0 2\r\nhi\r\nEND\r\n")
+    let r = s
+        .try_ask(b"set k 0 0 2\r\nhi\r\nget k\r\n", Until::END)
+        .await;
+    not_timed_out(r).is_ok_and(|r| r == "STORED\r\nVALUE k 0 2\r\nhi\r\nEND\r\n")
 }
 
 #[tokio::test]
@@ -119,23 +107,18 @@ async fn get_and_set_over_tls() {
     // A value larger than one TLS record, pipelined with its get.
     let big = "x".repeat(100_000);
     let req = format!("set big 0 0 {}\r\n{big}\r\nget big\r\n", big.len());
-    let r = ask(&mut c, req.as_bytes(), b"END\r\n").await.unwrap();
+    let r = c.ask(req.as_bytes(), Until::END).await;
     assert_eq!(
         r,
         format!("STORED\r\nVALUE big 0 {}\r\n{big}\r\nEND\r\n", big.len())
     );
-    let st = ask(&mut c, b"stats settings\r\n", b"END\r\n")
-        .await
-        .unwrap();
+    let st = c.ask(b"stats settings\r\n", Until::END).await;
     assert!(st.contains("STAT ssl_enabled yes\r\n"), "{st}");
     assert!(st.contains("STAT ssl_verify_mode 0\r\n"), "{st}");
     // quit: the server closes with close_notify, which the client reads as a clean EOF.
-    c.write_all(b"quit\r\n").await.unwrap();
-    let mut rest = Vec::new();
-    let n = timeout(Duration::from_secs(5), c.read_to_end(&mut rest))
-        .await
-        .unwrap();
-    assert!(n.is_ok(), "clean close: {n:?}");
+    c.send(b"quit\r\n").await;
+    let rest = c.try_read(Until::Closed).await;
+    assert!(rest.is_ok(), "clean close: {rest:?}");
     assert!(
         works(s.tcp_addr(), &pki, ClientCert::Good).await,
         "a certificate nobody asked for"
@@ -167,24 +150,16 @@ async fn binary_protocol_over_tls() {
     encode_request(&mut req, op::GETK, 2, 0, &[], b"b", &[]);
     encode_request(&mut req, op::GETQ, 3, 0, &[], b"nothing", &[]);
     encode_request(&mut req, op::NOOP, 4, 0, &[], &[], &[]);
-    c.write_all(&req).await.unwrap();
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 16384];
+    c.send(&req).await;
     let mut replies: Vec<(u32, u16, Vec<u8>, usize)> = Vec::new();
-    timeout(Duration::from_secs(5), async {
-        while replies.last().is_none_or(|&(o, ..)| o != 4) {
-            let n = c.read(&mut chunk).await.unwrap();
-            assert!(n > 0, "closed");
-            buf.extend_from_slice(&chunk[..n]);
-            while let Ok(Some((r, used))) = decode_response(&buf) {
-                let h = r.header;
-                replies.push((h.opaque, h.status, r.key.to_vec(), r.value.len()));
-                buf.drain(..used);
-            }
-        }
-    })
-    .await
-    .expect("replies within 5 s");
+    while replies.last().is_none_or(|&(o, ..)| o != 4) {
+        let frame = c.read(Until::Frame).await;
+        let Ok(Some((r, _))) = decode_response(&frame) else {
+            panic!("not a response frame: {frame:?}");
+        };
+        let h = r.header;
+        replies.push((h.opaque, h.status, r.key.to_vec(), r.value.len()));
+    }
     // SETQ's success and GETQ's miss are silent: only the GETK hit and the NOOP answer.
     let ok = Status::Ok as u16;
     assert_eq!(
@@ -199,18 +174,17 @@ async fn plaintext_clients_get_nothing_from_a_tls_port() {
     let pki = TestPki::generate();
     let opts = pki.server_opts(0);
     let s = TestServer::start(&["-Z", "-o", &opts]);
-    let mut c = TcpStream::connect(s.tcp_addr()).await.unwrap();
-    let r = ask(&mut c, b"set k 0 0 1\r\nv\r\nget k\r\n", b"END\r\n").await;
+    let mut c = Wire::tcp(s.tcp_addr()).await.unwrap();
+    let r = c
+        .try_ask(b"set k 0 0 1\r\nv\r\nget k\r\n", Until::END)
+        .await;
+    let r = not_timed_out(r);
     assert!(r.is_err(), "plaintext got an answer: {r:?}");
-    let st = ask(
-        &mut tls_connect(s.tcp_addr(), client_config(&pki, ClientCert::None))
-            .await
-            .unwrap(),
-        b"stats\r\n",
-        b"END\r\n",
-    )
-    .await
-    .unwrap();
+    let st = tls_connect(s.tcp_addr(), client_config(&pki, ClientCert::None))
+        .await
+        .unwrap()
+        .ask(b"stats\r\n", Until::END)
+        .await;
     assert!(st.contains("STAT ssl_handshake_errors 1\r\n"), "{st}");
     assert!(
         st.contains("STAT curr_items 0\r\n"),
@@ -263,20 +237,14 @@ async fn tls_and_auth_together() {
     let mut c = tls_connect(s.tcp_addr(), client_config(&pki, ClientCert::None))
         .await
         .unwrap();
-    let r = ask(&mut c, b"get k\r\n", b"\r\n").await.unwrap();
+    let r = c.ask(b"get k\r\n", Until::LINE).await;
     assert_eq!(r, "CLIENT_ERROR unauthenticated\r\n");
-    let mut r = ask(
-        &mut c,
-        b"set auth 0 0 12\r\nalice secret\r\nversion\r\n",
-        b"\r\n",
-    )
-    .await
-    .unwrap();
-    // The login's reply and the next command's are two writes, so two TLS records that
-    // may arrive apart.
-    if !r.contains("VERSION ") {
-        r += &ask(&mut c, b"", b"\r\n").await.unwrap();
-    }
+    let r = c
+        .ask(
+            b"set auth 0 0 12\r\nalice secret\r\nversion\r\n",
+            Until::Lines(2),
+        )
+        .await;
     assert!(r.starts_with("STORED\r\nVERSION "), "{r}");
     s.stop().await;
 }

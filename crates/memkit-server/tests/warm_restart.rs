@@ -7,36 +7,30 @@
 #[path = "support/daemon.rs"]
 mod daemon;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use daemon::{Daemon, spawn, tempdir, wait_ready};
+use daemon::{Daemon, spawn, wait_ready};
+use memkit_testkit::tempdir;
+use memkit_testkit::wire::{BlockingWire, Until};
 
 /// What `mg key v f c t` found: value, flags, CAS, TTL (-1 for none); `None` for a miss.
 type Got = Option<(Vec<u8>, u32, u64, i64)>;
 
 /// A blocking text-protocol connection, pipelining requests in batches.
-struct Conn {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-}
+struct Conn(BlockingWire);
 
 impl Conn {
     fn open(port: u16) -> Conn {
-        let s = wait_ready(|| TcpStream::connect(("127.0.0.1", port)));
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        Conn {
-            r: BufReader::new(s.try_clone().unwrap()),
-            w: s,
-        }
+        let w = wait_ready(|| BlockingWire::tcp(("127.0.0.1", port)));
+        Conn(w.with_timeout(Duration::from_secs(30)))
     }
 
     fn line(&mut self) -> String {
-        let mut l = String::new();
-        self.r.read_line(&mut l).unwrap();
-        l.trim_end().to_string()
+        let l = self.0.read(Until::LINE);
+        String::from_utf8_lossy(&l).trim_end().to_string()
     }
 
     /// `ms` of each item (`T` when it has a TTL), pipelined; the CAS of each.
@@ -50,7 +44,7 @@ impl Conn {
                 req.extend_from_slice(value);
                 req.extend_from_slice(b"\r\n");
             }
-            self.w.write_all(&req).unwrap();
+            self.0.send(&req);
             for _ in batch {
                 let l = self.line();
                 cas.push(l.strip_prefix("HD c").expect(&l).parse().unwrap());
@@ -67,7 +61,7 @@ impl Conn {
                 .iter()
                 .map(|k| format!("mg {k} v f c t\r\n"))
                 .collect();
-            self.w.write_all(req.as_bytes()).unwrap();
+            self.0.send(req.as_bytes());
             for _ in batch {
                 let head = self.line();
                 if head == "EN" {
@@ -86,8 +80,7 @@ impl Conn {
                         _ => {}
                     }
                 }
-                let mut value = vec![0; len + 2];
-                self.r.read_exact(&mut value).unwrap();
+                let mut value = self.0.read(Until::Bytes(len + 2));
                 value.truncate(len);
                 out.push(Some((value, flags, cas, ttl)));
             }
@@ -96,7 +89,7 @@ impl Conn {
     }
 
     fn stat(&mut self, what: &str, name: &str) -> String {
-        self.w.write_all(format!("{what}\r\n").as_bytes()).unwrap();
+        self.0.send(format!("{what}\r\n").as_bytes());
         let mut found = String::new();
         loop {
             let l = self.line();
@@ -156,7 +149,8 @@ fn graceful_stop(d: &mut Daemon) -> String {
 #[test]
 fn sigusr1_keeps_every_item_with_flags_cas_and_counting_ttl() {
     const N: usize = 200_000;
-    let file = tempdir().join("cache");
+    let dir = tempdir("warm");
+    let file = dir.path().join("cache");
     let (mut d, port) = start(&file, &["-m", "64"]);
     let mut c = Conn::open(port);
     let all = items(N);
@@ -212,18 +206,18 @@ fn sigusr1_keeps_every_item_with_flags_cas_and_counting_ttl() {
 
 #[test]
 fn shutdown_graceful_saves_too() {
-    let file = tempdir().join("cache");
+    let dir = tempdir("warm");
+    let file = dir.path().join("cache");
     let (mut d, port) = start(&file, &["-A"]);
     let mut c = Conn::open(port);
     let all = items(500);
     let cas = c.set_all(&all);
     let shown = c.stat("stats settings", "memory_file");
     assert_eq!(shown, file.to_str().unwrap());
-    c.w.write_all(b"shutdown graceful\r\n").unwrap();
-    let mut rest = Vec::new();
-    let _ = c.r.read_to_end(&mut rest);
+    c.0.send(b"shutdown graceful\r\n");
+    let rest = c.0.try_read(Until::Closed);
     assert!(
-        rest.is_empty(),
+        rest.as_ref().is_ok_and(|r| r.is_empty()),
         "memcached closes without a reply: {rest:?}"
     );
     let (status, err) = d.wait_exit();
@@ -254,7 +248,8 @@ fn assert_empty_and_healthy(c: &mut Conn) {
 
 #[test]
 fn sigkill_starts_empty_and_never_reuses_an_older_snapshot() {
-    let file = tempdir().join("cache");
+    let dir = tempdir("warm");
+    let file = dir.path().join("cache");
     let (mut d, port) = start(&file, &[]);
     Conn::open(port).set_all(&items(1000));
     graceful_stop(&mut d);
@@ -276,7 +271,8 @@ fn sigkill_starts_empty_and_never_reuses_an_older_snapshot() {
 
 #[test]
 fn damaged_file_or_changed_flags_start_empty_with_the_reason() {
-    let file = tempdir().join("cache");
+    let dir = tempdir("warm");
+    let file = dir.path().join("cache");
     let (mut d, port) = start(&file, &["-m", "16"]);
     Conn::open(port).set_all(&items(2000));
     graceful_stop(&mut d);
@@ -348,11 +344,11 @@ fn fill_quiet(port: u16, n: usize, size: usize) {
         req.extend_from_slice(&value);
         req.extend_from_slice(b"\r\n");
         if req.len() >= 1 << 20 || i + 1 == n {
-            c.w.write_all(&req).unwrap();
+            c.0.send(&req);
             req.clear();
         }
     }
-    c.w.write_all(b"mn\r\n").unwrap();
+    c.0.send(b"mn\r\n");
     assert_eq!(c.line(), "MN");
 }
 
@@ -375,7 +371,8 @@ fn signal_during_restore(file: &Path, signal: libc::c_int) -> (std::process::Exi
 fn a_stop_during_the_restore_waits_for_it_and_loses_nothing() {
     // About 190 MiB of records: a restore that takes a moment.
     const N: usize = 400_000;
-    let file = tempdir().join("cache");
+    let dir = tempdir("warm");
+    let file = dir.path().join("cache");
     let (mut d, port) = start(&file, &["-m", "256"]);
     fill_quiet(port, N, 400);
     let items = Conn::open(port).curr_items();
@@ -426,7 +423,8 @@ fn a_stop_during_the_restore_waits_for_it_and_loses_nothing() {
 fn every_store_acknowledged_before_a_graceful_stop_is_restored() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    let file = tempdir().join("cache");
+    let dir = tempdir("warm");
+    let file = dir.path().join("cache");
     let (mut d, port) = start(&file, &["-m", "64", "-t", "1"]);
     // A cache whose save takes a while: the window a straggler would have.
     fill_quiet(port, 40_000, 1000);

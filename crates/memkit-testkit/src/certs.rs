@@ -4,18 +4,19 @@
 //! written as PEM files to a fresh temp directory that is removed on drop, so real
 //! memcached (`-Z -o ssl_chain_cert=...`) can read them as well as memkitd.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
 };
 
+use crate::tempdir::{TempDir, tempdir};
+
 /// The PEM texts and the files they were written to.
 #[derive(Debug)]
 pub struct TestPki {
-    dir: PathBuf,
+    dir: TempDir,
     /// The CA certificate (PEM) that signed the server and the good client certificate.
     pub ca_pem: String,
     /// Server certificate and key (PEM).
@@ -61,13 +62,7 @@ fn leaf(
 impl TestPki {
     /// A new PKI in a new temp directory.
     pub fn generate() -> TestPki {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "memkit-pki-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("create the PKI dir");
+        let dir = tempdir("pki");
         let (ca_params, ca_key, ca_pem) = ca("memkit test CA");
         let issuer = Issuer::new(ca_params, ca_key);
         let (server_cert_pem, server_key_pem) = leaf(
@@ -109,27 +104,20 @@ impl TestPki {
             ("rogue.pem", &pki.rogue_cert_pem),
             ("rogue.key", &pki.rogue_key_pem),
         ] {
-            std::fs::write(pki.dir.join(name), body).expect("write a PEM file");
-        }
-        // memcached drops to `nobody` after start-up, and the test harness may start it so:
-        // the files must be readable by others (they are test-only secrets).
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&pki.dir, std::fs::Permissions::from_mode(0o755));
+            std::fs::write(pki.dir().join(name), body).expect("write a PEM file");
         }
         pki
     }
 
     /// The directory holding the files.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     /// The path of one of `ca.pem`, `server.pem`, `server.key`, `client.pem`, `client.key`,
     /// `rogue.pem`, `rogue.key`, as a string (for command lines).
     pub fn path(&self, name: &str) -> String {
-        self.dir.join(name).to_string_lossy().into_owned()
+        self.dir().join(name).to_string_lossy().into_owned()
     }
 
     /// memcached/memkitd `-o` value for TLS with this PKI's server certificate and
@@ -141,11 +129,5 @@ impl TestPki {
             self.path("server.key"),
             self.path("ca.pem")
         )
-    }
-}
-
-impl Drop for TestPki {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -24,6 +24,12 @@
 //!   free loopback port or a UNIX socket, shut down on drop. The one way tests start memkitd.
 //! - [`memcached`]: [`memcached::spawn`], real memcached on a free loopback port, killed on
 //!   drop, under the interop policy. The one way tests start memcached.
+//! - [`tempdir`]: [`tempdir()`], a scratch directory removed on drop, and
+//!   [`tempdir::in_memory`] in `/dev/shm`. The one way tests make a scratch directory.
+//! - [`wire`]: [`wire::Wire`], a raw connection that sends bytes and reads a reply up to a
+//!   terminator, a count of lines or bytes, a binary frame or the close, every read bounded
+//!   in time ([`TestServer::wire`] opens one); [`wire::BlockingWire`] for synchronous
+//!   tests. The one way tests talk to a server byte for byte.
 //!
 //! Entry points for a backend's own tests:
 //!
@@ -65,7 +71,10 @@ pub mod model;
 pub mod ops;
 pub mod server;
 pub mod suite;
+pub mod tempdir;
+pub mod wire;
 
 pub use model::Model;
 pub use server::{Addr, TestServer};
 pub use suite::{Needs, Report, SuiteOptions, TimeControl, WallClock};
+pub use tempdir::tempdir;

@@ -4,20 +4,15 @@
 //! The in-process part needs the `server` feature:
 //! `cargo test -p memkit-testkit --features server --test harness`.
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
 
-use memkit_testkit::{Addr, TestServer, memcached};
+use memkit_testkit::wire::{BlockingWire, Until};
+use memkit_testkit::{Addr, TestServer, memcached, tempdir};
 
 /// `version`'s reply on a fresh connection to 127.0.0.1:`port`.
 fn version(port: u16) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"version\r\n").unwrap();
-    let mut buf = [0u8; 128];
-    let n = s.read(&mut buf).unwrap();
-    String::from_utf8_lossy(&buf[..n]).into_owned()
+    let mut s = BlockingWire::tcp(("127.0.0.1", port)).unwrap();
+    s.ask(b"version\r\n", Until::LINE)
 }
 
 fn refused(port: u16) -> bool {
@@ -47,20 +42,16 @@ fn a_child_answers_and_reports_its_exit() {
 
 #[test]
 fn a_child_on_a_unix_socket_reports_its_path() {
-    let dir = std::env::temp_dir().join(format!("memkit-harness-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("s.sock");
+    let dir = tempdir("harness");
+    let path = dir.path().join("s.sock");
     let p = path.to_str().unwrap();
     // The argv is the caller's once it names a listener; `-u` is ignored unless root.
     let s = TestServer::process(&["-s", p, "-u", "root"]);
     assert_eq!(s.addr(), &Addr::Unix(path.clone()));
-    let mut c = std::os::unix::net::UnixStream::connect(&path).unwrap();
-    c.write_all(b"version\r\n").unwrap();
-    let mut buf = [0u8; 64];
-    let n = c.read(&mut buf).unwrap();
-    assert!(buf[..n].starts_with(b"VERSION "));
+    let mut c = BlockingWire::unix(&path).unwrap();
+    let version = c.ask(b"version\r\n", Until::LINE);
+    assert!(version.starts_with("VERSION "), "{version:?}");
     drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[cfg(feature = "server")]

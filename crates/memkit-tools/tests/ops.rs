@@ -27,6 +27,8 @@ mod common;
 use common::Memkitd;
 use memkit_testkit::memcached;
 use memkit_testkit::server::free_port;
+use memkit_testkit::tempdir;
+use memkit_testkit::wire::{BlockingWire, Until};
 
 fn memkit(servers: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_memkit"))
@@ -294,12 +296,13 @@ const FAMILIES: &[&str] = &[
     "memcached_slab_chunk_size_bytes",
 ];
 
+/// The whole response to `GET path`, up to the server's close.
 fn http_get(port: u16, path: &str) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut r = String::new();
-    s.read_to_string(&mut r).unwrap();
-    r
+    let mut s = BlockingWire::tcp(("127.0.0.1", port)).unwrap();
+    s.ask(
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        Until::Closed,
+    )
 }
 
 #[test]
@@ -497,13 +500,16 @@ fn stats_formats_dump_watch_and_trace() {
     assert!(s.contains("key=watched"), "{s}");
 
     // trace: the seed's example line.
-    let dir = std::env::temp_dir().join(format!("memkit-trace-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("posts.trace"), "MLWUHHHHHHHHHHHHHHHMLLHHHHHHHHHH").unwrap();
-    std::fs::write(dir.join("users.trace"), "HHSMLWU").unwrap();
+    let dir = tempdir("trace");
+    std::fs::write(
+        dir.path().join("posts.trace"),
+        "MLWUHHHHHHHHHHHHHHHMLLHHHHHHHHHH",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("users.trace"), "HHSMLWU").unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_memkit"))
         .arg("trace")
-        .arg(&dir)
+        .arg(dir.path())
         .output()
         .unwrap();
     let s = stdout(&o);
@@ -515,6 +521,5 @@ fn stats_formats_dump_watch_and_trace() {
         "{s}"
     );
     assert!(s.contains("users.trace: 7 letters"), "{s}");
-    let _ = std::fs::remove_dir_all(&dir);
     rt.shutdown_background();
 }

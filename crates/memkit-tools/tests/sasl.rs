@@ -8,10 +8,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::{Memkitd, dead_addr, memkit, stderr, stdout};
+use memkit_testkit::tempdir;
 
 const USER: &str = "alice";
 const PASSWORD: &str = "s3cret-pw";
@@ -129,20 +130,10 @@ fn pwdb(dir: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-fn tempdir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "memkit-tools-sasl-{tag}-{}-{}",
-        std::process::id(),
-        dead_addr().rsplit(':').next().unwrap()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn memkitd_sasl() {
-    let dir = tempdir("memkitd");
-    let m = Memkitd::start(&["-S", "--sasl-pwdb", &pwdb(&dir)]);
+    let dir = tempdir("tools-sasl");
+    let m = Memkitd::start(&["-S", "--sasl-pwdb", &pwdb(dir.path())]);
     let s = m.addr();
     let auth = ["--binary", "--username", USER, "--password", PASSWORD];
     every_subcommand(&s, &auth, 0, false);
@@ -182,7 +173,6 @@ fn memkitd_sasl() {
             .unwrap();
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -201,10 +191,8 @@ fn binary_without_sasl() {
 #[test]
 fn real_memcached_sasl() {
     // Through the harness: a sasldb in `dir` for Debian's memcached (no pwdb support).
-    let dir = tempdir("memcached");
-    let m = memkit_testkit::memcached::spawn_sasl(&dir, &[(USER, PASSWORD)]);
-    let Some(m) = m else {
-        let _ = std::fs::remove_dir_all(&dir);
+    let dir = tempdir("tools-sasl");
+    let Some(m) = memkit_testkit::memcached::spawn_sasl(dir.path(), &[(USER, PASSWORD)]) else {
         return;
     };
     let s = m.addr();
@@ -221,5 +209,4 @@ fn real_memcached_sasl() {
     let errors = every_subcommand(&s, &["--binary"], 2, true);
     assert!(errors.contains("SASL authentication"), "{errors}");
     drop(m);
-    let _ = std::fs::remove_dir_all(&dir);
 }

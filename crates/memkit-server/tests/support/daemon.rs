@@ -3,24 +3,13 @@
 //! binary, its standard error kept, killed when dropped.
 #![allow(dead_code, unused_imports)]
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use memkit_testkit::TestServer;
 use memkit_testkit::server::Launch;
 pub use memkit_testkit::server::free_port;
-
-/// A fresh directory of this test thread's own.
-pub fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "memkit-test-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use memkit_testkit::wire::{BlockingWire, Until};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 /// A memkitd child (the harness's), killed when dropped.
 pub type Daemon = TestServer;
@@ -37,15 +26,15 @@ pub fn spawn(args: &[&str]) -> Daemon {
 }
 
 /// Waits until `connect` succeeds (5 s at most) and answers `version`.
-pub fn wait_ready<S: Read + Write>(mut connect: impl FnMut() -> std::io::Result<S>) -> S {
+pub fn wait_ready<S: AsyncRead + AsyncWrite + Unpin>(
+    mut connect: impl FnMut() -> std::io::Result<BlockingWire<S>>,
+) -> BlockingWire<S> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        if let Ok(mut s) = connect() {
-            s.write_all(b"version\r\n").unwrap();
-            let mut buf = [0u8; 64];
-            let n = s.read(&mut buf).unwrap();
-            assert!(buf[..n].starts_with(b"VERSION "));
-            return s;
+        if let Ok(mut w) = connect() {
+            let version = w.ask(b"version\r\n", Until::LINE);
+            assert!(version.starts_with("VERSION "), "{version:?}");
+            return w;
         }
         assert!(Instant::now() < deadline, "memkitd did not start");
         std::thread::sleep(Duration::from_millis(20));

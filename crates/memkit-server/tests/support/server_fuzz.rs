@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use memkit_protocol::{DecodeError, Limits, decode_response};
 use memkit_testkit::TestServer;
+use memkit_testkit::wire::{Until, Wire};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::runtime::Runtime;
@@ -181,23 +182,21 @@ impl Harness {
 
     /// A client that follows the protocol gets exact answers.
     async fn well_behaved(&self) {
-        let mut s = TcpStream::connect(self.server.tcp_addr())
+        let mut s = Wire::tcp(self.server.tcp_addr())
             .await
-            .expect("connect");
+            .expect("connect")
+            .with_timeout(CLOSE_TIMEOUT);
         // `flush_all` first: an input may have left a delayed flush pending, which would
         // (rightly) hide a set made in its last second.
         let ask = b"flush_all\r\nset fuzz:check 5 0 5\r\nhello\r\nget fuzz:check\r\n\
                     mg fuzz:check v f\r\nincr fuzz:n 1\r\nquit\r\n";
         let want = b"OK\r\nSTORED\r\nVALUE fuzz:check 5 5\r\nhello\r\nEND\r\n\
                      VA 5 f5\r\nhello\r\nNOT_FOUND\r\n";
-        s.write_all(ask).await.expect("write");
-        let mut got = Vec::new();
-        let read = timeout(CLOSE_TIMEOUT, s.read_to_end(&mut got)).await;
-        assert!(
-            read.is_ok(),
-            "well-behaved client timed out; got {:?}",
-            String::from_utf8_lossy(&got)
-        );
+        s.send(ask).await;
+        let got = s
+            .try_read(Until::Closed)
+            .await
+            .unwrap_or_else(|e| panic!("well-behaved client: {e}"));
         assert_eq!(
             String::from_utf8_lossy(&got),
             String::from_utf8_lossy(want),

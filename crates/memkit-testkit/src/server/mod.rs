@@ -25,6 +25,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::wire::Wire;
+
 pub use process::{Launch, memkitd_bin};
 
 /// Where a test server listens.
@@ -75,6 +77,14 @@ impl TestServer {
     /// The TCP port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.tcp_addr().port()
+    }
+
+    /// A raw connection to the TCP address. Panics if it cannot connect.
+    pub async fn wire(&self) -> Wire<tokio::net::TcpStream> {
+        let addr = self.tcp_addr();
+        Wire::tcp(addr)
+            .await
+            .unwrap_or_else(|e| panic!("connect to {addr}: {e}"))
     }
 
     /// The UNIX socket (`-s`), if any; an in-process server serves TCP beside it.
