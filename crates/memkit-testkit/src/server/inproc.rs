@@ -35,6 +35,17 @@ impl TestServer {
     /// [`TestServer::start`] on `port` (0: a free one). The bind is retried for 5 s, so a
     /// server can take the port of one just stopped.
     pub fn start_on(port: u16, args: &[&str]) -> TestServer {
+        Self::start_with(port, args, true)
+    }
+
+    /// memkitd in-process as an embedder runs it without worker threads: every connection
+    /// is a tokio task on the server's runtime (`memkit_server::task`), the driver TLS
+    /// connections and embedders use, whatever the flags say of `-t` and `--io`.
+    pub fn start_tasks(args: &[&str]) -> TestServer {
+        Self::start_with(0, args, false)
+    }
+
+    fn start_with(port: u16, args: &[&str], workers: bool) -> TestServer {
         let argv = std::iter::once("memkitd").chain(args.iter().copied());
         let (settings, _) = Settings::from_args(<Args as clap::Parser>::parse_from(argv));
         let (engine, persist) = memkit_server::backend_for(&settings).expect("open the store");
@@ -57,8 +68,10 @@ impl TestServer {
                     .enable_all()
                     .build()
                     .expect("runtime");
-                let workers = Workers::start_with(sh.settings.threads, true, sh.settings.io)
-                    .expect("worker threads");
+                let workers = workers.then(|| {
+                    Workers::start_with(sh.settings.threads, true, sh.settings.io)
+                        .expect("worker threads")
+                });
                 rt.block_on(async {
                     let listener = tokio::net::TcpListener::from_std(tcp).expect("listener");
                     let mut listeners = vec![Listener::from(listener)];
@@ -69,7 +82,7 @@ impl TestServer {
                     let stop = async move {
                         let _ = stop_rx.await;
                     };
-                    run_listeners(listeners, sh, stop, Some(&workers)).await;
+                    run_listeners(listeners, sh, stop, workers.as_ref()).await;
                 });
                 drop(workers);
                 drop(rt);
