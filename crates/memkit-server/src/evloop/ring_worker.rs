@@ -165,11 +165,15 @@ impl Uring {
     /// A completion came for a connection that is gone: one fewer operation holds its
     /// socket open.
     fn retired(&mut self, key: Key) {
-        if let Some(i) = self.retiring.iter().position(|r| r.key == key) {
-            self.retiring[i].pending -= 1;
-            if self.retiring[i].pending == 0 {
-                self.retiring.swap_remove(i);
-            }
+        let Some(i) = self.retiring.iter().position(|r| r.key == key) else {
+            // A connection closes with nothing in flight or retires its socket: no
+            // completion can name a generation that is neither live nor retiring.
+            debug_assert!(false, "a completion for {key:?}, which holds nothing");
+            return;
+        };
+        self.retiring[i].pending -= 1;
+        if self.retiring[i].pending == 0 {
+            self.retiring.swap_remove(i);
         }
     }
 
@@ -234,6 +238,10 @@ impl Uring {
             return false;
         };
         let Held::Send { then_recv } = conn.held else {
+            debug_assert!(
+                false,
+                "a send completed for a connection with none in flight"
+            );
             return false;
         };
         let Some(out) = d.output else {
