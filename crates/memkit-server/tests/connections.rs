@@ -491,7 +491,7 @@ async fn connect_and_reset_storms_never_cross_connections() {
     let moves_before = io_moves(&asker.ask(b"stats\r\n", Until::END).await);
     let start = Instant::now();
     let end = start + Duration::from_secs(6);
-    let busy = move || (start.elapsed().as_millis() / 1500) % 2 == 0;
+    let busy = move || (start.elapsed().as_millis() / 1500).is_multiple_of(2);
     // Well-behaved clients: phases of pipelined set+get from every client at once (the
     // worker busy), then of one request at a time with pauses (light).
     let good: Vec<_> = (0..12)
@@ -545,7 +545,7 @@ async fn connect_and_reset_storms_never_cross_connections() {
                     let Ok(mut c) = TcpStream::connect(addr).await else {
                         continue;
                     };
-                    let _ = c.set_linger(Some(Duration::ZERO));
+                    let _ = c.set_zero_linger();
                     match (i + t) % 5 {
                         0 => {}
                         1 => drop(c.write_all(b"get sto").await),
