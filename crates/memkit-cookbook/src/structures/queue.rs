@@ -32,7 +32,9 @@
 //! **Stack** — keys `stack:<name>:top` and `stack:<name>:<slot>`. *push*: `incr top`, `add`
 //! the slot (next slot if occupied). *pop*: `gets top`; empty at 0; claim slot `top` by
 //! decrementing top *with its CAS*; take the element as above but with `delete_cas` (slots
-//! are reused as the top moves down and up, so consumed slots must not stay occupied).
+//! are reused as the top moves down and up, so consumed slots must not stay occupied). A
+//! consumer that loses the take reads its slot again: a newer element may have landed there
+//! above a top that has already moved below it, where no other consumer looks.
 //! LIFO holds for pushes and pops that do not overlap in time; overlapping ones may
 //! interleave.
 //!

@@ -1,7 +1,8 @@
 //! Races staged step by step on the embedded store: each caller is an actor of
 //! `memkit_cookbook::testing::Scripted`, stopped before (or after) a chosen command while
-//! the others run, so every interleaving here happens on every run. Each test pins one
-//! fix; its comment says the interleaving and what went wrong without the fix.
+//! the others run, and time, where it matters, is a manual clock, so every interleaving here
+//! happens on every run. Each test pins one fix; its comment says the interleaving and what
+//! went wrong without the fix.
 
 use std::future::Future;
 use std::time::Duration;
@@ -11,7 +12,8 @@ use memkit_cookbook::*;
 use memkit_engine::Embedded;
 use memkit_types::Memcache;
 
-use crate::support::rt;
+use crate::support::{T0, dyn_clock, rt, store};
+use crate::units::{Ev, ev};
 
 fn opts() -> QueueOptions {
     QueueOptions {
@@ -22,6 +24,10 @@ fn opts() -> QueueOptions {
 
 fn queue(mc: Scripted<Embedded>) -> Queue<Scripted<Embedded>, u32> {
     Queue::with_options(mc, "staged", opts())
+}
+
+fn stack(mc: Scripted<Embedded>) -> Stack<Scripted<Embedded>, String> {
+    Stack::with_options(mc, "staged", opts())
 }
 
 fn spawn<T: Send + 'static>(f: impl Future<Output = Result<T>> + Send + 'static) -> Task<T> {
@@ -137,6 +143,65 @@ fn queue_push_checks_its_slot_against_the_head_after_reserving() {
             drain(&q).await,
             [3],
             "an acknowledged push was never popped"
+        );
+    });
+}
+
+/// Stack slots are reused as the top moves down and up. Consumers C1 and C2 each claim
+/// slot 1 (the top moving back up in between) and read its element B, then stop before
+/// taking it. A producer raises the top to 1 and stops before writing; a third consumer
+/// claims slot 1 and takes B, leaving the top at 0; the producer writes Y into slot 1.
+/// C1 and C2 both lose the take of B. A consumer that gave up there left Y in slot 1 above
+/// a top of 0, where no pop looks; one that reads the slot again takes Y.
+#[test]
+fn stack_consumer_that_loses_the_take_reads_the_slot_again() {
+    rt().block_on(async {
+        let store = Scripted::new(Embedded::with_defaults());
+        let s = stack(store.clone());
+        assert_eq!(s.push(&"B".to_string()).await.unwrap(), 1);
+        let (c1, c2, p) = (store.actor("C1"), store.actor("C2"), store.actor("P"));
+        let take1 = c1.pause(At::before(Op::Delete, 1));
+        let pop1 = spawn(async move { stack(c1).pop().await });
+        take1.reached().await; // top 0, C1 read B
+        assert_eq!(s.push(&"X".to_string()).await.unwrap(), 2, "slot 1 is busy");
+        assert_eq!(s.pop().await.unwrap().as_deref(), Some("X")); // top 1
+        let take2 = c2.pause(At::before(Op::Delete, 1));
+        let pop2 = spawn(async move { stack(c2).pop().await });
+        take2.reached().await; // top 0, C2 read B
+        let write = p.pause(At::before(Op::Add, 1));
+        let push = spawn(async move { stack(p).push(&"Y".to_string()).await });
+        write.reached().await; // top 1, Y not written yet
+        assert_eq!(s.pop().await.unwrap().as_deref(), Some("B")); // top 0
+        write.release();
+        assert_eq!(done(push).await, 1);
+        take1.release();
+        let mut popped: Vec<String> = done(pop1).await.into_iter().collect();
+        take2.release();
+        popped.extend(done(pop2).await);
+        while let Some(x) = s.pop().await.unwrap() {
+            popped.push(x);
+        }
+        assert_eq!(popped, ["Y"], "an acknowledged push was stranded");
+    });
+}
+
+/// The ring of 2 chunks of 10 s wraps: an event of chunk c + 2 is written while the key of
+/// chunk c still lives (its TTL runs to the end of chunk c + 1, plus the skew margin). Had
+/// the two chunks shared a key (one per ring slot), the event would have been appended to
+/// chunk c's key and expired with it, inside the window the log guarantees.
+#[test]
+fn event_log_chunk_never_shares_a_key_with_an_older_chunk() {
+    rt().block_on(async {
+        let (mc, clock) = store();
+        let log: EventLog<_, Ev> = EventLog::new(mc, "ring", 10, 2, dyn_clock(&clock));
+        log.put(&ev(T0, 1, 1)).await.unwrap();
+        clock.advance(20);
+        log.put(&ev(T0 + 20, 1, 2)).await.unwrap();
+        clock.advance(MAX_CLOCK_SKEW_SECS + 2); // the first chunk's key has expired
+        assert_eq!(
+            log.fetch(None, None).await.unwrap(),
+            [ev(T0 + 20, 1, 2)],
+            "an event of the current chunk was lost"
         );
     });
 }
