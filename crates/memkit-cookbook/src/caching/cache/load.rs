@@ -79,7 +79,8 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
     }
 
     /// Reads the tag versions (before the loader: an invalidation during the load must win),
-    /// runs the loader, stores the record. A failed store still returns the value.
+    /// runs the loader, stores the record. A failed store still returns the value; `W` is
+    /// traced only when a copy was stored.
     pub(crate) async fn load<T, F, Fut, E>(
         &self,
         key: &str,
@@ -107,10 +108,15 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
             (Ok((bytes, opts)), Ok(keys)) => self.write_copies(&keys, &bytes, &opts).await,
             (Err(e), _) | (_, Err(e)) => Err(e),
         };
-        if let Err(e) = stored {
-            tracing::warn!(target: "memkit::cache", key, error = %e, "storing the rebuilt value failed");
+        match stored {
+            Ok(true) => self.trace(key, Letter::Write),
+            Ok(false) => {
+                tracing::warn!(target: "memkit::cache", key, "the rebuilt value was not stored");
+            }
+            Err(e) => {
+                tracing::warn!(target: "memkit::cache", key, error = %e, "storing the rebuilt value failed");
+            }
         }
-        self.trace(key, Letter::Write);
         Ok(Fetched {
             value,
             source: Source::Computed,

@@ -272,6 +272,23 @@ async fn lease_hands_one_win_serves_stale_to_the_others() {
     assert!(trace.letters(KEY).contains("MLWU"));
 }
 
+/// `W` means the new value was stored: a store that fails (a value over the item size
+/// limit) traces none.
+#[tokio::test(start_paused = true)]
+async fn a_failed_store_traces_no_write() {
+    let trace = MemoryTrace::new();
+    let (cache, _) = cache_with(trace.clone());
+    let p = Policy::ttl(Duration::from_secs(10)).no_jitter();
+    let big = "x".repeat(2 << 20);
+    let f = cache
+        .fetch(KEY, &p, |_| async move { Ok::<_, std::io::Error>(big) })
+        .await
+        .unwrap();
+    assert_eq!(f.source, Source::Computed);
+    assert!(cache.store().get(KEY.as_bytes()).await.unwrap().is_none());
+    assert_eq!(trace.letters(KEY), "MLU");
+}
+
 #[tokio::test(start_paused = true)]
 async fn lease_waiters_get_the_winners_value() {
     let (cache, _) = cache_with(MemoryTrace::new());
