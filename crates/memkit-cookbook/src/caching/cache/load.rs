@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use memkit_types::Memcache;
+use memkit_types::{Cas, Memcache, StoreOptions};
 use serde::Serialize;
 
 use super::{Cache, CacheStats, Fetched, LoadContext, Reason, Source};
@@ -79,13 +79,33 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
     }
 
     /// Reads the tag versions (before the loader: an invalidation during the load must win),
-    /// runs the loader, stores the record. A failed store still returns the value; `W` is
-    /// traced only when a copy was stored.
+    /// runs the loader, stores the record. A failed store still returns the value.
     pub(crate) async fn load<T, F, Fut, E>(
         &self,
         key: &str,
         policy: &Policy,
         reason: Reason,
+        loader: F,
+    ) -> Result<Fetched<T>>
+    where
+        T: Serialize,
+        F: FnOnce(LoadContext) -> Fut,
+        Fut: Future<Output = std::result::Result<T, E>>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.load_over(key, policy, reason, None, loader).await
+    }
+
+    /// [`load`](Self::load), storing with `cas` when given: the CAS of the item a lease was
+    /// won on. An invalidation or another write during the load changes that CAS, and then
+    /// the value, read from before it, is not stored. `W` is traced only when a copy was
+    /// stored.
+    pub(super) async fn load_over<T, F, Fut, E>(
+        &self,
+        key: &str,
+        policy: &Policy,
+        reason: Reason,
+        cas: Option<Cas>,
         loader: F,
     ) -> Result<Fetched<T>>
     where
@@ -105,13 +125,16 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
             self.record(policy, &value, &versions, delta),
             self.item_keys(key, policy),
         ) {
-            (Ok((bytes, opts)), Ok(keys)) => self.write_copies(&keys, &bytes, &opts).await,
+            (Ok((bytes, opts)), Ok(keys)) => {
+                let opts = StoreOptions { cas, ..opts };
+                self.write_copies(&keys, &bytes, &opts).await
+            }
             (Err(e), _) | (_, Err(e)) => Err(e),
         };
         match stored {
             Ok(true) => self.trace(key, Letter::Write),
             Ok(false) => {
-                tracing::warn!(target: "memkit::cache", key, "the rebuilt value was not stored");
+                tracing::debug!(target: "memkit::cache", key, "the item changed during the load (invalidated or rewritten): the rebuilt value is not stored");
             }
             Err(e) => {
                 tracing::warn!(target: "memkit::cache", key, error = %e, "storing the rebuilt value failed");

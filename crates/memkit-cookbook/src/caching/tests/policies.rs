@@ -10,6 +10,7 @@ use super::{TokioClock, embedded};
 use crate::caching::{
     Cache, FileTrace, MemoryTrace, OnTimeout, Policy, Protection, Reason, Source, TraceSink,
 };
+use crate::testing::{At, Op as TestOp, Scripted};
 
 const KEY: &str = "report:1";
 
@@ -270,6 +271,86 @@ async fn lease_hands_one_win_serves_stale_to_the_others() {
     assert_eq!((a.value, a.source), (5, Source::Computed));
     assert_eq!((b.value, b.source), (5, Source::Hit));
     assert!(trace.letters(KEY).contains("MLWU"));
+}
+
+/// The first reader in the recache window wins an early recompute, and its loader fails.
+/// The value is still fresh: it stays fresh for the others (a value marked stale would be
+/// served as stale and send the next reader to the source).
+#[tokio::test(start_paused = true)]
+async fn a_failed_early_lease_recompute_leaves_the_value_fresh() {
+    let (cache, _) = cache_with(MemoryTrace::new());
+    let p = Policy::ttl(Duration::from_secs(30))
+        .no_jitter()
+        .protection(Protection::Lease);
+    cache.fetch(KEY, &p, |_| ok(1)).await.unwrap();
+    tokio::time::advance(Duration::from_secs(28)).await; // 2 s left < R = 3 s
+    let e = cache
+        .fetch(KEY, &p, |ctx| async move {
+            assert_eq!(ctx.reason, Reason::Early);
+            Err::<u32, _>(std::io::Error::other("db down"))
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(e, crate::Error::Source(_)));
+    let raw = cache.store().get(KEY.as_bytes()).await.unwrap().unwrap();
+    assert!(!raw.stale, "a fresh value was marked stale");
+    let f = cache.fetch(KEY, &p, |_| ok(2)).await.unwrap();
+    assert_eq!((f.value, f.source), (1, Source::Hit));
+    assert_eq!(cache.stats().loads, 2);
+}
+
+/// The lease winner's loader has read the source; before its value is stored, the source
+/// changes and the key is invalidated (`md I`, or a plain delete). The winner's store must
+/// not put the value read before the change back over the invalidation: the next reader
+/// recomputes. The winner traces no `W`: nothing was written.
+pub(super) async fn invalidation_during_a_lease_load<M: Memcache + Clone + 'static>(
+    name: &str,
+    store: M,
+    clock: Arc<dyn memkit_types::Clock>,
+) {
+    let store = Scripted::new(store);
+    for mark_stale in [true, false] {
+        let key = format!("lease:invalidated:{mark_stale}");
+        let trace = MemoryTrace::new();
+        let winner = store.actor("winner");
+        let build = |mc| {
+            Cache::builder(mc)
+                .clock(clock.clone())
+                .trace(trace.clone())
+                .build()
+        };
+        let (cache, other) = (build(winner.clone()), build(store.clone()));
+        let p = Policy::ttl(Duration::from_secs(30))
+            .no_jitter()
+            .protection(Protection::Lease);
+        let write = winner.pause(At::before(TestOp::Store, 1));
+        let load = tokio::spawn({
+            let (p, key) = (p.clone(), key.clone());
+            async move { cache.fetch(&key, &p, |_| ok(1)).await }
+        });
+        write.reached().await; // the loader returned the rows from before the change
+        let o = DeleteOptions {
+            invalidate: mark_stale,
+            ..Default::default()
+        };
+        store.delete_with(key.as_bytes(), &o).await.unwrap();
+        write.release();
+        let f = load.await.unwrap().unwrap();
+        assert_eq!((f.value, f.source), (1, Source::Computed), "{name}");
+        let f = other.fetch(&key, &p, |_| ok(2)).await.unwrap();
+        assert_eq!(
+            (f.value, f.source),
+            (2, Source::Computed),
+            "{name}, md I: {mark_stale}: the value read before the invalidation was stored over it"
+        );
+        assert_eq!(trace.letters(&key), "MLUMLWU", "{name}, md I: {mark_stale}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invalidation_during_a_lease_load_is_not_overwritten() {
+    let clock = TokioClock::new();
+    invalidation_during_a_lease_load("embedded", embedded(clock.clone()), clock).await;
 }
 
 /// `W` means the new value was stored: a store that fails (a value over the item size
