@@ -513,59 +513,6 @@ async fn a_lost_tag_sends_the_rebuild_to_the_master() {
     super::net::master_after_tag_loss("embedded", &cache).await;
 }
 
-/// A store whose `add`s of lock keys wait for a permit of `gate`: it holds a caller between
-/// reading a key and taking its rebuild lock, as a slow network would.
-#[derive(Debug, Clone)]
-pub(super) struct GatedLocks<M> {
-    pub(super) inner: M,
-    pub(super) gate: Arc<tokio::sync::Semaphore>,
-}
-
-impl<M: memkit_types::Memcache> memkit_types::Memcache for GatedLocks<M> {
-    async fn get_multi(
-        &self,
-        keys: &[&[u8]],
-        opts: &GetOptions,
-    ) -> memkit_types::Result<Vec<Option<memkit_types::Item>>> {
-        self.inner.get_multi(keys, opts).await
-    }
-    async fn store(
-        &self,
-        key: &[u8],
-        value: &[u8],
-        opts: &memkit_types::StoreOptions,
-    ) -> memkit_types::Result<memkit_types::Stored> {
-        if key.starts_with(b"lock:") && opts.mode == memkit_types::StoreMode::Add {
-            let _open = self.gate.acquire().await;
-        }
-        self.inner.store(key, value, opts).await
-    }
-    async fn delete_with(
-        &self,
-        key: &[u8],
-        opts: &DeleteOptions,
-    ) -> memkit_types::Result<memkit_types::DeleteOutcome> {
-        self.inner.delete_with(key, opts).await
-    }
-    async fn arithmetic(
-        &self,
-        key: &[u8],
-        opts: &memkit_types::ArithOptions,
-    ) -> memkit_types::Result<memkit_types::ArithOutcome> {
-        self.inner.arithmetic(key, opts).await
-    }
-    async fn touch(
-        &self,
-        key: &[u8],
-        exptime: memkit_types::Exptime,
-    ) -> memkit_types::Result<bool> {
-        self.inner.touch(key, exptime).await
-    }
-    async fn flush_all(&self, delay: u32) -> memkit_types::Result<()> {
-        self.inner.flush_all(delay).await
-    }
-}
-
 /// Two refreshers find the value due; the second reaches the rebuild lock only after the
 /// first rebuilt and released it. It must see the fresh value and not rebuild again.
 pub(super) async fn refresh_rechecks<M: memkit_types::Memcache + Clone + 'static>(
@@ -573,12 +520,10 @@ pub(super) async fn refresh_rechecks<M: memkit_types::Memcache + Clone + 'static
     store: M,
     clock: Arc<dyn memkit_types::Clock>,
 ) {
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let gated = GatedLocks {
-        inner: store.clone(),
-        gate: gate.clone(),
-    };
-    let slow = Cache::builder(gated).clock(clock.clone()).build();
+    let store = Scripted::new(store);
+    let second = store.actor("second refresher");
+    let gate = second.pause(At::before(TestOp::Add, 1).key("lock:"));
+    let slow = Cache::builder(second).clock(clock.clone()).build();
     let fast = Cache::builder(store).clock(clock).build();
     let p = Policy::ttl(Duration::from_secs(30)).no_jitter();
     let due = Policy::ttl(Duration::from_secs(1)).no_jitter();
@@ -595,11 +540,10 @@ pub(super) async fn refresh_rechecks<M: memkit_types::Memcache + Clone + 'static
                 .await
         })
     };
-    // Let the second refresher read the key and reach the gated lock.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    gate.reached().await; // the second refresher found the value due
     let first = fast.refresh_if_due("refresh:race", &p, ahead, counting(loads.clone()));
     assert!(first.await.unwrap(), "{name}: the first refresher rebuilds");
-    gate.add_permits(1);
+    gate.release();
     let again = second.await.unwrap().unwrap();
     assert!(!again, "{name}: the value is fresh again");
     assert_eq!(loads.load(Ordering::SeqCst), 1, "{name}: one rebuild");
