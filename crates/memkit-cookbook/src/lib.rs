@@ -25,6 +25,9 @@
 //!   (`get_or_compute` with lock/lease/XFetch/jitter), tags, refresh and warm-up, the trace.
 //! - [`codec`]: the value encodings (JSON records, decimal counters) and key naming.
 //! - [`error`]: the [`Error`] type.
+//! - `testing` (feature `testing`, and the crate's own tests): `Scripted`, a store wrapper
+//!   that stops a caller at its n-th command of a kind until the test releases it, for
+//!   staging races step by step.
 //!
 //! Each structure has a page in `docs/cookbook/` (the idea, its keys, its cost in round
 //! trips, how it degrades when a key is evicted or a server dies).
@@ -49,6 +52,8 @@ pub mod caching;
 pub mod codec;
 pub mod error;
 pub mod structures;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use error::{Error, Result};
 pub use structures::MAX_CLOCK_SKEW_SECS;

@@ -406,7 +406,7 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
         let keys = self.item_keys(key, policy)?;
         let versions = self.tag_versions(policy).await?;
         let (bytes, opts) = self.record(policy, value, &versions, 0)?;
-        self.write_copies(&keys, &bytes, &opts).await
+        self.write_copies(&keys, &bytes, &opts).await.map(|_| ())
     }
 
     /// Cache-aside: the cached value of `key`, or the loader's (stored for next time).

@@ -24,7 +24,9 @@
 //!   and a tag invalidated that often is the hottest key there is.
 //! - An optional process-local cache of tag versions (off by default) saves the multi-get for
 //!   tags shared by many caches, at the price of seeing other processes' invalidations up to
-//!   its TTL late; this process's own invalidations are seen at once.
+//!   its TTL late; this process's own invalidations are seen at once. It never goes back
+//!   to an older version: a read answered after this process's own newer invalidation does
+//!   not overwrite it.
 //! - [`Tags::must_read_master`]: the seed's replica-lag trick. A version is the time the data
 //!   changed; while it is younger than the replication lag, a rebuild must read the DB master,
 //!   or it would cache the replica's old rows under the new version. Tag keys remember whether
@@ -130,7 +132,7 @@ impl<M: Memcache> Tags<M> {
         if !self.local_ttl.is_zero() && !fresh.is_empty() {
             let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
             for (n, v) in fresh {
-                local.insert(n, (v, now));
+                remember(&mut local, n, v, now);
             }
         }
         Ok(out)
@@ -214,16 +216,11 @@ impl<M: Memcache> Tags<M> {
             if st.outcome == StoreOutcome::Stored {
                 if !self.local_ttl.is_zero() {
                     let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
-                    local.insert(
-                        name.to_owned(),
-                        (
-                            TagVersion {
-                                version: v,
-                                invalidated: true,
-                            },
-                            now,
-                        ),
-                    );
+                    let v = TagVersion {
+                        version: v,
+                        invalidated: true,
+                    };
+                    remember(&mut local, name.to_owned(), v, now);
                 }
                 return Ok(v);
             }
@@ -251,6 +248,19 @@ impl<M: Memcache> Tags<M> {
     pub async fn must_read_master(&self, names: &[String], lag: Duration) -> Result<bool> {
         let now = self.versions(names).await?;
         Ok(must_read_master_at(&now, self.now_ms(), lag))
+    }
+}
+
+/// Puts `v`, read or written at `now`, in the process-local cache unless the cache holds a
+/// newer version: versions only move forward, and an answer can arrive after a newer one
+/// (a multi-get sent before this process's own invalidation, answered after it). Going back
+/// would validate, for the cache's TTL, values recorded under the older version.
+fn remember(local: &mut HashMap<String, (TagVersion, u64)>, name: String, v: TagVersion, now: u64) {
+    match local.get(&name) {
+        Some((have, _)) if have.version > v.version => {}
+        _ => {
+            local.insert(name, (v, now));
+        }
     }
 }
 

@@ -16,7 +16,7 @@
 //! |------|---------|
 //! | `M` | miss: the cache was absent, expired (soft or hard), tag-invalidated, or undecodable |
 //! | `L` | a lock attempt (rebuild lock `add`, or a lease read `mg ... N R` that may win) |
-//! | `W` | write: the loader ran and the new value was stored |
+//! | `W` | write: the loader ran and the new value was stored (not when the store failed, or a lease's store was refused because the item changed during the load) |
 //! | `U` | unlock: the rebuild lock (or lease) was released |
 //! | `H` | hit: a fresh value was returned from the cache |
 //! | `S` | stale: a stale value was served (memkit extension) |
@@ -47,7 +47,7 @@ pub enum Letter {
     Miss,
     /// `L`: an attempt to take the rebuild lock or lease.
     Lock,
-    /// `W`: the loader ran and the value was written.
+    /// `W`: the loader ran and the value was stored (traced only when the store succeeded).
     Write,
     /// `U`: the lock or lease was released.
     Unlock,

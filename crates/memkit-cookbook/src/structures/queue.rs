@@ -5,11 +5,11 @@
 //!
 //! **Queue** — keys `queue:<name>:tail`, `queue:<name>:head` (counters) and one key per
 //! element `queue:<name>:<slot>`.
-//! - *push*: read the head; `incr tail` (created on a miss) reserves slot `n` for this
-//!   producer alone; `add` the element there. If the slot is occupied (a tombstone, see below)
-//!   take the next one. A slot at or below the head read before it would never be claimed:
-//!   the tail was lost and re-created below the head, so the producer moves the tail up to
-//!   the head (one compare-and-swap) and reserves again.
+//! - *push*: `incr tail` (created on a miss) reserves slot `n` for this producer alone; read
+//!   the head; `add` the element in slot `n`. If the slot is occupied (a tombstone, see below)
+//!   take the next one. A slot at or below the head read after reserving it would never be
+//!   claimed: the tail was lost and re-created below the head, so the producer tombstones the
+//!   slot, moves the tail up to the head (one compare-and-swap) and reserves again.
 //! - *pop*: multi-get head and tail; empty if `head >= tail`; else claim slot `head + 1` by
 //!   incrementing head *with its CAS* (so head never passes tail and each slot is claimed
 //!   once); then take the element: `gets`, then a `cas` that replaces it by a short-lived
@@ -22,15 +22,19 @@
 //!   scans back from the tail for the highest tombstone (every consumed slot holds one for
 //!   `tombstone_ttl`) and restarts the head there: no consumed element is replayed, no
 //!   waiting one skipped. With no tombstone left it restarts just below the lowest waiting
-//!   element (or at the tail), tombstoning the empty slots just under it so that a producer
-//!   that reserved one and has not written yet pushes again. *Tail lost*: every producer
+//!   element (or at the tail), tombstoning the empty slots just under it, lowest first, so
+//!   that a producer that reserved one and has not written yet pushes again; a slot written
+//!   meanwhile stops it there and the head restarts just below that slot. Recovery never
+//!   leaves a tombstone above a waiting element. *Tail lost*: every producer
 //!   that reserves a slot at or below the head moves the tail up to the head; slots still
 //!   holding elements are skipped by `add`, so they are delivered too.
 //!
 //! **Stack** — keys `stack:<name>:top` and `stack:<name>:<slot>`. *push*: `incr top`, `add`
 //! the slot (next slot if occupied). *pop*: `gets top`; empty at 0; claim slot `top` by
 //! decrementing top *with its CAS*; take the element as above but with `delete_cas` (slots
-//! are reused as the top moves down and up, so consumed slots must not stay occupied).
+//! are reused as the top moves down and up, so consumed slots must not stay occupied). A
+//! consumer that loses the take reads its slot again: a newer element may have landed there
+//! above a top that has already moved below it, where no other consumer looks.
 //! LIFO holds for pushes and pops that do not overlap in time; overlapping ones may
 //! interleave.
 //!
@@ -129,6 +133,13 @@ impl<M: Memcache> Slots<M> {
             .await?)
     }
 
+    /// Puts a tombstone in slot `n` unless it is occupied; `false` if it was (an element,
+    /// or a tombstone someone else put there).
+    async fn close(&self, n: u64) -> Result<bool> {
+        let ttl = Exptime::secs(self.opts.tombstone_ttl.max(1));
+        Ok(self.mc.add(&self.slot_key(n), TOMBSTONE, 0, ttl).await?)
+    }
+
     /// Takes the element in claimed slot `n`: `Some(encoded)` if we removed it, `None` if the
     /// slot is a hole (tombstoned by us or someone) or ends empty or tombstoned after another
     /// consumer took what was there. Removal is one atomic CAS command, so exactly one taker
@@ -158,8 +169,7 @@ impl<M: Memcache> Slots<M> {
                 }
                 Some(_) => return Ok(None),
                 None if waited >= self.opts.hole_wait => {
-                    let ttl = Exptime::secs(self.opts.tombstone_ttl.max(1));
-                    if self.mc.add(&key, TOMBSTONE, 0, ttl).await? {
+                    if self.close(n).await? {
                         return Ok(None);
                     }
                     // The element arrived between our get and add: read it again.
@@ -222,23 +232,26 @@ impl<M: Memcache, T: Serialize + DeserializeOwned> Queue<M, T> {
         }
     }
 
-    /// Appends `x`; returns its slot number. Three round trips: read the head, reserve a
-    /// slot, write it.
+    /// Appends `x`; returns its slot number. Three round trips: reserve a slot, read the
+    /// head, write the slot.
     ///
     /// A slot at or below the head would never be claimed by a consumer, so the head is read
-    /// before the slot is reserved: while the counters live, the tail is above the head and
-    /// every reservation is too; a reservation at or below it means the tail was lost and
-    /// re-created below the head, and the producer moves the tail up to the head and
-    /// reserves again.
+    /// after the slot is reserved: a reservation at or below it means the tail was lost and
+    /// re-created below the head (or, rarely, that a consumer claimed the slot within that
+    /// round trip). The producer then closes the slot with a tombstone (a consumer that
+    /// claimed it stops waiting for it), moves the tail up to the head and reserves again.
+    /// A head read before the reservation could be older than the tail it is compared with:
+    /// the elements below a re-created tail may have been consumed in between.
     pub async fn push(&self, x: &T) -> Result<u64> {
         let mut body = vec![ITEM];
         body.extend(encode(x)?);
         let s = &self.slots;
         let (head, tail) = (s.counter_key("head"), s.counter_key("tail"));
         for _ in 0..super::MAX_ATTEMPTS {
-            let h = s.counter(&head).await?.map_or(0, |c| c.0);
             let n = incr_or_create(&s.mc, &tail, 1, Exptime::NEVER).await?;
+            let h = s.counter(&head).await?.map_or(0, |c| c.0);
             if n <= h {
+                s.close(n).await?;
                 self.raise_tail(h).await?;
                 continue;
             }
@@ -317,13 +330,17 @@ impl<M: Memcache, T: Serialize + DeserializeOwned> Queue<M, T> {
     /// the tail bounds the true head from below; the slots above it are unclaimed or in
     /// flight. Restarting there re-claims at most a few in-flight slots, and those are taken
     /// by exactly one consumer (the CAS in `take`): nothing is delivered twice or skipped.
+    /// That bound holds only while no tombstone sits above a waiting element, so recovery
+    /// never puts one there.
     ///
     /// With no tombstone in reach (they expired), the consumed slots are empty and would
     /// each cost a consumer `hole_wait`. Waiting elements sit above every consumed slot, so
     /// the head restarts just below the lowest waiting element (or at the tail when none
     /// waits). Empty slots just below it may be reserved by producers that have not written
-    /// yet: the `IN_FLIGHT` highest of them get a tombstone, so such a producer's `add`
-    /// fails and it pushes again rather than writing below the head.
+    /// yet: the `IN_FLIGHT` highest of them are closed with a tombstone, lowest first, so
+    /// such a producer's `add` fails and it pushes again rather than writing below the head.
+    /// A slot found written meanwhile ends the closing: the head restarts just below it,
+    /// every slot under it closed and no tombstone above it.
     async fn recover_head(&self, tail: u64) -> Result<u64> {
         let s = &self.slots;
         let floor = tail.saturating_sub(MAX_RECOVERY_SCAN);
@@ -349,11 +366,16 @@ impl<M: Memcache, T: Serialize + DeserializeOwned> Queue<M, T> {
             }
             hi = lo - 1;
         }
-        let ttl = Exptime::secs(s.opts.tombstone_ttl.max(1));
-        for n in empty {
-            if !s.mc.add(&s.slot_key(n), TOMBSTONE, 0, ttl).await? {
-                // A producer wrote it meanwhile: restart below its element.
-                return Ok(n - 1);
+        for &n in empty.iter().rev() {
+            if s.close(n).await? {
+                continue;
+            }
+            match s.mc.get(&s.slot_key(n)).await? {
+                // Another consumer's recovery closed it.
+                Some(i) if i.value.as_ref() == TOMBSTONE => {}
+                // A producer wrote it meanwhile (or its element was taken since, by a
+                // consumer that restarted the head below it): restart below it.
+                _ => return Ok(n - 1),
             }
         }
         Ok(lowest_item - 1)

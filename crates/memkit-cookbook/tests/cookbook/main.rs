@@ -10,6 +10,8 @@
 //!   real memcached, and a three-server cluster losing a server;
 //! - `races`: lost counters, expired tombstones and racing writers, each scenario against
 //!   the embedded store, memkitd and real memcached;
+//! - `staged`: races staged step by step (memkit-cookbook's `testing::Scripted` stops each
+//!   caller at a chosen command), one per fixed race, on the embedded store;
 //! - `skew`: the time-keyed structures with producers' clocks up to 2 s ahead and behind, on
 //!   real time, against the embedded store, memkitd and real memcached.
 
@@ -21,5 +23,6 @@ mod races;
 mod seed_bugs;
 mod servers;
 mod skew;
+mod staged;
 mod support;
 mod units;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use memkit_types::{GetOptions, Item, Memcache, StoreOptions, validate_key};
+use memkit_types::{GetOptions, Item, Memcache, StoreOptions, StoreOutcome, validate_key};
 use rand::Rng;
 
 use super::Cache;
@@ -48,19 +48,20 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
         }
     }
 
-    /// Stores one record under every item key. Succeeds when one copy was stored (the
-    /// others are logged); fails with the first error when none was.
+    /// Stores one record under every item key: `true` when a copy was stored (the failures
+    /// of the others are logged), `false` when none was and none failed (a CAS store whose
+    /// item changed); fails with the first error when none was stored.
     pub(super) async fn write_copies(
         &self,
         keys: &[String],
         bytes: &[u8],
         opts: &StoreOptions,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let mut stored = false;
         let mut first_err = None;
         for k in keys {
             match self.inner.mc.store(k.as_bytes(), bytes, opts).await {
-                Ok(_) => stored = true,
+                Ok(st) => stored |= st.outcome == StoreOutcome::Stored,
                 Err(e) => {
                     tracing::debug!(target: "memkit::cache", key = %k, error = %e, "storing a copy failed");
                     first_err.get_or_insert(e);
@@ -69,7 +70,7 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
         }
         match first_err {
             Some(e) if !stored => Err(e.into()),
-            _ => Ok(()),
+            _ => Ok(stored),
         }
     }
 }

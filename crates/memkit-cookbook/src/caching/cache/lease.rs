@@ -135,8 +135,14 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
     }
 
     /// This caller holds the win (`W`): it loads and stores the value, which releases the
-    /// lease. When the loader fails it gives the win back: it drops its placeholder, or
-    /// re-marks the stale value so that the next reader wins.
+    /// lease. It stores with the CAS of the item it won on (the placeholder, or the stale or
+    /// recache-window value): an invalidation during the load (`md I`, a delete) or another
+    /// write changes that CAS, so the value the loader read before it is not stored over it,
+    /// and the next reader recomputes. When the loader fails it gives the win back: it drops
+    /// its placeholder, or re-marks the stale value so that the next reader wins. A win from
+    /// the recache window is not given back: the value is still fresh, and marking it stale
+    /// would serve it as stale and send the next reader to the source; the next recompute
+    /// is handed out when the value expires.
     async fn lease_won<T, F, Fut, E>(
         &self,
         key: &str,
@@ -161,8 +167,10 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
         }
         CacheStats::bump(&st.lock_attempts);
         self.trace(key, Letter::Lock);
-        let out = self.load(key, policy, reason, loader).await;
-        if out.is_err() {
+        let out = self
+            .load_over(key, policy, reason, Some(item.cas), loader)
+            .await;
+        if out.is_err() && reason != Reason::Early {
             let _ = if item.value.is_empty() {
                 self.inner
                     .mc

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use memkit_types::Memcache;
+use memkit_types::{Cas, Memcache, StoreOptions};
 use serde::Serialize;
 
 use super::{Cache, CacheStats, Fetched, LoadContext, Reason, Source};
@@ -93,6 +93,27 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
         Fut: Future<Output = std::result::Result<T, E>>,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        self.load_over(key, policy, reason, None, loader).await
+    }
+
+    /// [`load`](Self::load), storing with `cas` when given: the CAS of the item a lease was
+    /// won on. An invalidation or another write during the load changes that CAS, and then
+    /// the value, read from before it, is not stored. `W` is traced only when a copy was
+    /// stored.
+    pub(super) async fn load_over<T, F, Fut, E>(
+        &self,
+        key: &str,
+        policy: &Policy,
+        reason: Reason,
+        cas: Option<Cas>,
+        loader: F,
+    ) -> Result<Fetched<T>>
+    where
+        T: Serialize,
+        F: FnOnce(LoadContext) -> Fut,
+        Fut: Future<Output = std::result::Result<T, E>>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let (versions, read_master) = self.tag_versions_and_master(policy).await?;
         let ctx = LoadContext {
             key: key.to_owned(),
@@ -104,13 +125,21 @@ impl<M: Memcache + Clone + 'static> Cache<M> {
             self.record(policy, &value, &versions, delta),
             self.item_keys(key, policy),
         ) {
-            (Ok((bytes, opts)), Ok(keys)) => self.write_copies(&keys, &bytes, &opts).await,
+            (Ok((bytes, opts)), Ok(keys)) => {
+                let opts = StoreOptions { cas, ..opts };
+                self.write_copies(&keys, &bytes, &opts).await
+            }
             (Err(e), _) | (_, Err(e)) => Err(e),
         };
-        if let Err(e) = stored {
-            tracing::warn!(target: "memkit::cache", key, error = %e, "storing the rebuilt value failed");
+        match stored {
+            Ok(true) => self.trace(key, Letter::Write),
+            Ok(false) => {
+                tracing::debug!(target: "memkit::cache", key, "the item changed during the load (invalidated or rewritten): the rebuilt value is not stored");
+            }
+            Err(e) => {
+                tracing::warn!(target: "memkit::cache", key, error = %e, "storing the rebuilt value failed");
+            }
         }
-        self.trace(key, Letter::Write);
         Ok(Fetched {
             value,
             source: Source::Computed,

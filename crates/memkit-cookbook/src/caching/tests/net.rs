@@ -343,6 +343,22 @@ async fn refresh_rechecks_real_memcached() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_load_invalidated_memkitd() {
+    let (_server, port) = start_memkitd();
+    let clock = Arc::new(memkit_types::SystemClock);
+    super::policies::invalidation_during_a_lease_load("memkitd", client(port), clock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_load_invalidated_real_memcached() {
+    let Some((_server, port)) = start_memcached() else {
+        return;
+    };
+    let clock = Arc::new(memkit_types::SystemClock);
+    super::policies::invalidation_during_a_lease_load("memcached", client(port), clock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_is_not_a_herd_memkitd() {
     let (_server, port) = start_memkitd();
     no_herd_on_timeout("memkitd", client(port)).await;

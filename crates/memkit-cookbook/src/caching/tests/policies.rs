@@ -10,6 +10,7 @@ use super::{TokioClock, embedded};
 use crate::caching::{
     Cache, FileTrace, MemoryTrace, OnTimeout, Policy, Protection, Reason, Source, TraceSink,
 };
+use crate::testing::{At, Op as TestOp, Scripted};
 
 const KEY: &str = "report:1";
 
@@ -272,6 +273,103 @@ async fn lease_hands_one_win_serves_stale_to_the_others() {
     assert!(trace.letters(KEY).contains("MLWU"));
 }
 
+/// The first reader in the recache window wins an early recompute, and its loader fails.
+/// The value is still fresh: it stays fresh for the others (a value marked stale would be
+/// served as stale and send the next reader to the source).
+#[tokio::test(start_paused = true)]
+async fn a_failed_early_lease_recompute_leaves_the_value_fresh() {
+    let (cache, _) = cache_with(MemoryTrace::new());
+    let p = Policy::ttl(Duration::from_secs(30))
+        .no_jitter()
+        .protection(Protection::Lease);
+    cache.fetch(KEY, &p, |_| ok(1)).await.unwrap();
+    tokio::time::advance(Duration::from_secs(28)).await; // 2 s left < R = 3 s
+    let e = cache
+        .fetch(KEY, &p, |ctx| async move {
+            assert_eq!(ctx.reason, Reason::Early);
+            Err::<u32, _>(std::io::Error::other("db down"))
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(e, crate::Error::Source(_)));
+    let raw = cache.store().get(KEY.as_bytes()).await.unwrap().unwrap();
+    assert!(!raw.stale, "a fresh value was marked stale");
+    let f = cache.fetch(KEY, &p, |_| ok(2)).await.unwrap();
+    assert_eq!((f.value, f.source), (1, Source::Hit));
+    assert_eq!(cache.stats().loads, 2);
+}
+
+/// The lease winner's loader has read the source; before its value is stored, the source
+/// changes and the key is invalidated (`md I`, or a plain delete). The winner's store must
+/// not put the value read before the change back over the invalidation: the next reader
+/// recomputes. The winner traces no `W`: nothing was written.
+pub(super) async fn invalidation_during_a_lease_load<M: Memcache + Clone + 'static>(
+    name: &str,
+    store: M,
+    clock: Arc<dyn memkit_types::Clock>,
+) {
+    let store = Scripted::new(store);
+    for mark_stale in [true, false] {
+        let key = format!("lease:invalidated:{mark_stale}");
+        let trace = MemoryTrace::new();
+        let winner = store.actor("winner");
+        let build = |mc| {
+            Cache::builder(mc)
+                .clock(clock.clone())
+                .trace(trace.clone())
+                .build()
+        };
+        let (cache, other) = (build(winner.clone()), build(store.clone()));
+        let p = Policy::ttl(Duration::from_secs(30))
+            .no_jitter()
+            .protection(Protection::Lease);
+        let write = winner.pause(At::before(TestOp::Store, 1));
+        let load = tokio::spawn({
+            let (p, key) = (p.clone(), key.clone());
+            async move { cache.fetch(&key, &p, |_| ok(1)).await }
+        });
+        write.reached().await; // the loader returned the rows from before the change
+        let o = DeleteOptions {
+            invalidate: mark_stale,
+            ..Default::default()
+        };
+        store.delete_with(key.as_bytes(), &o).await.unwrap();
+        write.release();
+        let f = load.await.unwrap().unwrap();
+        assert_eq!((f.value, f.source), (1, Source::Computed), "{name}");
+        let f = other.fetch(&key, &p, |_| ok(2)).await.unwrap();
+        assert_eq!(
+            (f.value, f.source),
+            (2, Source::Computed),
+            "{name}, md I: {mark_stale}: the value read before the invalidation was stored over it"
+        );
+        assert_eq!(trace.letters(&key), "MLUMLWU", "{name}, md I: {mark_stale}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invalidation_during_a_lease_load_is_not_overwritten() {
+    let clock = TokioClock::new();
+    invalidation_during_a_lease_load("embedded", embedded(clock.clone()), clock).await;
+}
+
+/// `W` means the new value was stored: a store that fails (a value over the item size
+/// limit) traces none.
+#[tokio::test(start_paused = true)]
+async fn a_failed_store_traces_no_write() {
+    let trace = MemoryTrace::new();
+    let (cache, _) = cache_with(trace.clone());
+    let p = Policy::ttl(Duration::from_secs(10)).no_jitter();
+    let big = "x".repeat(2 << 20);
+    let f = cache
+        .fetch(KEY, &p, |_| async move { Ok::<_, std::io::Error>(big) })
+        .await
+        .unwrap();
+    assert_eq!(f.source, Source::Computed);
+    assert!(cache.store().get(KEY.as_bytes()).await.unwrap().is_none());
+    assert_eq!(trace.letters(KEY), "MLU");
+}
+
 #[tokio::test(start_paused = true)]
 async fn lease_waiters_get_the_winners_value() {
     let (cache, _) = cache_with(MemoryTrace::new());
@@ -415,59 +513,6 @@ async fn a_lost_tag_sends_the_rebuild_to_the_master() {
     super::net::master_after_tag_loss("embedded", &cache).await;
 }
 
-/// A store whose `add`s of lock keys wait for a permit of `gate`: it holds a caller between
-/// reading a key and taking its rebuild lock, as a slow network would.
-#[derive(Debug, Clone)]
-pub(super) struct GatedLocks<M> {
-    pub(super) inner: M,
-    pub(super) gate: Arc<tokio::sync::Semaphore>,
-}
-
-impl<M: memkit_types::Memcache> memkit_types::Memcache for GatedLocks<M> {
-    async fn get_multi(
-        &self,
-        keys: &[&[u8]],
-        opts: &GetOptions,
-    ) -> memkit_types::Result<Vec<Option<memkit_types::Item>>> {
-        self.inner.get_multi(keys, opts).await
-    }
-    async fn store(
-        &self,
-        key: &[u8],
-        value: &[u8],
-        opts: &memkit_types::StoreOptions,
-    ) -> memkit_types::Result<memkit_types::Stored> {
-        if key.starts_with(b"lock:") && opts.mode == memkit_types::StoreMode::Add {
-            let _open = self.gate.acquire().await;
-        }
-        self.inner.store(key, value, opts).await
-    }
-    async fn delete_with(
-        &self,
-        key: &[u8],
-        opts: &DeleteOptions,
-    ) -> memkit_types::Result<memkit_types::DeleteOutcome> {
-        self.inner.delete_with(key, opts).await
-    }
-    async fn arithmetic(
-        &self,
-        key: &[u8],
-        opts: &memkit_types::ArithOptions,
-    ) -> memkit_types::Result<memkit_types::ArithOutcome> {
-        self.inner.arithmetic(key, opts).await
-    }
-    async fn touch(
-        &self,
-        key: &[u8],
-        exptime: memkit_types::Exptime,
-    ) -> memkit_types::Result<bool> {
-        self.inner.touch(key, exptime).await
-    }
-    async fn flush_all(&self, delay: u32) -> memkit_types::Result<()> {
-        self.inner.flush_all(delay).await
-    }
-}
-
 /// Two refreshers find the value due; the second reaches the rebuild lock only after the
 /// first rebuilt and released it. It must see the fresh value and not rebuild again.
 pub(super) async fn refresh_rechecks<M: memkit_types::Memcache + Clone + 'static>(
@@ -475,12 +520,10 @@ pub(super) async fn refresh_rechecks<M: memkit_types::Memcache + Clone + 'static
     store: M,
     clock: Arc<dyn memkit_types::Clock>,
 ) {
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let gated = GatedLocks {
-        inner: store.clone(),
-        gate: gate.clone(),
-    };
-    let slow = Cache::builder(gated).clock(clock.clone()).build();
+    let store = Scripted::new(store);
+    let second = store.actor("second refresher");
+    let gate = second.pause(At::before(TestOp::Add, 1).key("lock:"));
+    let slow = Cache::builder(second).clock(clock.clone()).build();
     let fast = Cache::builder(store).clock(clock).build();
     let p = Policy::ttl(Duration::from_secs(30)).no_jitter();
     let due = Policy::ttl(Duration::from_secs(1)).no_jitter();
@@ -497,11 +540,10 @@ pub(super) async fn refresh_rechecks<M: memkit_types::Memcache + Clone + 'static
                 .await
         })
     };
-    // Let the second refresher read the key and reach the gated lock.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    gate.reached().await; // the second refresher found the value due
     let first = fast.refresh_if_due("refresh:race", &p, ahead, counting(loads.clone()));
     assert!(first.await.unwrap(), "{name}: the first refresher rebuilds");
-    gate.add_permits(1);
+    gate.release();
     let again = second.await.unwrap().unwrap();
     assert!(!again, "{name}: the value is fresh again");
     assert_eq!(loads.load(Ordering::SeqCst), 1, "{name}: one rebuild");

@@ -8,7 +8,8 @@ use std::time::Duration;
 use memkit_types::{Clock, ManualClock, Memcache};
 use proptest::prelude::*;
 
-use crate::caching::{Cache, Policy, Source, tag_key};
+use crate::caching::{Cache, Policy, Source, Tags, tag_key};
+use crate::testing::{At, Op as TestOp, Scripted};
 
 fn policy(tags: &[&str]) -> Policy {
     Policy::ttl(Duration::from_secs(3600)).tags(tags.iter().copied())
@@ -148,6 +149,39 @@ async fn a_local_version_cache_sees_own_invalidations_at_once() {
     );
     clock.advance_millis(600);
     assert!(!cached(&cache, "k", &p).await);
+}
+
+/// This process reads a tag's version with a multi-get whose answer arrives late, and
+/// meanwhile invalidates the tag itself. The late answer holds the older version: the
+/// process-local cache must keep the newer one, or a value recorded under the older version
+/// would pass as valid for the local cache's TTL.
+#[tokio::test]
+async fn a_local_version_cache_never_goes_back() {
+    let clock = ManualClock::default();
+    let c: Arc<dyn Clock> = Arc::new(clock.clone());
+    let store = Scripted::new(super::embedded(c.clone()));
+    let other = Tags::new(store.clone(), c.clone());
+    let this = store.actor("this process");
+    let tags = Tags::new(this.clone(), c).with_local_ttl(Duration::from_secs(60));
+    let names = vec!["t".to_owned()];
+    let v1 = other.invalidate("t").await.unwrap();
+    let answer = this.pause(At::after(TestOp::Get, 1));
+    let read = tokio::spawn({
+        let (tags, names) = (tags.clone(), names.clone());
+        async move { tags.versions(&names).await }
+    });
+    answer.reached().await; // the multi-get read v1; its answer is on its way
+    clock.advance_millis(5);
+    let v2 = tags.invalidate("t").await.unwrap();
+    assert!(v2 > v1);
+    answer.release();
+    assert_eq!(read.await.unwrap().unwrap()[0].map(|v| v.version), Some(v1));
+    assert_eq!(
+        tags.versions(&names).await.unwrap()[0].map(|v| v.version),
+        Some(v2),
+        "the local cache went back to the older version"
+    );
+    assert!(!tags.still_valid(&[("t".to_owned(), v1)]).await.unwrap());
 }
 
 #[derive(Debug, Clone)]
