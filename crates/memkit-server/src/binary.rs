@@ -120,7 +120,7 @@ fn execute(
     }
     match req.cmd {
         Command::Noop => write_ok(out, opcode, opaque, 0, b""),
-        Command::Version => write_ok(out, opcode, opaque, 0, crate::VERSION.as_bytes()),
+        Command::Version => write_ok(out, opcode, opaque, 0, crate::config::VERSION.as_bytes()),
         Command::Quit => {
             if !req.quiet {
                 write_ok(out, opcode, opaque, 0, b"");

@@ -763,5 +763,22 @@ pub struct MetricsArgs {
     pub metrics_addr: Option<String>,
 }
 
+impl Settings {
+    /// The engine configuration these settings ask for.
+    pub fn engine_config(&self) -> memkit_engine::EngineConfig {
+        memkit_engine::EngineConfig {
+            memory_limit: self.memory_limit,
+            item_size_max: self.item_size_max,
+            evict: self.evict,
+            ..Default::default()
+        }
+    }
+}
+
+/// The version memkitd reports: memcached's protocol level, then memkit's own.
+pub const VERSION: &str = concat!("1.6.18-memkit-", env!("CARGO_PKG_VERSION"));
+/// The reply to `version`.
+pub const VERSION_LINE: &str = concat!("VERSION 1.6.18-memkit-", env!("CARGO_PKG_VERSION"));
+
 #[cfg(test)]
 mod tests;

@@ -111,7 +111,7 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
             Action::Continue
         }
         Request::Version => {
-            line(out, crate::VERSION_LINE);
+            line(out, crate::config::VERSION_LINE);
             Action::Continue
         }
         Request::Quit => Action::Close,

@@ -38,6 +38,7 @@
 //! (auth, TLS, the defaults): `docs/security.md`.
 
 pub mod auth;
+pub mod backend;
 pub mod binary;
 pub mod bind;
 pub mod config;
@@ -59,55 +60,7 @@ pub mod tls;
 pub mod warm;
 pub mod watch;
 
-pub use config::{Args, Settings};
+pub use backend::{backend_for, engine_for};
+pub use config::{Args, Settings, VERSION, VERSION_LINE};
 pub use server::run;
 pub use state::Shared;
-
-/// The version memkitd reports: memcached's protocol level, then memkit's own.
-pub const VERSION: &str = concat!("1.6.18-memkit-", env!("CARGO_PKG_VERSION"));
-/// The reply to `version`.
-pub const VERSION_LINE: &str = concat!("VERSION 1.6.18-memkit-", env!("CARGO_PKG_VERSION"));
-
-/// The storage for these settings: the engine alone (with `-e`, restored from a warm
-/// restart file), or with `--persist` the engine over a persistent store (opened and
-/// recovered here; start-up reports what it found).
-pub fn backend_for(
-    settings: &Settings,
-) -> Result<
-    (
-        std::sync::Arc<memkit_engine::Engine>,
-        Option<memkit_persist::Persistent>,
-    ),
-    String,
-> {
-    let Some(dir) = &settings.persist else {
-        return Ok((std::sync::Arc::new(warm::engine_for(settings)), None));
-    };
-    let opts = memkit_persist::PersistOptions {
-        durability: settings.durability,
-        reserve: settings.persist_reserve,
-        ..memkit_persist::PersistOptions::new(dir)
-    };
-    let cfg = memkit_engine::EngineConfig {
-        memory_limit: settings.memory_limit,
-        item_size_max: settings.item_size_max,
-        ..Default::default()
-    };
-    let p = memkit_persist::open(&opts, cfg)?;
-    Ok((p.engine.clone(), Some(p)))
-}
-
-/// An engine for these settings.
-pub fn engine_for(settings: &Settings) -> memkit_engine::Engine {
-    memkit_engine::Engine::new(engine_config(settings))
-}
-
-/// The engine configuration these settings ask for.
-pub fn engine_config(settings: &Settings) -> memkit_engine::EngineConfig {
-    memkit_engine::EngineConfig {
-        memory_limit: settings.memory_limit,
-        item_size_max: settings.item_size_max,
-        evict: settings.evict,
-        ..Default::default()
-    }
-}

@@ -274,7 +274,7 @@ mod tests {
             std::fs::write(&file, users).unwrap();
             let argv = ["memkitd", "-S", "--sasl-pwdb", file.to_str().unwrap()];
             let (settings, _) = crate::Settings::from_args(clap::Parser::parse_from(argv));
-            let sh = Shared::new(Arc::new(crate::engine_for(&settings)), settings);
+            let sh = Shared::new(Arc::new(crate::backend::engine_for(&settings)), settings);
             Server { sh, file }
         }
 

@@ -370,7 +370,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let socket = std::net::TcpStream::connect(addr).unwrap();
         let settings = crate::Settings::default();
-        let sh = Shared::new(Arc::new(crate::engine_for(&settings)), settings);
+        let sh = Shared::new(Arc::new(crate::backend::engine_for(&settings)), settings);
         let _entered = rt.enter();
         let reg = Registered { sh, id: 0 };
         let live = Arc::new(ConnLive::new(0, None, false));

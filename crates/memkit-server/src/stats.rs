@@ -79,7 +79,7 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("pid", n(u64::from(std::process::id()))),
         ("uptime", n(sh.started.elapsed().as_secs())),
         ("time", n(now)),
-        ("version", crate::VERSION.into()),
+        ("version", crate::config::VERSION.into()),
         ("libevent", "tokio".into()),
         ("pointer_size", "64".into()),
         ("rusage_user", format!("{user:.6}")),

@@ -25,9 +25,9 @@ static USR1_HANDLED: AtomicBool = AtomicBool::new(false);
 /// logged. Without `-e`, an empty engine.
 pub fn engine_for(settings: &Settings) -> Engine {
     let Some(path) = &settings.memory_file else {
-        return crate::engine_for(settings);
+        return crate::backend::engine_for(settings);
     };
-    let (engine, outcome) = Engine::warm_restore(crate::engine_config(settings), path);
+    let (engine, outcome) = Engine::warm_restore(settings.engine_config(), path);
     match outcome {
         Ok(r) => tracing::info!(
             target: crate::log::LIFECYCLE,
