@@ -25,6 +25,8 @@ const MARGIN: u64 = 1 << 31;
 
 const META_RESERVED: &str = "reserved";
 const META_FLUSH: &str = "flush";
+/// The `items` memtable size the store's keyspaces were created with (fjall keeps it).
+const META_MEMTABLE: &str = "memtable";
 
 /// What the durability committer and the server share: tickets taken by writes, and how far
 /// the journal is known to be on disk.
@@ -79,6 +81,30 @@ pub struct DiskStore {
     pub(crate) space: Space,
     /// Live records counted by the sweeper's last whole pass; `u64::MAX` before the first.
     pub(crate) counted_items: AtomicU64,
+    /// Where the store rotates the `items` memtable itself, and how many bytes written
+    /// between two checks of it; `None` leaves rotation to fjall (see
+    /// [`DiskStore::bound_memtable`]).
+    rotate: Option<Rotate>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Rotate {
+    at: u64,
+    check_every: u64,
+}
+
+/// What [`DiskStore`] is opened with, besides fjall's handles.
+#[derive(Debug, Clone)]
+pub(crate) struct StoreConfig {
+    pub durability: Durability,
+    pub clock: Arc<dyn Clock>,
+    pub dir: std::path::PathBuf,
+    /// Free bytes to keep (see [`crate::space`]).
+    pub reserve: u64,
+    /// The `items` memtable's size limit.
+    pub memtable_max: u64,
+    /// The keyspaces were created by this open (with `memtable_max`).
+    pub created: bool,
 }
 
 impl std::fmt::Debug for DiskStore {
@@ -123,11 +149,16 @@ impl DiskStore {
         db: fjall::Database,
         items: fjall::Keyspace,
         meta: fjall::Keyspace,
-        durability: Durability,
-        clock: Arc<dyn Clock>,
-        dir: std::path::PathBuf,
-        reserve: u64,
+        cfg: StoreConfig,
     ) -> std::result::Result<DiskStore, fjall::Error> {
+        let StoreConfig {
+            durability,
+            clock,
+            dir,
+            reserve,
+            memtable_max,
+            created,
+        } = cfg;
         let [cas_reserved, stamp_reserved] = meta
             .get(META_RESERVED)?
             .map_or([0, 0], |b| record::decode_u64s::<2>(&b));
@@ -135,6 +166,23 @@ impl DiskStore {
             .get(META_FLUSH)?
             .map_or_else(FlushState::default, |b| FlushState::decode(&b));
         flush.settle(clock.now_secs());
+        let created_with = if created {
+            meta.insert(META_MEMTABLE, record::encode_u64s(&[memtable_max]))?;
+            Some(memtable_max)
+        } else {
+            meta.get(META_MEMTABLE)?
+                .map(|b| record::decode_u64s::<1>(&b)[0])
+        };
+        // fjall rotates at the size recorded at creation. Only where that is well above this
+        // run's limit does the store rotate itself: below it, rotating earlier than fjall
+        // would only add rotations (and requests to fjall's worker queue, see
+        // `bound_memtable`). A store without the record is left to fjall.
+        let rotate = created_with
+            .filter(|&c| c > memtable_max + memtable_max / 8)
+            .map(|_| Rotate {
+                at: memtable_max,
+                check_every: (memtable_max / 8).max(64 << 10),
+            });
         Ok(DiskStore {
             db,
             items,
@@ -158,6 +206,7 @@ impl DiskStore {
             counted_items: AtomicU64::new(u64::MAX),
             dir,
             journal_fd: Mutex::new(None),
+            rotate,
         })
     }
 
@@ -208,8 +257,50 @@ impl DiskStore {
     /// A write reached the journal: take its ticket.
     fn wrote(&self, bytes: usize) {
         self.counters.writes.fetch_add(1, Relaxed);
-        self.counters.bytes_written.fetch_add(bytes as u64, Relaxed);
+        let n = bytes as u64;
+        let before = self.counters.bytes_written.fetch_add(n, Relaxed);
         self.tickets.fetch_add(1, Release);
+        if let Some(r) = self.rotate
+            && (before + n) / r.check_every != before / r.check_every
+        {
+            self.bound_memtable(r.at);
+        }
+    }
+
+    /// In `periodic` and `none` mode a write reaches the OS before it is acknowledged.
+    /// fjall keeps a keyspace's journal setting from the keyspace's creation, whatever a
+    /// later run opens it with, so the keyspaces are created with the journal buffer left
+    /// to memkit (`manual_journal_persist`) and it is written out here, in whichever mode
+    /// this run is in. (`sync` mode's committer writes it out before each fsync.)
+    fn handed_to_os(&self) -> fjall::Result<()> {
+        if self.durability == Durability::Sync {
+            return Ok(());
+        }
+        self.db.persist(fjall::PersistMode::Buffer)
+    }
+
+    /// Keeps the `items` memtable within this run's limit where fjall's recorded one is
+    /// well above it: a memtable past `at` is rotated here, on the writing thread (fjall's
+    /// worker then flushes it, as after its own rotations). Checked once per
+    /// `check_every` bytes written, so a memtable may pass `at` by about that much.
+    ///
+    /// Safe only because fjall never asks for a rotation itself here (its memtable never
+    /// reaches the recorded size): fjall's writers queue a rotation request on every write
+    /// past that size, and its worker blocks sending on that queue when it is full, so
+    /// rotating beside a flood of requests could leave the worker and this thread both
+    /// waiting on the full queue. `tree` and `rotate_memtable` are fjall 3's public but
+    /// undocumented API.
+    fn bound_memtable(&self, at: u64) {
+        use fjall::AbstractTree;
+        if self.items.tree.active_memtable().size() > at {
+            let _ = self.items.rotate_memtable();
+        }
+    }
+
+    /// Bytes in the `items` keyspace's active memtable (fjall's estimate).
+    pub fn memtable_bytes(&self) -> u64 {
+        use fjall::AbstractTree;
+        self.items.tree.active_memtable().size()
     }
 
     fn dead(&self, h: &record::Header, now_unix: u64) -> bool {
@@ -292,7 +383,7 @@ impl StoreHook for DiskStore {
                 self.items.remove(*key).map(|()| key.len())
             }
         };
-        match r {
+        match r.and_then(|n| self.handed_to_os().map(|()| n)) {
             Ok(n) => {
                 self.wrote(n);
                 Ok(())
@@ -338,6 +429,7 @@ impl StoreHook for DiskStore {
         }
         self.meta
             .insert(META_FLUSH, st.encode())
+            .and_then(|()| self.handed_to_os())
             .map_err(write_err)?;
         *self.flush.write() = st;
         self.wrote(0);

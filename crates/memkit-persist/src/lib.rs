@@ -180,9 +180,14 @@ pub fn open(opts: &PersistOptions, engine_cfg: EngineConfig) -> Result<Persisten
     std::fs::create_dir_all(&opts.dir)
         .map_err(|e| format!("cannot create {}: {e}", opts.dir.display()))?;
     let (engine_bytes, cache, write_buffer) = split_budget(engine_cfg.memory_limit);
-    // In sync mode the journal is written out by the committer's flush, not by every
-    // insert: one write(2) + fdatasync per group. Otherwise every insert reaches the OS.
-    let manual = opts.durability == Durability::Sync;
+    // fjall records a keyspace's options (journal persistence, memtable size) when it
+    // creates the keyspace and uses those on every later open, whatever that open asks.
+    // So what the mode decides is applied by the store itself on each write, in the mode
+    // of this run: the journal buffer is left to memkit (in sync mode the committer's
+    // flush writes it out, one write(2) + fdatasync per group; otherwise every write hands
+    // it to the OS, see `DiskStore::handed_to_os`), and the memtable limit is kept by
+    // `DiskStore::bound_memtable`.
+    let memtable_max = (write_buffer / 2).max(1 << 20);
     // One background worker. With more, fjall's worker 0 hands every compaction request
     // back to the queue and takes it again (its "leave a worker free for flushes" rule in
     // `worker_pool.rs`, fjall 3.1.13): while another worker compacts, worker 0 spins on
@@ -192,30 +197,31 @@ pub fn open(opts: &PersistOptions, engine_cfg: EngineConfig) -> Result<Persisten
     let db = fjall::Database::builder(&opts.dir)
         .worker_threads(1)
         .cache_size(cache)
-        .manual_journal_persist(manual)
+        .manual_journal_persist(true)
         .open()
         .map_err(|e| format!("cannot open {}: {e}", opts.dir.display()))?;
+    let created = !db.keyspace_exists("items");
     let ks = |name: &str| {
         db.keyspace(name, || {
             fjall::KeyspaceCreateOptions::default()
-                .manual_journal_persist(manual)
-                .max_memtable_size((write_buffer / 2).max(1 << 20))
+                .manual_journal_persist(true)
+                .max_memtable_size(memtable_max)
         })
         .map_err(|e| format!("cannot open keyspace {name}: {e}"))
     };
     let (items, meta) = (ks("items")?, ks("meta")?);
-    let clock = engine_cfg.clock.clone();
-    let store = DiskStore::new(
-        db.clone(),
-        items.clone(),
-        meta,
-        opts.durability,
-        clock,
-        opts.dir.clone(),
-        opts.reserve
+    let cfg = disk::StoreConfig {
+        durability: opts.durability,
+        clock: engine_cfg.clock.clone(),
+        dir: opts.dir.clone(),
+        reserve: opts
+            .reserve
             .unwrap_or_else(|| default_reserve(write_buffer)),
-    )
-    .map_err(|e| format!("cannot read {}: {e}", opts.dir.display()))?;
+        memtable_max,
+        created,
+    };
+    let store = DiskStore::new(db.clone(), items.clone(), meta, cfg)
+        .map_err(|e| format!("cannot read {}: {e}", opts.dir.display()))?;
     let store = Arc::new(store);
     let cas_floor = store.cas_floor();
     let cfg = EngineConfig {

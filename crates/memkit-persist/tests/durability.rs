@@ -1,0 +1,88 @@
+//! The durability mode and memory budget in force are the ones the store is opened with,
+//! whatever it was created with.
+
+mod common;
+
+use std::path::Path;
+
+use memkit_engine::{Embedded, EngineConfig};
+use memkit_persist::{Durability, PersistOptions, Persistent};
+use memkit_types::{Blocking, Exptime};
+
+const MODES: [Durability; 3] = [
+    Durability::Sync,
+    Durability::Periodic(1000),
+    Durability::None,
+];
+
+fn open_with(dir: &Path, durability: Durability, memory: usize) -> Persistent {
+    let opts = PersistOptions {
+        durability,
+        ..PersistOptions::new(dir)
+    };
+    memkit_persist::open(&opts, EngineConfig::with_memory(memory)).unwrap()
+}
+
+fn client(p: &Persistent) -> Blocking<Embedded> {
+    Blocking(Embedded::from(p.engine.clone()))
+}
+
+/// Whether `needle` is in one of the store's journal files, as any other process (or the
+/// same store after `kill -9`) would read them now.
+fn journals_hold(dir: &Path, needle: &[u8]) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|e| {
+        let p = e.unwrap().path();
+        p.extension().is_some_and(|x| x == "jnl")
+            && std::fs::read(&p).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
+    })
+}
+
+#[test]
+fn an_acknowledged_write_is_where_the_mode_of_this_open_says_whatever_the_store_was_created_with() {
+    for created in MODES {
+        for reopened in MODES {
+            let dir = common::TempDir::in_memory("mode");
+            drop(open_with(&dir.0, created, 16 << 20));
+            let p = open_with(&dir.0, reopened, 16 << 20);
+            let value = format!("value-written-in-{reopened}-over-{created}");
+            client(&p)
+                .set(b"k", value.as_bytes(), 0, Exptime::NEVER)
+                .unwrap();
+            // `sync` acknowledges once the write is fsynced; the others at once, once it
+            // reached the OS. Either way the journal file holds it when the reply goes.
+            if reopened == Durability::Sync {
+                p.store.wait_durable_blocking().unwrap();
+            }
+            assert!(
+                journals_hold(&dir.0, value.as_bytes()),
+                "created {created}, reopened {reopened}: an acknowledged write is not in \
+                 the journal file"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_store_reopened_with_a_smaller_budget_keeps_its_memtable_within_it() {
+    let dir = common::TempDir::in_memory("memtable");
+    // 512 MiB: 32 MiB memtables recorded at creation. 64 MiB: 4 MiB ones.
+    drop(open_with(&dir.0, Durability::None, 512 << 20));
+    let p = open_with(&dir.0, Durability::None, 64 << 20);
+    let c = client(&p);
+    let value = vec![b'x'; 1000];
+    let mut largest = 0;
+    for i in 0..16_000 {
+        c.set(format!("key{i}").as_bytes(), &value, 0, Exptime::NEVER)
+            .unwrap();
+        largest = largest.max(p.store.memtable_bytes());
+    }
+    // The limit, plus what is written between two checks (an eighth of it) and one item.
+    let bound = (4 << 20) + (4 << 20) / 8 + 2048;
+    assert!(
+        largest <= bound,
+        "the memtable grew to {largest} bytes, this run's limit is 4 MiB"
+    );
+    // Everything is still there.
+    assert_eq!(c.get(b"key0").unwrap().unwrap().value, value);
+    assert_eq!(c.get(b"key15999").unwrap().unwrap().value, value);
+}
