@@ -10,15 +10,25 @@
 //! Why "the current ticket" is enough: a write takes its ticket *after* its journal append
 //! returned, and the committer reads the ticket counter *before* it flushes, so every
 //! write with a ticket up to what it read is in the flush.
+//!
+//! A failed fsync is final for the process: the pages it should have written may be gone
+//! from the page cache while the file still looks written, so retrying cannot make those
+//! writes durable. The store is marked failed, every wait ends with [`NotDurable`], and
+//! [`DiskStore`] refuses every change from then on (see `disk.rs`).
 
 use std::sync::Weak;
 use std::sync::atomic::Ordering::*;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::Durability;
 use crate::disk::{DiskStore, DurableState};
 
-/// Starts the committer for `store`'s durability mode. It stops when the store is dropped.
+/// A stand-in for the disk, for tests: called before every journal fsync the committer
+/// makes; an `Err` is taken as that fsync's failure (see [`DiskStore::set_sync_fault`]).
+pub type SyncFault = std::sync::Arc<dyn Fn() -> std::io::Result<()> + Send + Sync>;
+
+/// Starts the committer for `store`'s durability mode. It stops when the store is dropped
+/// or has failed.
 pub(crate) fn spawn(store: &std::sync::Arc<DiskStore>) -> std::io::Result<()> {
     let weak = std::sync::Arc::downgrade(store);
     let mode = store.durability;
@@ -61,6 +71,10 @@ fn newest_journal(dir: &std::path::Path) -> Option<(u64, std::path::PathBuf)> {
 fn sync_journal(s: &DiskStore) -> std::io::Result<()> {
     s.db.persist(fjall::PersistMode::Buffer)
         .map_err(std::io::Error::other)?;
+    let fault = s.sync_fault.lock().clone();
+    if let Some(fault) = fault {
+        fault()?;
+    }
     let mut cached = s.journal_fd.lock();
     let Some((id, path)) = newest_journal(&s.dir) else {
         // Not the layout we know: let fjall do it, lock and all.
@@ -85,17 +99,10 @@ fn flush_once(s: &DiskStore) {
             s.counters
                 .last_flush_unix
                 .store(s.clock.now_secs(), Relaxed);
-            s.durable_tx.send_replace(DurableState {
-                upto: target,
-                failed: false,
-            });
+            // `failed` is left as it is: a writer may have set it meanwhile.
+            s.durable_tx.send_modify(|d| d.upto = target);
         }
-        Err(_) => {
-            // fjall poisons itself after a failed journal flush: every later write fails
-            // too, and waiting connections are told rather than left hanging.
-            s.failed.store(true, Release);
-            s.durable_tx.send_modify(|d| d.failed = true);
-        }
+        Err(_) => s.mark_failed(),
     }
 }
 
@@ -110,21 +117,32 @@ fn sync_loop(weak: Weak<DiskStore>) {
             continue;
         }
         drop(s);
-        // Woken by `wait_durable` (unpark); the timeout only notices a dropped store.
+        // Woken by a wait (unpark); the timeout only notices a dropped store.
         std::thread::park_timeout(Duration::from_millis(100));
     }
 }
 
+/// Each fsync starts `every` after the one before it started (at once, if that one took
+/// longer): a write acknowledged at time t is fsynced by t + `every` + the time of the
+/// fsync that covers it (`docs/persistence.md`).
 fn periodic_loop(weak: Weak<DiskStore>, every: Duration) {
+    let mut next = Instant::now() + every;
     loop {
-        std::thread::sleep(every);
         let Some(s) = weak.upgrade() else { return };
         if s.failed.load(Acquire) {
             return;
         }
-        if s.tickets.load(Acquire) > s.durable.load(Acquire) {
-            flush_once(&s);
+        let now = Instant::now();
+        if now >= next {
+            if s.tickets.load(Acquire) > s.durable.load(Acquire) {
+                flush_once(&s);
+            }
+            next = now + every;
+            continue;
         }
+        drop(s);
+        // Woken early by a failure (unpark); a dropped store is noticed at the tick.
+        std::thread::park_timeout(next - now);
     }
 }
 
@@ -162,11 +180,10 @@ impl DiskStore {
         if self.durable.load(Acquire) >= t {
             return Ok(());
         }
-        if self.wanted.fetch_max(t, AcqRel) < t
-            && let Some(c) = self.committer.get()
-        {
-            c.unpark();
+        if self.durability == Durability::None && !self.failed.load(Acquire) {
+            return Ok(());
         }
+        self.want(t);
         match rx.wait_for(|d| d.upto >= t || d.failed).await {
             Ok(d) if d.upto >= t => Ok(()),
             _ => Err(NotDurable),
@@ -177,5 +194,33 @@ impl DiskStore {
     pub fn wait_durable_blocking(&self) -> Result<(), NotDurable> {
         let mut rx = self.subscribe();
         memkit_types::blocking::block_on(self.wait_durable(&mut rx))
+    }
+
+    /// Asks the committer for a flush covering `ticket` (`sync` mode; the `periodic`
+    /// committer keeps its own time).
+    fn want(&self, ticket: u64) {
+        if self.durability == Durability::Sync
+            && self.wanted.fetch_max(ticket, AcqRel) < ticket
+            && let Some(c) = self.committer.get()
+        {
+            c.unpark();
+        }
+    }
+
+    /// Nothing more will become durable: writes are refused from now on (`disk.rs`),
+    /// `stats` says so, the waits end, and the committer, woken, stops.
+    pub(crate) fn mark_failed(&self) {
+        self.failed.store(true, Release);
+        self.durable_tx.send_modify(|d| d.failed = true);
+        if let Some(c) = self.committer.get() {
+            c.unpark();
+        }
+    }
+
+    /// Makes the committer's journal fsyncs go through `fault` first (`None`: the disk
+    /// alone). For tests of a failing disk: an `Err` from `fault` is that fsync's failure,
+    /// with all that follows (see the module notes and `docs/persistence.md`).
+    pub fn set_sync_fault(&self, fault: Option<SyncFault>) {
+        *self.sync_fault.lock() = fault;
     }
 }

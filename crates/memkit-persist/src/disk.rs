@@ -14,6 +14,7 @@ use memkit_types::{Clock, Error, Result};
 use parking_lot::{Mutex, RwLock};
 
 use crate::Durability;
+use crate::commit::SyncFault;
 use crate::record::{self, FlushState};
 use crate::space::Space;
 
@@ -72,6 +73,8 @@ pub struct DiskStore {
     pub(crate) durable: AtomicU64,
     pub(crate) failed: AtomicBool,
     pub(crate) durable_tx: tokio::sync::watch::Sender<DurableState>,
+    /// What the committer's fsyncs go through first ([`DiskStore::set_sync_fault`]).
+    pub(crate) sync_fault: Mutex<Option<SyncFault>>,
     pub(crate) committer: std::sync::OnceLock<std::thread::Thread>,
     pub(crate) counters: Counters,
     /// The store directory, and the committer's descriptor of the active journal.
@@ -123,6 +126,15 @@ pub const DISK_FULL: &str = "out of disk space storing object";
 
 fn disk_full() -> Error {
     Error::Server(DISK_FULL.into())
+}
+
+/// What a client is told of every change after the store failed (a journal fsync or
+/// write failed, or fjall poisoned itself): `SERVER_ERROR persistent store failed, writes
+/// refused until restart`.
+pub const FAILED: &str = "persistent store failed, writes refused until restart";
+
+fn failed() -> Error {
+    Error::Server(FAILED.into())
 }
 
 /// A failed disk write, as the client sees it (see `docs/persistence.md`).
@@ -200,6 +212,7 @@ impl DiskStore {
             durable: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             durable_tx: tokio::sync::watch::Sender::new(DurableState::default()),
+            sync_fault: Mutex::new(None),
             committer: std::sync::OnceLock::new(),
             counters: Counters::default(),
             space: Space::new(dir.clone(), reserve),
@@ -245,10 +258,8 @@ impl DiskStore {
             .max(stamp.saturating_add(RESERVE));
         self.meta
             .insert(META_RESERVED, record::encode_u64s(&[c, s]))
-            .map_err(write_err)?;
-        self.db
-            .persist(fjall::PersistMode::SyncData)
-            .map_err(write_err)?;
+            .and_then(|()| self.db.persist(fjall::PersistMode::SyncData))
+            .map_err(|e| self.write_failed(e))?;
         self.cas_reserved.store(c, Release);
         self.stamp_reserved.store(s, Release);
         Ok(())
@@ -303,6 +314,14 @@ impl DiskStore {
         self.items.tree.active_memtable().size()
     }
 
+    /// A write to fjall failed. fjall poisons itself after a failed journal write (every
+    /// later write fails too), so the store is marked failed (see `commit.rs`).
+    fn write_failed(&self, e: fjall::Error) -> Error {
+        self.counters.write_errors.fetch_add(1, Relaxed);
+        self.mark_failed();
+        write_err(e)
+    }
+
     fn dead(&self, h: &record::Header, now_unix: u64) -> bool {
         h.expired(now_unix) || self.flush.read().flushed(h, now_unix)
     }
@@ -310,6 +329,9 @@ impl DiskStore {
     /// Removes `key` from disk if its record is expired or flushed. The caller holds the
     /// key's shard lock (the sweeper goes through `Engine::with_key_locked`).
     pub(crate) fn purge_if_dead(&self, key: &[u8]) -> Result<bool> {
+        if self.failed.load(Acquire) {
+            return Err(failed());
+        }
         let now = self.clock.now_secs();
         let Some(v) = self.items.get(key).map_err(read_err)? else {
             return Ok(false);
@@ -343,8 +365,9 @@ impl StoreHook for DiskStore {
             }
             _ => {
                 // Expired, flushed (or unreadable): gone for memcached, so gone from disk
-                // too. The shard lock is held, so nothing rewrites the key meanwhile.
-                if self.items.remove(key).is_ok() {
+                // too. The shard lock is held, so nothing rewrites the key meanwhile. A
+                // failed store writes nothing more: the record stays, still dead to reads.
+                if !self.failed.load(Acquire) && self.items.remove(key).is_ok() {
                     self.wrote(0);
                     self.counters.purged.fetch_add(1, Relaxed);
                 }
@@ -354,6 +377,12 @@ impl StoreHook for DiskStore {
     }
 
     fn changed(&self, change: &Change<'_>, issued_cas: u64) -> Result<()> {
+        // After a failure nothing more is journaled: a change that can never become
+        // durable is refused, so the engine drops the key from RAM and the next command
+        // sees the stored version (see `memkit_engine::hook`).
+        if self.failed.load(Acquire) {
+            return Err(failed());
+        }
         let r = match change {
             Change::Put { record, meta_only } => {
                 // New data waits for space; removals go through (they are how space is
@@ -388,19 +417,14 @@ impl StoreHook for DiskStore {
                 self.wrote(n);
                 Ok(())
             }
-            Err(e) => {
-                self.counters.write_errors.fetch_add(1, Relaxed);
-                if matches!(e, fjall::Error::Poisoned) {
-                    // A background flush or compaction failed: fjall refuses every write
-                    // from now on. Say so in `stats` (persist_failed) as for a failed fsync.
-                    self.failed.store(true, Release);
-                }
-                Err(write_err(e))
-            }
+            Err(e) => Err(self.write_failed(e)),
         }
     }
 
     fn flush(&self, flush: Flush, now_unix: u64) -> Result<()> {
+        if self.failed.load(Acquire) {
+            return Err(failed());
+        }
         let mut st = *self.flush.read();
         // Called with every shard locked: no stamp is being handed out, so every earlier
         // write has a stamp below this and every later one does not.
@@ -430,7 +454,7 @@ impl StoreHook for DiskStore {
         self.meta
             .insert(META_FLUSH, st.encode())
             .and_then(|()| self.handed_to_os())
-            .map_err(write_err)?;
+            .map_err(|e| self.write_failed(e))?;
         *self.flush.write() = st;
         self.wrote(0);
         Ok(())

@@ -6,7 +6,8 @@
 //!   [`PersistOptions`], [`Durability`], the recovery [`Recovery`] report, [`PersistStats`].
 //! - [`disk`]: [`DiskStore`], the engine's `StoreHook` on fjall: read-through loads, change
 //!   records, `flush_all` marks, CAS and stamp reservations.
-//! - `commit`: the committer thread; tickets and group commit; what `sync` acks await.
+//! - [`commit`]: the committer thread; tickets and group commit; what `sync` acks await;
+//!   what a failed fsync does; the fsync fault hook.
 //! - [`sweep`]: purges expired and flushed items from disk over time.
 //! - [`space`]: free-space admission — new data is refused before the disk is full.
 //! - [`record`]: the on-disk encoding.
@@ -34,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use memkit_engine::{Engine, EngineConfig};
 
+pub use commit::{NotDurable, SyncFault};
 pub use disk::{DiskStore, DurableState};
 
 /// When an acknowledged write is on disk.
@@ -136,6 +138,8 @@ pub struct PersistStats {
     /// fjall's estimate: counts overwritten versions and tombstones not yet compacted away.
     pub items_approx: u64,
     pub write_errors: u64,
+    /// A journal fsync or write failed (or fjall poisoned itself): every change is refused
+    /// until the process opens the store again (`commit.rs`).
     pub failed: bool,
     /// Writes refused for lack of disk space (see [`space`]).
     pub refused_full: u64,

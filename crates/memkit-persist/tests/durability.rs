@@ -1,13 +1,16 @@
 //! The durability mode and memory budget in force are the ones the store is opened with,
-//! whatever it was created with.
+//! whatever it was created with; after a failed journal fsync every change is refused and
+//! reads go on.
 
 mod common;
 
 use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use memkit_engine::{Embedded, EngineConfig};
 use memkit_persist::{Durability, PersistOptions, Persistent};
-use memkit_types::{Blocking, Exptime};
+use memkit_types::{Blocking, Error, Exptime};
 
 const MODES: [Durability; 3] = [
     Durability::Sync,
@@ -85,4 +88,81 @@ fn a_store_reopened_with_a_smaller_budget_keeps_its_memtable_within_it() {
     // Everything is still there.
     assert_eq!(c.get(b"key0").unwrap().unwrap().value, value);
     assert_eq!(c.get(b"key15999").unwrap().unwrap().value, value);
+}
+
+fn injected() -> memkit_persist::SyncFault {
+    Arc::new(|| Err(std::io::Error::other("injected fsync failure")))
+}
+
+fn refused(r: Result<impl std::fmt::Debug, Error>) {
+    match r {
+        Err(Error::Server(m)) => assert_eq!(m, memkit_persist::disk::FAILED),
+        other => panic!(
+            "expected SERVER_ERROR {}, got {other:?}",
+            memkit_persist::disk::FAILED
+        ),
+    }
+}
+
+/// After the failure: every kind of change is refused and changes nothing; reads go on.
+fn check_refusals(p: &Persistent, c: &Blocking<Embedded>) {
+    refused(c.set(b"old", b"new", 0, Exptime::NEVER));
+    refused(c.set(b"fresh", b"x", 0, Exptime::NEVER));
+    refused(c.delete(b"old"));
+    refused(c.incr(b"n", 1));
+    refused(c.append(b"old", b"!"));
+    refused(c.touch(b"old", Exptime(100)));
+    refused(p.engine.try_flush_all(0));
+    assert_eq!(c.get(b"old").unwrap().unwrap().value, b"kept".to_vec());
+    assert_eq!(c.get(b"n").unwrap().unwrap().value, b"5".to_vec());
+    assert!(c.get(b"fresh").unwrap().is_none());
+    assert!(p.store.stats().failed, "persist_failed");
+    // A key RAM lost is read back from disk as it was stored.
+    p.engine.set_memory_limit(1 << 20);
+    assert_eq!(c.get(b"old").unwrap().unwrap().value, b"kept".to_vec());
+}
+
+#[test]
+fn after_a_failed_fsync_in_sync_mode_every_change_is_refused_and_reads_go_on() {
+    let dir = common::TempDir::new("fail-sync");
+    let p = open_with(&dir.0, Durability::Sync, 16 << 20);
+    let c = client(&p);
+    c.set(b"old", b"kept", 0, Exptime::NEVER).unwrap();
+    c.set(b"n", b"5", 0, Exptime::NEVER).unwrap();
+    p.store.wait_durable_blocking().unwrap();
+    p.store.set_sync_fault(Some(injected()));
+    // Applied, but its fsync fails: never to be acknowledged.
+    c.set(b"doomed", b"x", 0, Exptime::NEVER).unwrap();
+    assert!(p.store.wait_durable_blocking().is_err());
+    let writes = p.store.stats().writes;
+    check_refusals(&p, &c);
+    assert_eq!(
+        p.store.stats().writes,
+        writes,
+        "nothing more reached the journal"
+    );
+}
+
+#[test]
+fn after_a_failed_fsync_in_periodic_mode_every_change_is_refused_and_reads_go_on() {
+    let dir = common::TempDir::new("fail-periodic");
+    let p = open_with(&dir.0, Durability::Periodic(20), 16 << 20);
+    let c = client(&p);
+    c.set(b"old", b"kept", 0, Exptime::NEVER).unwrap();
+    c.set(b"n", b"5", 0, Exptime::NEVER).unwrap();
+    p.store.set_sync_fault(Some(injected()));
+    c.set(b"pending", b"x", 0, Exptime::NEVER).unwrap();
+    // The next periodic fsync fails (a bound only so that a hang fails the test).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !p.store.stats().failed {
+        assert!(Instant::now() < deadline, "the periodic fsync never ran");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let writes = p.store.stats().writes;
+    check_refusals(&p, &c);
+    assert_eq!(
+        p.store.stats().writes,
+        writes,
+        "nothing more reached the journal"
+    );
 }
