@@ -14,7 +14,7 @@ use memkit_types::{Clock, Error, Result};
 use parking_lot::{Mutex, RwLock};
 
 use crate::Durability;
-use crate::commit::SyncFault;
+use crate::commit::{SyncFault, Waiter};
 use crate::record::{self, FlushState};
 use crate::space::Space;
 
@@ -73,6 +73,8 @@ pub struct DiskStore {
     pub(crate) durable: AtomicU64,
     pub(crate) failed: AtomicBool,
     pub(crate) durable_tx: tokio::sync::watch::Sender<DurableState>,
+    /// Callbacks waiting for a ticket to be durable ([`DiskStore::when_durable`]).
+    pub(crate) waiters: Mutex<Vec<Waiter>>,
     /// What the committer's fsyncs go through first ([`DiskStore::set_sync_fault`]).
     pub(crate) sync_fault: Mutex<Option<SyncFault>>,
     pub(crate) committer: std::sync::OnceLock<std::thread::Thread>,
@@ -212,6 +214,7 @@ impl DiskStore {
             durable: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             durable_tx: tokio::sync::watch::Sender::new(DurableState::default()),
+            waiters: Mutex::new(Vec::new()),
             sync_fault: Mutex::new(None),
             committer: std::sync::OnceLock::new(),
             counters: Counters::default(),

@@ -6,8 +6,8 @@
 //!   [`PersistOptions`], [`Durability`], the recovery [`Recovery`] report, [`PersistStats`].
 //! - [`disk`]: [`DiskStore`], the engine's `StoreHook` on fjall: read-through loads, change
 //!   records, `flush_all` marks, CAS and stamp reservations.
-//! - [`commit`]: the committer thread; tickets and group commit; what `sync` acks await;
-//!   what a failed fsync does; the fsync fault hook.
+//! - [`commit`]: the committer thread; tickets and group commit; what `sync` acks await
+//!   (a tokio wait or a callback); what a failed fsync does; the fsync fault hook.
 //! - [`sweep`]: purges expired and flushed items from disk over time.
 //! - [`space`]: free-space admission — new data is refused before the disk is full.
 //! - [`record`]: the on-disk encoding.
@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use memkit_engine::{Engine, EngineConfig};
 
-pub use commit::{NotDurable, SyncFault};
+pub use commit::{DurableCallback, NotDurable, SyncFault};
 pub use disk::{DiskStore, DurableState};
 
 /// When an acknowledged write is on disk.
