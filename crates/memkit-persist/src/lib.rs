@@ -9,6 +9,7 @@
 //! - [`commit`]: the committer thread; tickets and group commit; what `sync` acks await
 //!   (a tokio wait or a callback); what a failed fsync does; the fsync fault hook.
 //! - [`sweep`]: purges expired and flushed items from disk over time.
+//! - [`files`]: the store directory and fjall's files in it are private (`0700`).
 //! - [`space`]: free-space admission — new data is refused before the disk is full.
 //! - [`record`]: the on-disk encoding.
 //!
@@ -24,6 +25,7 @@
 
 pub mod commit;
 pub mod disk;
+pub mod files;
 pub mod record;
 pub mod space;
 pub mod sweep;
@@ -181,7 +183,7 @@ pub fn default_reserve(write_buffer: u64) -> u64 {
 /// on: RAM is a cache here, nothing persistent is lost when it evicts.
 pub fn open(opts: &PersistOptions, engine_cfg: EngineConfig) -> Result<Persistent, String> {
     let started = Instant::now();
-    std::fs::create_dir_all(&opts.dir)
+    files::create_private(&opts.dir)
         .map_err(|e| format!("cannot create {}: {e}", opts.dir.display()))?;
     let (engine_bytes, cache, write_buffer) = split_budget(engine_cfg.memory_limit);
     // fjall records a keyspace's options (journal persistence, memtable size) when it
@@ -214,6 +216,7 @@ pub fn open(opts: &PersistOptions, engine_cfg: EngineConfig) -> Result<Persisten
         .map_err(|e| format!("cannot open keyspace {name}: {e}"))
     };
     let (items, meta) = (ks("items")?, ks("meta")?);
+    files::make_private(&opts.dir);
     let cfg = disk::StoreConfig {
         durability: opts.durability,
         clock: engine_cfg.clock.clone(),

@@ -1,9 +1,10 @@
 //! The durability mode and memory budget in force are the ones the store is opened with,
 //! whatever it was created with; after a failed journal fsync every change is refused and
-//! reads go on.
+//! reads go on; the store's files are private.
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,5 +165,98 @@ fn after_a_failed_fsync_in_periodic_mode_every_change_is_refused_and_reads_go_on
         p.store.stats().writes,
         writes,
         "nothing more reached the journal"
+    );
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// Every file and directory under `dir` whose mode lets group or others in.
+fn open_to_others(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if mode(&p) & 0o077 != 0 {
+                found.push(format!("{} {:o}", p.display(), mode(&p)));
+            }
+            if e.file_type().unwrap().is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_store_directory_and_its_files_are_private() {
+    // The usual umask, whatever this process had: files 0644, directories 0755.
+    // SAFETY: umask only swaps the process's mask; this binary's other tests do not
+    // depend on it.
+    unsafe { libc::umask(0o022) };
+    let dir = common::TempDir::new("private");
+    let opts = PersistOptions {
+        sweep_every: Duration::from_millis(20),
+        ..PersistOptions::new(&dir.0)
+    };
+    {
+        let p = memkit_persist::open(&opts, EngineConfig::with_memory(16 << 20)).unwrap();
+        assert_eq!(mode(&dir.0), 0o700, "a new store directory");
+        let c = client(&p);
+        // Enough to flush memtables into table files while the store is open.
+        let value = vec![b'y'; 4000];
+        for i in 0..3000 {
+            c.set(format!("k{i}").as_bytes(), &value, 0, Exptime::NEVER)
+                .unwrap();
+        }
+        p.store.wait_durable_blocking().unwrap();
+        // Files made while open are narrowed by the next sweeper round (a bound only so
+        // that a missing round fails the test).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !open_to_others(&dir.0).is_empty() {
+            assert!(Instant::now() < deadline, "{:?}", open_to_others(&dir.0));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    // A store made before this rule, with the umask's modes: narrowed when opened.
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let journal = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "jnl"))
+        .unwrap();
+    std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let opts = PersistOptions {
+        sweep_every: Duration::from_secs(3600),
+        ..opts
+    };
+    drop(memkit_persist::open(&opts, EngineConfig::with_memory(16 << 20)).unwrap());
+    assert_eq!(mode(&dir.0), 0o700, "an existing store directory");
+    assert_eq!(open_to_others(&dir.0), Vec::<String>::new());
+    // An empty directory made for the store is narrowed too; one holding other things
+    // is not memkitd's to change, nor are the things in it.
+    let empty = common::TempDir::new("private-empty");
+    std::fs::create_dir_all(&empty.0).unwrap();
+    std::fs::set_permissions(&empty.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    drop(memkit_persist::open(&PersistOptions::new(&empty.0), EngineConfig::default()).unwrap());
+    assert_eq!(mode(&empty.0), 0o700);
+    let shared = common::TempDir::new("private-shared");
+    std::fs::create_dir_all(&shared.0).unwrap();
+    std::fs::set_permissions(&shared.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(shared.0.join("notes.txt"), b"mine").unwrap();
+    std::fs::set_permissions(
+        shared.0.join("notes.txt"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    drop(memkit_persist::open(&PersistOptions::new(&shared.0), EngineConfig::default()).unwrap());
+    assert_eq!(mode(&shared.0), 0o755);
+    assert_eq!(mode(&shared.0.join("notes.txt")), 0o644);
+    assert!(
+        open_to_others(&shared.0)
+            .iter()
+            .all(|f| f.contains("notes.txt"))
     );
 }
