@@ -14,6 +14,7 @@ use memkit_types::{Clock, Error, Result};
 use parking_lot::{Mutex, RwLock};
 
 use crate::Durability;
+use crate::commit::{SyncFault, Waiter};
 use crate::record::{self, FlushState};
 use crate::space::Space;
 
@@ -25,6 +26,8 @@ const MARGIN: u64 = 1 << 31;
 
 const META_RESERVED: &str = "reserved";
 const META_FLUSH: &str = "flush";
+/// The `items` memtable size the store's keyspaces were created with (fjall keeps it).
+const META_MEMTABLE: &str = "memtable";
 
 /// What the durability committer and the server share: tickets taken by writes, and how far
 /// the journal is known to be on disk.
@@ -35,23 +38,6 @@ pub struct DurableState {
     /// A journal flush failed: nothing more will become durable (the disk is full or broken).
     pub failed: bool,
 }
-
-/// A callback waiting for a ticket to be durable ([`DiskStore::when_durable`]), and what it
-/// is told: `Err` when the journal failed.
-pub(crate) type Waiter = (u64, Box<dyn FnOnce(Result<(), NotDurable>) + Send>);
-
-/// The journal could not be flushed (disk full or failing): the writes waited for are not
-/// durable and must not be acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NotDurable;
-
-impl std::fmt::Display for NotDurable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the persistent store could not flush its journal")
-    }
-}
-
-impl std::error::Error for NotDurable {}
 
 /// Counters for `stats`.
 #[derive(Debug, Default)]
@@ -87,9 +73,11 @@ pub struct DiskStore {
     pub(crate) durable: AtomicU64,
     pub(crate) failed: AtomicBool,
     pub(crate) durable_tx: tokio::sync::watch::Sender<DurableState>,
-    pub(crate) committer: std::sync::OnceLock<std::thread::Thread>,
     /// Callbacks waiting for a ticket to be durable ([`DiskStore::when_durable`]).
     pub(crate) waiters: Mutex<Vec<Waiter>>,
+    /// What the committer's fsyncs go through first ([`DiskStore::set_sync_fault`]).
+    pub(crate) sync_fault: Mutex<Option<SyncFault>>,
+    pub(crate) committer: std::sync::OnceLock<std::thread::Thread>,
     pub(crate) counters: Counters,
     /// The store directory, and the committer's descriptor of the active journal.
     pub(crate) dir: std::path::PathBuf,
@@ -98,6 +86,30 @@ pub struct DiskStore {
     pub(crate) space: Space,
     /// Live records counted by the sweeper's last whole pass; `u64::MAX` before the first.
     pub(crate) counted_items: AtomicU64,
+    /// Where the store rotates the `items` memtable itself, and how many bytes written
+    /// between two checks of it; `None` leaves rotation to fjall (see
+    /// [`DiskStore::bound_memtable`]).
+    rotate: Option<Rotate>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Rotate {
+    at: u64,
+    check_every: u64,
+}
+
+/// What [`DiskStore`] is opened with, besides fjall's handles.
+#[derive(Debug, Clone)]
+pub(crate) struct StoreConfig {
+    pub durability: Durability,
+    pub clock: Arc<dyn Clock>,
+    pub dir: std::path::PathBuf,
+    /// Free bytes to keep (see [`crate::space`]).
+    pub reserve: u64,
+    /// The `items` memtable's size limit.
+    pub memtable_max: u64,
+    /// The keyspaces were created by this open (with `memtable_max`).
+    pub created: bool,
 }
 
 impl std::fmt::Debug for DiskStore {
@@ -116,6 +128,15 @@ pub const DISK_FULL: &str = "out of disk space storing object";
 
 fn disk_full() -> Error {
     Error::Server(DISK_FULL.into())
+}
+
+/// What a client is told of every change after the store failed (a journal fsync or
+/// write failed, or fjall poisoned itself): `SERVER_ERROR persistent store failed, writes
+/// refused until restart`.
+pub const FAILED: &str = "persistent store failed, writes refused until restart";
+
+fn failed() -> Error {
+    Error::Server(FAILED.into())
 }
 
 /// A failed disk write, as the client sees it (see `docs/persistence.md`).
@@ -142,11 +163,16 @@ impl DiskStore {
         db: fjall::Database,
         items: fjall::Keyspace,
         meta: fjall::Keyspace,
-        durability: Durability,
-        clock: Arc<dyn Clock>,
-        dir: std::path::PathBuf,
-        reserve: u64,
+        cfg: StoreConfig,
     ) -> std::result::Result<DiskStore, fjall::Error> {
+        let StoreConfig {
+            durability,
+            clock,
+            dir,
+            reserve,
+            memtable_max,
+            created,
+        } = cfg;
         let [cas_reserved, stamp_reserved] = meta
             .get(META_RESERVED)?
             .map_or([0, 0], |b| record::decode_u64s::<2>(&b));
@@ -154,6 +180,23 @@ impl DiskStore {
             .get(META_FLUSH)?
             .map_or_else(FlushState::default, |b| FlushState::decode(&b));
         flush.settle(clock.now_secs());
+        let created_with = if created {
+            meta.insert(META_MEMTABLE, record::encode_u64s(&[memtable_max]))?;
+            Some(memtable_max)
+        } else {
+            meta.get(META_MEMTABLE)?
+                .map(|b| record::decode_u64s::<1>(&b)[0])
+        };
+        // fjall rotates at the size recorded at creation. Only where that is well above this
+        // run's limit does the store rotate itself: below it, rotating earlier than fjall
+        // would only add rotations (and requests to fjall's worker queue, see
+        // `bound_memtable`). A store without the record is left to fjall.
+        let rotate = created_with
+            .filter(|&c| c > memtable_max + memtable_max / 8)
+            .map(|_| Rotate {
+                at: memtable_max,
+                check_every: (memtable_max / 8).max(64 << 10),
+            });
         Ok(DiskStore {
             db,
             items,
@@ -171,13 +214,15 @@ impl DiskStore {
             durable: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             durable_tx: tokio::sync::watch::Sender::new(DurableState::default()),
-            committer: std::sync::OnceLock::new(),
             waiters: Mutex::new(Vec::new()),
+            sync_fault: Mutex::new(None),
+            committer: std::sync::OnceLock::new(),
             counters: Counters::default(),
             space: Space::new(dir.clone(), reserve),
             counted_items: AtomicU64::new(u64::MAX),
             dir,
             journal_fd: Mutex::new(None),
+            rotate,
         })
     }
 
@@ -216,10 +261,8 @@ impl DiskStore {
             .max(stamp.saturating_add(RESERVE));
         self.meta
             .insert(META_RESERVED, record::encode_u64s(&[c, s]))
-            .map_err(write_err)?;
-        self.db
-            .persist(fjall::PersistMode::SyncData)
-            .map_err(write_err)?;
+            .and_then(|()| self.db.persist(fjall::PersistMode::SyncData))
+            .map_err(|e| self.write_failed(e))?;
         self.cas_reserved.store(c, Release);
         self.stamp_reserved.store(s, Release);
         Ok(())
@@ -228,8 +271,58 @@ impl DiskStore {
     /// A write reached the journal: take its ticket.
     fn wrote(&self, bytes: usize) {
         self.counters.writes.fetch_add(1, Relaxed);
-        self.counters.bytes_written.fetch_add(bytes as u64, Relaxed);
+        let n = bytes as u64;
+        let before = self.counters.bytes_written.fetch_add(n, Relaxed);
         self.tickets.fetch_add(1, Release);
+        if let Some(r) = self.rotate
+            && (before + n) / r.check_every != before / r.check_every
+        {
+            self.bound_memtable(r.at);
+        }
+    }
+
+    /// In `periodic` and `none` mode a write reaches the OS before it is acknowledged.
+    /// fjall keeps a keyspace's journal setting from the keyspace's creation, whatever a
+    /// later run opens it with, so the keyspaces are created with the journal buffer left
+    /// to memkit (`manual_journal_persist`) and it is written out here, in whichever mode
+    /// this run is in. (`sync` mode's committer writes it out before each fsync.)
+    fn handed_to_os(&self) -> fjall::Result<()> {
+        if self.durability == Durability::Sync {
+            return Ok(());
+        }
+        self.db.persist(fjall::PersistMode::Buffer)
+    }
+
+    /// Keeps the `items` memtable within this run's limit where fjall's recorded one is
+    /// well above it: a memtable past `at` is rotated here, on the writing thread (fjall's
+    /// worker then flushes it, as after its own rotations). Checked once per
+    /// `check_every` bytes written, so a memtable may pass `at` by about that much.
+    ///
+    /// Safe only because fjall never asks for a rotation itself here (its memtable never
+    /// reaches the recorded size): fjall's writers queue a rotation request on every write
+    /// past that size, and its worker blocks sending on that queue when it is full, so
+    /// rotating beside a flood of requests could leave the worker and this thread both
+    /// waiting on the full queue. `tree` and `rotate_memtable` are fjall 3's public but
+    /// undocumented API.
+    fn bound_memtable(&self, at: u64) {
+        use fjall::AbstractTree;
+        if self.items.tree.active_memtable().size() > at {
+            let _ = self.items.rotate_memtable();
+        }
+    }
+
+    /// Bytes in the `items` keyspace's active memtable (fjall's estimate).
+    pub fn memtable_bytes(&self) -> u64 {
+        use fjall::AbstractTree;
+        self.items.tree.active_memtable().size()
+    }
+
+    /// A write to fjall failed. fjall poisons itself after a failed journal write (every
+    /// later write fails too), so the store is marked failed (see `commit.rs`).
+    fn write_failed(&self, e: fjall::Error) -> Error {
+        self.counters.write_errors.fetch_add(1, Relaxed);
+        self.mark_failed();
+        write_err(e)
     }
 
     fn dead(&self, h: &record::Header, now_unix: u64) -> bool {
@@ -239,6 +332,9 @@ impl DiskStore {
     /// Removes `key` from disk if its record is expired or flushed. The caller holds the
     /// key's shard lock (the sweeper goes through `Engine::with_key_locked`).
     pub(crate) fn purge_if_dead(&self, key: &[u8]) -> Result<bool> {
+        if self.failed.load(Acquire) {
+            return Err(failed());
+        }
         let now = self.clock.now_secs();
         let Some(v) = self.items.get(key).map_err(read_err)? else {
             return Ok(false);
@@ -272,8 +368,9 @@ impl StoreHook for DiskStore {
             }
             _ => {
                 // Expired, flushed (or unreadable): gone for memcached, so gone from disk
-                // too. The shard lock is held, so nothing rewrites the key meanwhile.
-                if self.items.remove(key).is_ok() {
+                // too. The shard lock is held, so nothing rewrites the key meanwhile. A
+                // failed store writes nothing more: the record stays, still dead to reads.
+                if !self.failed.load(Acquire) && self.items.remove(key).is_ok() {
                     self.wrote(0);
                     self.counters.purged.fetch_add(1, Relaxed);
                 }
@@ -283,6 +380,12 @@ impl StoreHook for DiskStore {
     }
 
     fn changed(&self, change: &Change<'_>, issued_cas: u64) -> Result<()> {
+        // After a failure nothing more is journaled: a change that can never become
+        // durable is refused, so the engine drops the key from RAM and the next command
+        // sees the stored version (see `memkit_engine::hook`).
+        if self.failed.load(Acquire) {
+            return Err(failed());
+        }
         let r = match change {
             Change::Put { record, meta_only } => {
                 // New data waits for space; removals go through (they are how space is
@@ -312,24 +415,19 @@ impl StoreHook for DiskStore {
                 self.items.remove(*key).map(|()| key.len())
             }
         };
-        match r {
+        match r.and_then(|n| self.handed_to_os().map(|()| n)) {
             Ok(n) => {
                 self.wrote(n);
                 Ok(())
             }
-            Err(e) => {
-                self.counters.write_errors.fetch_add(1, Relaxed);
-                if matches!(e, fjall::Error::Poisoned) {
-                    // A background flush or compaction failed: fjall refuses every write
-                    // from now on. Say so in `stats` (persist_failed) as for a failed fsync.
-                    self.failed.store(true, Release);
-                }
-                Err(write_err(e))
-            }
+            Err(e) => Err(self.write_failed(e)),
         }
     }
 
     fn flush(&self, flush: Flush, now_unix: u64) -> Result<()> {
+        if self.failed.load(Acquire) {
+            return Err(failed());
+        }
         let mut st = *self.flush.read();
         // Called with every shard locked: no stamp is being handed out, so every earlier
         // write has a stamp below this and every later one does not.
@@ -358,7 +456,8 @@ impl StoreHook for DiskStore {
         }
         self.meta
             .insert(META_FLUSH, st.encode())
-            .map_err(write_err)?;
+            .and_then(|()| self.handed_to_os())
+            .map_err(|e| self.write_failed(e))?;
         *self.flush.write() = st;
         self.wrote(0);
         Ok(())

@@ -6,8 +6,10 @@
 //!   [`PersistOptions`], [`Durability`], the recovery [`Recovery`] report, [`PersistStats`].
 //! - [`disk`]: [`DiskStore`], the engine's `StoreHook` on fjall: read-through loads, change
 //!   records, `flush_all` marks, CAS and stamp reservations.
-//! - `commit`: the committer thread; tickets and group commit; what `sync` acks await.
+//! - [`commit`]: the committer thread; tickets and group commit; what `sync` acks await
+//!   (a tokio wait or a callback); what a failed fsync does; the fsync fault hook.
 //! - [`sweep`]: purges expired and flushed items from disk over time.
+//! - [`files`]: the store directory and fjall's files in it are private (`0700`).
 //! - [`space`]: free-space admission — new data is refused before the disk is full.
 //! - [`record`]: the on-disk encoding.
 //!
@@ -23,6 +25,7 @@
 
 pub mod commit;
 pub mod disk;
+pub mod files;
 pub mod record;
 pub mod space;
 pub mod sweep;
@@ -34,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use memkit_engine::{Engine, EngineConfig};
 
+pub use commit::{DurableCallback, NotDurable, SyncFault};
 pub use disk::{DiskStore, DurableState};
 
 /// When an acknowledged write is on disk.
@@ -136,6 +140,8 @@ pub struct PersistStats {
     /// fjall's estimate: counts overwritten versions and tombstones not yet compacted away.
     pub items_approx: u64,
     pub write_errors: u64,
+    /// A journal fsync or write failed (or fjall poisoned itself): every change is refused
+    /// until the process opens the store again (`commit.rs`).
     pub failed: bool,
     /// Writes refused for lack of disk space (see [`space`]).
     pub refused_full: u64,
@@ -177,12 +183,17 @@ pub fn default_reserve(write_buffer: u64) -> u64 {
 /// on: RAM is a cache here, nothing persistent is lost when it evicts.
 pub fn open(opts: &PersistOptions, engine_cfg: EngineConfig) -> Result<Persistent, String> {
     let started = Instant::now();
-    std::fs::create_dir_all(&opts.dir)
+    files::create_private(&opts.dir)
         .map_err(|e| format!("cannot create {}: {e}", opts.dir.display()))?;
     let (engine_bytes, cache, write_buffer) = split_budget(engine_cfg.memory_limit);
-    // In sync mode the journal is written out by the committer's flush, not by every
-    // insert: one write(2) + fdatasync per group. Otherwise every insert reaches the OS.
-    let manual = opts.durability == Durability::Sync;
+    // fjall records a keyspace's options (journal persistence, memtable size) when it
+    // creates the keyspace and uses those on every later open, whatever that open asks.
+    // So what the mode decides is applied by the store itself on each write, in the mode
+    // of this run: the journal buffer is left to memkit (in sync mode the committer's
+    // flush writes it out, one write(2) + fdatasync per group; otherwise every write hands
+    // it to the OS, see `DiskStore::handed_to_os`), and the memtable limit is kept by
+    // `DiskStore::bound_memtable`.
+    let memtable_max = (write_buffer / 2).max(1 << 20);
     // One background worker. With more, fjall's worker 0 hands every compaction request
     // back to the queue and takes it again (its "leave a worker free for flushes" rule in
     // `worker_pool.rs`, fjall 3.1.13): while another worker compacts, worker 0 spins on
@@ -192,30 +203,32 @@ pub fn open(opts: &PersistOptions, engine_cfg: EngineConfig) -> Result<Persisten
     let db = fjall::Database::builder(&opts.dir)
         .worker_threads(1)
         .cache_size(cache)
-        .manual_journal_persist(manual)
+        .manual_journal_persist(true)
         .open()
         .map_err(|e| format!("cannot open {}: {e}", opts.dir.display()))?;
+    let created = !db.keyspace_exists("items");
     let ks = |name: &str| {
         db.keyspace(name, || {
             fjall::KeyspaceCreateOptions::default()
-                .manual_journal_persist(manual)
-                .max_memtable_size((write_buffer / 2).max(1 << 20))
+                .manual_journal_persist(true)
+                .max_memtable_size(memtable_max)
         })
         .map_err(|e| format!("cannot open keyspace {name}: {e}"))
     };
     let (items, meta) = (ks("items")?, ks("meta")?);
-    let clock = engine_cfg.clock.clone();
-    let store = DiskStore::new(
-        db.clone(),
-        items.clone(),
-        meta,
-        opts.durability,
-        clock,
-        opts.dir.clone(),
-        opts.reserve
+    files::make_private(&opts.dir);
+    let cfg = disk::StoreConfig {
+        durability: opts.durability,
+        clock: engine_cfg.clock.clone(),
+        dir: opts.dir.clone(),
+        reserve: opts
+            .reserve
             .unwrap_or_else(|| default_reserve(write_buffer)),
-    )
-    .map_err(|e| format!("cannot read {}: {e}", opts.dir.display()))?;
+        memtable_max,
+        created,
+    };
+    let store = DiskStore::new(db.clone(), items.clone(), meta, cfg)
+        .map_err(|e| format!("cannot read {}: {e}", opts.dir.display()))?;
     let store = Arc::new(store);
     let cas_floor = store.cas_floor();
     let cfg = EngineConfig {

@@ -81,6 +81,8 @@ pub(crate) fn spawn(engine: &Arc<Engine>, store: &Arc<DiskStore>, every: Duratio
                     return;
                 };
                 let r = sweep_round(&e, &s, cursor);
+                // fjall's files made since the last round (`files.rs`).
+                crate::files::make_private(&s.dir);
                 live += r.live;
                 cursor = r.cursor;
                 if cursor.is_none() {
