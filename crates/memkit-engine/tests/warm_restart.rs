@@ -349,3 +349,23 @@ fn a_cut_short_save_leaves_nothing_to_restore() {
     assert!(matches!(r, Err(WarmError::Missing)), "{r:?}");
     assert!(!tmp.exists(), "the leftover is removed");
 }
+
+#[test]
+fn the_file_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let clock = ManualClock::default();
+    let path = scratch("mode");
+    let e = Engine::new(config(8, &clock));
+    let opts = StoreOptions::new(StoreMode::Set, 0, Exptime::NEVER);
+    e.store(b"secret", b"value", &opts).unwrap();
+    // A world-readable leftover of a save cut short is not reused.
+    let tmp = path.with_file_name("cache.tmp");
+    std::fs::write(&tmp, b"old").unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+    e.warm_save(&path).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    let (e, r) = Engine::warm_restore(config(8, &clock), &path);
+    assert_eq!(r.unwrap().items, 1);
+    assert_eq!(peek(&e, b"secret").unwrap().value, b"value");
+}

@@ -32,7 +32,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::hash::BuildHasher;
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -508,10 +508,15 @@ impl Engine {
     fn save_to(&self, path: &Path, clear: bool) -> io::Result<WarmSaved> {
         let started = Instant::now();
         let tmp = tmp_path(path);
+        // The file holds every value in the cache: readable by the server's user only, as
+        // memcached's memory file is. A leftover FILE.tmp (a save cut short) is removed
+        // rather than reused, so that the new one is created with that mode, not opened
+        // with whatever mode, owner or link the old one had.
+        let _ = fs::remove_file(&tmp);
         let file = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .mode(0o600)
             .open(&tmp)?;
         let written = self.write_snapshot(&file, clear).and_then(|h| {
             file.sync_all()?;
