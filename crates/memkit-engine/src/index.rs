@@ -196,6 +196,11 @@ impl Index {
         capacity_of(self.slots.len())
     }
 
+    /// Entries a table of at most `bytes` bytes takes.
+    pub fn capacity_within(bytes: usize) -> usize {
+        capacity_of(bytes / size_of::<Slot>())
+    }
+
     /// Whether one more entry fits without [`Self::grow`].
     pub fn has_room(&self) -> bool {
         self.len < self.capacity()

@@ -17,6 +17,7 @@ use memkit_types::Result;
 
 use super::Shard;
 use crate::arena::{Loc, seg_of};
+use crate::index::Index;
 use crate::policy::Policy;
 use crate::segment::{FETCHED, HOT, Header, STALE, VISITED, WIN_SENT, large_for};
 
@@ -38,6 +39,10 @@ const BIT_MAP: [(u8, u8); 5] = [
 
 /// Bytes of a record before its key, without the explicit CAS.
 pub(crate) const RECORD_HEAD: usize = 26;
+
+/// Above any write sequence a shard reaches (2^56 writes: 228 years at ten million a second),
+/// and far enough below `u64::MAX` that the writes after a restore cannot overflow it.
+pub(crate) const MAX_SEQ: u64 = 1 << 56;
 
 /// A record's fixed part, decoded and checked.
 #[derive(Debug, Clone, Copy)]
@@ -72,7 +77,7 @@ impl RecordHead {
         let ok = r.bits & !R_KNOWN == 0
             && (1..=memkit_types::MAX_KEY_LEN).contains(&r.klen)
             && r.vlen <= item_size_max
-            && r.seq != 0;
+            && (1..=MAX_SEQ).contains(&r.seq);
         ok.then_some(r)
     }
 }
@@ -206,13 +211,18 @@ impl Shard {
     }
 
     /// Sizes the (empty) index as the saved shard had it (and the policy's metadata, which
-    /// follows the index), charged to the budget as their growth would have been.
+    /// follows the index), charged to the budget as their growth would have been. Whatever
+    /// the file says, never past a table of half the budget (about what a cache of the
+    /// smallest items holds in its index), so that the rest is left for items: the records
+    /// grow the index further if they need it.
     pub(crate) fn warm_presize(&mut self, st: &ShardState, items: usize) {
         let held = self.index_bytes + self.policy.bytes();
+        let most = Index::capacity_within(self.arena.limit() / 2);
         let (arena, hasher) = (&self.arena, &self.hasher);
-        self.index.reserve(st.index_capacity.max(items), |&x| {
-            std::hash::BuildHasher::hash_one(hasher, arena.key_of(x))
-        });
+        self.index
+            .reserve(st.index_capacity.max(items).min(most), |&x| {
+                std::hash::BuildHasher::hash_one(hasher, arena.key_of(x))
+            });
         // The policy's metadata is sized from the index, as its growth would have left it.
         self.policy.resize(self.index.capacity());
         self.index_bytes = self.index.bytes();
