@@ -21,9 +21,50 @@ use crate::stats::{EngineStats, class_sizes};
 mod restart;
 pub use restart::{WarmError, WarmRestored, WarmSaved};
 
-/// The key hash: foldhash with a per-engine random seed, kept so that a warm restart can
-/// rebuild the same key-to-shard mapping (and so the same CAS values) in a new process.
-pub(crate) type KeyHasher = foldhash::fast::FixedState;
+/// The key hash: foldhash keyed end to end by a per-engine random seed, kept so that a warm
+/// restart can rebuild the same key-to-shard mapping (and so the same CAS values) in a new
+/// process.
+///
+/// End to end: the seed makes foldhash's shared seeds as well as its per-hasher one.
+/// `foldhash::fast::FixedState` takes its shared seeds from public constants, and a key
+/// whose input word cancels one of them (`x ^ seed == 0`) zeroes a folded multiply: every
+/// 16-byte key whose last 8 bytes are that constant then had one 64-bit hash, whatever the
+/// per-hasher seed, so a client could send keys that all share a shard, an index home and a
+/// tag. With every constant derived from the secret seed, no input is known to cancel one
+/// without the seed (`docs/limits.md`, "Keys chosen to collide", for what crowding costs).
+#[derive(Clone, Debug)]
+pub(crate) struct KeyHasher {
+    seed: u64,
+    shared: foldhash::SharedSeed,
+}
+
+impl KeyHasher {
+    pub fn with_seed(seed: u64) -> KeyHasher {
+        KeyHasher {
+            seed,
+            shared: foldhash::SharedSeed::from_u64(seed),
+        }
+    }
+
+    /// The hasher with foldhash's public shared seeds, under which known keys collide in
+    /// every bit: for tests of what the engine does with such keys.
+    #[cfg(test)]
+    pub fn with_public_shared_seed(seed: u64) -> KeyHasher {
+        KeyHasher {
+            seed,
+            shared: foldhash::SharedSeed::global_fixed().clone(),
+        }
+    }
+}
+
+impl BuildHasher for KeyHasher {
+    type Hasher = foldhash::fast::FoldHasher;
+
+    #[inline]
+    fn build_hasher(&self) -> Self::Hasher {
+        foldhash::fast::FoldHasher::with_seed(self.seed, &self.shared)
+    }
+}
 
 /// How the engine is built. `Default` is memcached's defaults: 64 MiB, 1 MiB items, evict.
 #[derive(Debug, Clone)]
@@ -152,6 +193,10 @@ impl Engine {
 
     /// [`Engine::new`] with a given key hash seed (a warm restart's).
     pub(crate) fn with_hash_seed(cfg: EngineConfig, hash_seed: u64) -> Self {
+        Self::with_key_hasher(cfg, KeyHasher::with_seed(hash_seed))
+    }
+
+    pub(crate) fn with_key_hasher(cfg: EngineConfig, hasher: KeyHasher) -> Self {
         let budget = cfg.memory_limit.max(1 << 20);
         // Up to 16 shards of at least 8 MiB each; past 4 GiB more shards, so that up to
         // 64 GiB none is larger than 256 MiB (its index then keeps at least 3 tag bits, see
@@ -175,7 +220,6 @@ impl Engine {
         let class_sizes: Arc<[u32]> = class_sizes((cfg.item_size_max / 2).max(1024))
             .into_boxed_slice()
             .into();
-        let hasher = KeyHasher::with_seed(hash_seed);
         let shard_bits = shards.trailing_zeros();
         let shard_cfg = ShardConfig {
             seg_size,
@@ -192,7 +236,7 @@ impl Engine {
                     shard_cfg.clone(),
                     i as u64,
                     shard_bits,
-                    hasher,
+                    hasher.clone(),
                 )))
             })
             .collect();
@@ -200,8 +244,8 @@ impl Engine {
             evict_hook: shard_cfg.evict_hook.clone(),
             shards: shards_vec.into_boxed_slice(),
             shard_mask: (shards - 1) as u64,
+            hash_seed: hasher.seed,
             hasher,
-            hash_seed,
             epoch: cfg.clock.now_secs().saturating_sub(2),
             clock: cfg.clock,
             item_size_max: cfg.item_size_max,
@@ -680,3 +724,6 @@ fn prev_power_of_two(n: usize) -> usize {
         1 << (usize::BITS - 1 - n.leading_zeros())
     }
 }
+
+#[cfg(test)]
+mod flood_tests;

@@ -14,7 +14,8 @@
 //! - `index`: the hash index (key hash -> item location), a Robin Hood table that grows by
 //!   eighths and deletes without tombstones, five bytes a bucket (location and tag share a
 //!   word, split by the shard's `Layout`); the shard pays for its growth in its budget
-//!   before it happens.
+//!   before it happens. Keys crowding one home grow it to at most 4 buckets a key; past
+//!   that, the shard evicts the key left without a bucket.
 //! - `policy`: eviction behind one trait and its contract (on insert, on access, next
 //!   victim, keep or drop): [`EvictionPolicy::S3Fifo`] (with its ghost of 1-byte
 //!   fingerprints) and [`EvictionPolicy::Sieve`], both over segments.

@@ -279,10 +279,9 @@ impl Shard {
         self.stats.reclaimed(at.header.logical_len(), unfetched);
     }
 
-    fn link(&mut self, h: u64, e: Loc, header: &Header) {
+    fn link(&mut self, h: u64, e: Loc, header: &Header, now: u32) {
         let (arena, hasher) = (&self.arena, &self.hasher);
-        self.index
-            .insert(h, e, |&x| hasher.hash_one(arena.key_of(x)));
+        let left = (self.index).insert(h, e, |&x| hasher.hash_one(arena.key_of(x)));
         // An insert that crowds one home grows the table itself (see `Index::insert`): the
         // budget learns of it here, and the next `make_room` evicts for it.
         let index_bytes = self.index.bytes();
@@ -291,6 +290,7 @@ impl Shard {
             self.index_bytes = index_bytes;
         }
         self.stats.linked(header.logical_len());
+        self.drop_unplaced(left, now);
     }
 
     /// The base sequence of the write head, which a new record's size depends on.
@@ -338,7 +338,7 @@ impl Shard {
             value
         };
         let e = self.append_record(key, &hdr, stored);
-        self.link(h, e, &hdr);
+        self.link(h, e, &hdr, now);
         self.stats.counters.total_items += 1;
         Ok(self.cas_of(&hdr))
     }
@@ -381,7 +381,7 @@ impl Shard {
                 self.seq = hdr.seq;
             }
             let e2 = self.append_record(key, &hdr, [&scratch, &[]]);
-            self.link(h, e2, &hdr);
+            self.link(h, e2, &hdr, now);
             Some(hdr)
         });
         self.scratch = scratch;

@@ -48,7 +48,7 @@ use mapped::{Cursor, Mapped};
 const MAGIC: &[u8; 8] = b"memkitWR";
 /// Bumped whenever the layout or the meaning of a field changes: a file of another version
 /// is never read.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const FIXED: usize = 64;
 const SECTION: usize = 52;
 /// Buffered bytes per writer and reader thread.

@@ -195,7 +195,12 @@ impl Shard {
     /// memory (segments, large blocks, index) given back at once. The write sequence stays,
     /// so a CAS issued later is still above every earlier one.
     pub(crate) fn warm_clear(&mut self, budget: usize) {
-        let mut empty = Shard::new(self.cfg.clone(), self.id, self.shard_bits, self.hasher);
+        let mut empty = Shard::new(
+            self.cfg.clone(),
+            self.id,
+            self.shard_bits,
+            self.hasher.clone(),
+        );
         empty.set_budget(budget);
         empty.seq = self.seq;
         *self = empty;
@@ -218,11 +223,7 @@ impl Shard {
     pub(crate) fn warm_presize(&mut self, st: &ShardState, items: usize) {
         let held = self.index_bytes + self.policy.bytes();
         let most = Index::capacity_within(self.arena.limit() / 2);
-        let (arena, hasher) = (&self.arena, &self.hasher);
-        self.index
-            .reserve(st.index_capacity.max(items).min(most), |&x| {
-                std::hash::BuildHasher::hash_one(hasher, arena.key_of(x))
-            });
+        self.index.reserve(st.index_capacity.max(items).min(most));
         // The policy's metadata is sized from the index, as its growth would have left it.
         self.policy.resize(self.index.capacity());
         self.index_bytes = self.index.bytes();
@@ -277,7 +278,7 @@ impl Shard {
             self.arena.seg(head).populate();
         }
         let e = self.append_record(key, &hdr, stored);
-        self.link(h, e, &hdr);
+        self.link(h, e, &hdr, now);
         Ok(())
     }
 
