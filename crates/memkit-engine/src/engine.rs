@@ -18,7 +18,9 @@ use crate::policy::EvictionPolicy;
 use crate::shard::{ItemView, Shard, ShardConfig, Times};
 use crate::stats::{EngineStats, class_sizes};
 
+mod crawl;
 mod restart;
+pub use crawl::{CrawledItem, DumpCursor};
 pub use restart::{WarmError, WarmRestored, WarmSaved};
 
 /// The key hash: foldhash keyed end to end by a per-engine random seed, kept so that a warm
@@ -639,27 +641,6 @@ impl Engine {
         }
     }
 
-    /// Visits every live item: key, metadata (for `lru_crawler metadump`).
-    pub fn for_each_item(&self, mut f: impl FnMut(CrawledItem<'_>)) {
-        let now = self.now();
-        let now_unix = self.clock.now_secs();
-        for s in self.shards.iter() {
-            let shard = s.0.lock();
-            shard.for_each_live(now, &mut |key, hdr, cas, age| {
-                f(CrawledItem {
-                    key,
-                    exptime_unix: (hdr.exptime != 0).then(|| self.epoch + u64::from(hdr.exptime)),
-                    last_access_unix: now_unix.saturating_sub(u64::from(age)),
-                    cas,
-                    fetched: hdr.bits & crate::segment::FETCHED != 0,
-                    size: hdr.logical_len(),
-                    value_len: hdr.vlen as usize,
-                    flags: hdr.flags,
-                })
-            });
-        }
-    }
-
     /// Installs the eviction callback (once; later calls are ignored and return `false`).
     pub fn set_evict_hook(&self, hook: impl Fn(&Evicted<'_>) + Send + Sync + 'static) -> bool {
         self.evict_hook.set(EvictHook(Arc::new(hook))).is_ok()
@@ -691,30 +672,6 @@ impl Engine {
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
     }
-}
-
-/// One live item as [`Engine::for_each_item`] walks them, for `lru_crawler metadump` and the
-/// size histograms: the key and absolute times. Not the protocol's `ItemMeta`, which holds
-/// what one meta reply reports of the item a request touched (relative TTL and idle time,
-/// the `W`/`X`/`Z` tokens) and no key.
-#[derive(Debug, Clone, Copy)]
-pub struct CrawledItem<'a> {
-    /// The key.
-    pub key: &'a [u8],
-    /// Absolute expiry, `None` for never.
-    pub exptime_unix: Option<u64>,
-    /// Approximate last access time (see `docs/protocol-notes.md`).
-    pub last_access_unix: u64,
-    /// CAS.
-    pub cas: u64,
-    /// Fetched since written.
-    pub fetched: bool,
-    /// Stored size: header, key, value.
-    pub size: usize,
-    /// Value length.
-    pub value_len: usize,
-    /// Client flags.
-    pub flags: u32,
 }
 
 fn prev_power_of_two(n: usize) -> usize {

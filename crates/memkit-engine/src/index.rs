@@ -242,6 +242,32 @@ impl Index {
             .map(move |s| layout.loc(s.word))
     }
 
+    // ---- the home order, for a crawl (`shard/crawl.rs`) ----
+
+    /// Buckets in the table.
+    pub fn buckets(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The entry in bucket `i`, if any, and how many buckets past its home it sits.
+    pub fn entry_at(&self, i: usize) -> Option<(usize, Loc)> {
+        let s = self.slots[i];
+        (s.dist != 0).then(|| (usize::from(s.dist - 1), self.layout.loc(s.word)))
+    }
+
+    /// The home bucket of the hashes whose low 32 bits are `low`.
+    pub fn home_of(&self, low: u32) -> usize {
+        home(u64::from(low), self.slots.len())
+    }
+
+    /// The least low 32 bits of a hash whose home is bucket `b` (of a table that has it):
+    /// homes follow the low 32 bits in order, whatever the table's size.
+    pub fn first_low_of(&self, b: usize) -> u32 {
+        let n = self.slots.len() as u128;
+        debug_assert!((b as u128) < n);
+        ((b as u128) << 32).div_ceil(n) as u32
+    }
+
     /// Grows an empty index in one step to the table that growing one step at a time would
     /// reach to hold `entries`: a warm restart sizes its shards up front instead of
     /// rehashing every key about nine times on the way.

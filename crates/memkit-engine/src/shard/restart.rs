@@ -94,8 +94,8 @@ pub(crate) struct ShardState {
 }
 
 impl Shard {
-    /// The live items, in the policy's order (oldest segments first, as `for_each_live`
-    /// visits them, so a restore that runs short of room drops what would have gone next),
+    /// The live items, in the policy's order (oldest segments first, as `Self::segments`
+    /// lists them, so a restore that runs short of room drops what would have gone next),
     /// and the bytes their records take. Taken from the index, so no key is hashed; the
     /// shard must stay locked until [`Self::warm_write`] has run.
     pub(crate) fn warm_items(&mut self, now: u32) -> (Vec<Loc>, u64) {
