@@ -18,12 +18,55 @@ use crate::policy::EvictionPolicy;
 use crate::shard::{ItemView, Shard, ShardConfig, Times};
 use crate::stats::{EngineStats, class_sizes};
 
+mod crawl;
 mod restart;
+pub use crawl::{CrawledItem, DumpCursor};
 pub use restart::{WarmError, WarmRestored, WarmSaved};
 
-/// The key hash: foldhash with a per-engine random seed, kept so that a warm restart can
-/// rebuild the same key-to-shard mapping (and so the same CAS values) in a new process.
-pub(crate) type KeyHasher = foldhash::fast::FixedState;
+/// The key hash: foldhash keyed end to end by a per-engine random seed, kept so that a warm
+/// restart can rebuild the same key-to-shard mapping (and so the same CAS values) in a new
+/// process.
+///
+/// End to end: the seed makes foldhash's shared seeds as well as its per-hasher one.
+/// `foldhash::fast::FixedState` takes its shared seeds from public constants, and a key
+/// whose input word cancels one of them (`x ^ seed == 0`) zeroes a folded multiply: every
+/// 16-byte key whose last 8 bytes are that constant then had one 64-bit hash, whatever the
+/// per-hasher seed, so a client could send keys that all share a shard, an index home and a
+/// tag. With every constant derived from the secret seed, no input is known to cancel one
+/// without the seed (`docs/limits.md`, "Keys chosen to collide", for what crowding costs).
+#[derive(Clone, Debug)]
+pub(crate) struct KeyHasher {
+    seed: u64,
+    shared: foldhash::SharedSeed,
+}
+
+impl KeyHasher {
+    pub fn with_seed(seed: u64) -> KeyHasher {
+        KeyHasher {
+            seed,
+            shared: foldhash::SharedSeed::from_u64(seed),
+        }
+    }
+
+    /// The hasher with foldhash's public shared seeds, under which known keys collide in
+    /// every bit: for tests of what the engine does with such keys.
+    #[cfg(test)]
+    pub fn with_public_shared_seed(seed: u64) -> KeyHasher {
+        KeyHasher {
+            seed,
+            shared: foldhash::SharedSeed::global_fixed().clone(),
+        }
+    }
+}
+
+impl BuildHasher for KeyHasher {
+    type Hasher = foldhash::fast::FoldHasher;
+
+    #[inline]
+    fn build_hasher(&self) -> Self::Hasher {
+        foldhash::fast::FoldHasher::with_seed(self.seed, &self.shared)
+    }
+}
 
 /// How the engine is built. `Default` is memcached's defaults: 64 MiB, 1 MiB items, evict.
 #[derive(Debug, Clone)]
@@ -152,6 +195,10 @@ impl Engine {
 
     /// [`Engine::new`] with a given key hash seed (a warm restart's).
     pub(crate) fn with_hash_seed(cfg: EngineConfig, hash_seed: u64) -> Self {
+        Self::with_key_hasher(cfg, KeyHasher::with_seed(hash_seed))
+    }
+
+    pub(crate) fn with_key_hasher(cfg: EngineConfig, hasher: KeyHasher) -> Self {
         let budget = cfg.memory_limit.max(1 << 20);
         // Up to 16 shards of at least 8 MiB each; past 4 GiB more shards, so that up to
         // 64 GiB none is larger than 256 MiB (its index then keeps at least 3 tag bits, see
@@ -175,7 +222,6 @@ impl Engine {
         let class_sizes: Arc<[u32]> = class_sizes((cfg.item_size_max / 2).max(1024))
             .into_boxed_slice()
             .into();
-        let hasher = KeyHasher::with_seed(hash_seed);
         let shard_bits = shards.trailing_zeros();
         let shard_cfg = ShardConfig {
             seg_size,
@@ -192,7 +238,7 @@ impl Engine {
                     shard_cfg.clone(),
                     i as u64,
                     shard_bits,
-                    hasher,
+                    hasher.clone(),
                 )))
             })
             .collect();
@@ -200,8 +246,8 @@ impl Engine {
             evict_hook: shard_cfg.evict_hook.clone(),
             shards: shards_vec.into_boxed_slice(),
             shard_mask: (shards - 1) as u64,
+            hash_seed: hasher.seed,
             hasher,
-            hash_seed,
             epoch: cfg.clock.now_secs().saturating_sub(2),
             clock: cfg.clock,
             item_size_max: cfg.item_size_max,
@@ -595,27 +641,6 @@ impl Engine {
         }
     }
 
-    /// Visits every live item: key, metadata (for `lru_crawler metadump`).
-    pub fn for_each_item(&self, mut f: impl FnMut(CrawledItem<'_>)) {
-        let now = self.now();
-        let now_unix = self.clock.now_secs();
-        for s in self.shards.iter() {
-            let shard = s.0.lock();
-            shard.for_each_live(now, &mut |key, hdr, cas, age| {
-                f(CrawledItem {
-                    key,
-                    exptime_unix: (hdr.exptime != 0).then(|| self.epoch + u64::from(hdr.exptime)),
-                    last_access_unix: now_unix.saturating_sub(u64::from(age)),
-                    cas,
-                    fetched: hdr.bits & crate::segment::FETCHED != 0,
-                    size: hdr.logical_len(),
-                    value_len: hdr.vlen as usize,
-                    flags: hdr.flags,
-                })
-            });
-        }
-    }
-
     /// Installs the eviction callback (once; later calls are ignored and return `false`).
     pub fn set_evict_hook(&self, hook: impl Fn(&Evicted<'_>) + Send + Sync + 'static) -> bool {
         self.evict_hook.set(EvictHook(Arc::new(hook))).is_ok()
@@ -649,30 +674,6 @@ impl Engine {
     }
 }
 
-/// One live item as [`Engine::for_each_item`] walks them, for `lru_crawler metadump` and the
-/// size histograms: the key and absolute times. Not the protocol's `ItemMeta`, which holds
-/// what one meta reply reports of the item a request touched (relative TTL and idle time,
-/// the `W`/`X`/`Z` tokens) and no key.
-#[derive(Debug, Clone, Copy)]
-pub struct CrawledItem<'a> {
-    /// The key.
-    pub key: &'a [u8],
-    /// Absolute expiry, `None` for never.
-    pub exptime_unix: Option<u64>,
-    /// Approximate last access time (see `docs/protocol-notes.md`).
-    pub last_access_unix: u64,
-    /// CAS.
-    pub cas: u64,
-    /// Fetched since written.
-    pub fetched: bool,
-    /// Stored size: header, key, value.
-    pub size: usize,
-    /// Value length.
-    pub value_len: usize,
-    /// Client flags.
-    pub flags: u32,
-}
-
 fn prev_power_of_two(n: usize) -> usize {
     if n == 0 {
         1
@@ -680,3 +681,6 @@ fn prev_power_of_two(n: usize) -> usize {
         1 << (usize::BITS - 1 - n.leading_zeros())
     }
 }
+
+#[cfg(test)]
+mod flood_tests;

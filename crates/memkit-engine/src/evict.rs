@@ -22,7 +22,7 @@ use std::hash::BuildHasher;
 
 use memkit_types::{Error, Result};
 
-use crate::arena::{Arena, Loc, large_cost, pack};
+use crate::arena::{Arena, Loc, large_cost, pack, seg_of};
 use crate::policy::{Policy, Victim};
 use crate::segment::{FETCHED, Header, ItemAt, read_item};
 use crate::shard::Shard;
@@ -76,12 +76,23 @@ impl Shard {
         // Eviction may have made room: its removals free index buckets too.
         if !self.index.has_room() {
             let (arena, hasher) = (&self.arena, &self.hasher);
-            self.index.grow(|&x| hasher.hash_one(arena.key_of(x)));
+            let left = (self.index).grow(|&x| hasher.hash_one(arena.key_of(x)));
             self.policy.resize(self.index.capacity());
             self.index_bytes = self.index.bytes();
             (self.arena).recharge(held, self.index_bytes + self.policy.bytes());
+            self.drop_unplaced(left, now);
         }
         Ok(())
+    }
+
+    /// Evicts the items the index had no bucket for (keys crowding one home: see
+    /// `index.rs`). They are no longer in the index; their records become dead bytes.
+    pub(crate) fn drop_unplaced(&mut self, left: Vec<Loc>, now: u32) {
+        for e in left {
+            let at = self.arena.item_at(e);
+            let h = self.hasher.hash_one(self.arena.key_at(e, &at));
+            self.drop_item(h, e, &at, false, now);
+        }
     }
 
     /// Frees budget until `bytes` more fit: gives back empty segments first, then evicts.
@@ -242,7 +253,7 @@ impl Shard {
             if !self.cfg.evict {
                 return Err(Error::OutOfMemory);
             }
-            self.drop_item(h, e, &at, victim, kept.is_some(), now);
+            self.drop_item(h, e, &at, kept.is_some(), now);
             if !compact {
                 self.policy.on_evicted(victim, h);
             }
@@ -252,10 +263,10 @@ impl Shard {
 
     /// Evicts a live item: tells the evict hook, unlinks it, counts it. `active`: the policy
     /// had kept it, but no segment could take it (memcached's `evicted_active`).
-    fn drop_item(&mut self, h: u64, e: Loc, at: &ItemAt, victim: &Victim, active: bool, now: u32) {
+    fn drop_item(&mut self, h: u64, e: Loc, at: &ItemAt, active: bool, now: u32) {
         let fetched = at.header.bits & FETCHED != 0;
         if let Some(hook) = self.cfg.evict_hook.get() {
-            let seg = self.arena.seg(victim.seg);
+            let seg = self.arena.seg(seg_of(e));
             hook.call(&crate::engine::Evicted {
                 key: at.key(seg.bytes()),
                 fetched,

@@ -28,6 +28,13 @@
 //! Growth rehashes every entry by reading its key (the table keeps no full hashes: that
 //! would be four more bytes a bucket). Growing by an eighth means about nine key reads an
 //! item over a fill from empty, and none once the cache is full and evicting.
+//!
+//! Entries whose hashes share their low 32 bits share a home in a table of any size, so no
+//! growth separates them, and more than [`MAX_DIST`] of them cannot all have a bucket. The
+//! seeded hash makes that a matter of chance (none below billions of items), but the table
+//! does not rely on it: an insert grows it past what its load needs only while it has fewer
+//! than [`MAX_BUCKETS_PER_ENTRY`] buckets an entry, and past that hands back the entry left
+//! without a bucket, which the shard then drops as an eviction.
 
 use crate::arena::{Loc, MAX_SEGMENT_SIZE, MAX_SEGMENTS, off_of, pack, prefetch_line, seg_of};
 
@@ -45,6 +52,11 @@ const MAX_DIST: u8 = 254;
 
 /// Tables this small double; larger ones grow by an eighth.
 const DOUBLE_BELOW: usize = 1024;
+
+/// A crowded home grows the table only while it has fewer buckets than this an entry: at
+/// 7/8 full a table has 8/7, so crowding may cost up to 3.5 times the table's usual size
+/// (and 20 bytes an entry), but never more.
+const MAX_BUCKETS_PER_ENTRY: usize = 4;
 
 /// The low `bits` bits.
 fn mask(bits: u32) -> u32 {
@@ -196,6 +208,11 @@ impl Index {
         capacity_of(self.slots.len())
     }
 
+    /// Entries a table of at most `bytes` bytes takes.
+    pub fn capacity_within(bytes: usize) -> usize {
+        capacity_of(bytes / size_of::<Slot>())
+    }
+
     /// Whether one more entry fits without [`Self::grow`].
     pub fn has_room(&self) -> bool {
         self.len < self.capacity()
@@ -209,9 +226,11 @@ impl Index {
     }
 
     /// Moves every entry to a larger table, as [`Self::next_bytes_and_capacity`] says.
-    /// `rehash` gives an entry's full hash (by reading its key).
-    pub fn grow(&mut self, rehash: impl Fn(&Loc) -> u64) {
-        self.rebuild(grown(self.slots.len()), &rehash, None);
+    /// `rehash` gives an entry's full hash (by reading its key). Returns the entries left
+    /// without a bucket (see [`Self::insert`]): none unless a home is crowded.
+    #[must_use]
+    pub fn grow(&mut self, rehash: impl Fn(&Loc) -> u64) -> Vec<Loc> {
+        self.rebuild(grown(self.slots.len()), &rehash, None)
     }
 
     /// Every entry's location, in bucket order.
@@ -223,20 +242,55 @@ impl Index {
             .map(move |s| layout.loc(s.word))
     }
 
-    /// Grows in one step to the table that growing one step at a time would reach to hold
-    /// `entries`: a warm restart sizes its shards up front instead of rehashing every key
-    /// about nine times on the way.
-    pub fn reserve(&mut self, entries: usize, rehash: impl Fn(&Loc) -> u64) {
+    // ---- the home order, for a crawl (`shard/crawl.rs`) ----
+
+    /// Buckets in the table.
+    pub fn buckets(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The entry in bucket `i`, if any, and how many buckets past its home it sits.
+    pub fn entry_at(&self, i: usize) -> Option<(usize, Loc)> {
+        let s = self.slots[i];
+        (s.dist != 0).then(|| (usize::from(s.dist - 1), self.layout.loc(s.word)))
+    }
+
+    /// The home bucket of the hashes whose low 32 bits are `low`.
+    pub fn home_of(&self, low: u32) -> usize {
+        home(u64::from(low), self.slots.len())
+    }
+
+    /// The least low 32 bits of a hash whose home is bucket `b` (of a table that has it):
+    /// homes follow the low 32 bits in order, whatever the table's size.
+    pub fn first_low_of(&self, b: usize) -> u32 {
+        let n = self.slots.len() as u128;
+        debug_assert!((b as u128) < n);
+        ((b as u128) << 32).div_ceil(n) as u32
+    }
+
+    /// Grows an empty index in one step to the table that growing one step at a time would
+    /// reach to hold `entries`: a warm restart sizes its shards up front instead of
+    /// rehashing every key about nine times on the way.
+    pub fn reserve(&mut self, entries: usize) {
+        debug_assert_eq!(self.len, 0, "reserve is for an empty index");
         let mut buckets = self.slots.len();
         while capacity_of(buckets) < entries {
             buckets = grown(buckets);
         }
         if buckets > self.slots.len() {
-            self.rebuild(buckets, &rehash, None);
+            self.slots = vec![Slot::default(); buckets].into_boxed_slice();
         }
     }
 
-    fn rebuild(&mut self, mut buckets: usize, rehash: &impl Fn(&Loc) -> u64, extra: Option<Loc>) {
+    /// Places every entry, and `extra`, in a table of `buckets`, or of more while a crowded
+    /// home may grow it ([`MAX_BUCKETS_PER_ENTRY`]; `self.len` counts `extra`). Returns the
+    /// entries left without a bucket past that, no longer counted.
+    fn rebuild(
+        &mut self,
+        mut buckets: usize,
+        rehash: &impl Fn(&Loc) -> u64,
+        extra: Option<Loc>,
+    ) -> Vec<Loc> {
         let old = std::mem::take(&mut self.slots);
         let layout = self.layout;
         'retry: loop {
@@ -245,14 +299,24 @@ impl Index {
                 .iter()
                 .filter(|s| s.dist != 0)
                 .map(|s| layout.loc(s.word));
+            let mut left = Vec::new();
             for loc in entries.chain(extra) {
-                if self.place(rehash(&loc), loc).is_err() {
-                    buckets = grown(buckets);
-                    continue 'retry;
+                if let Err(out) = self.place(rehash(&loc), loc) {
+                    if self.may_grow_for_crowding(buckets) {
+                        buckets = grown(buckets);
+                        continue 'retry;
+                    }
+                    left.push(out);
                 }
             }
-            return;
+            self.len -= left.len();
+            return left;
         }
+    }
+
+    /// Whether a crowded home may still grow a table of `buckets` buckets.
+    fn may_grow_for_crowding(&self, buckets: usize) -> bool {
+        buckets < self.len.saturating_mul(MAX_BUCKETS_PER_ENTRY)
     }
 
     /// Robin Hood insertion: an entry takes the bucket of any it meets that sits nearer its
@@ -356,14 +420,24 @@ impl Index {
     }
 
     /// Adds an entry for a key not in the index. [`Self::has_room`] must hold. In the
-    /// unlikely case that the entry would sit too far from home, the table grows here, past
-    /// the bytes the shard made room for ([`Self::bytes`] says by how much).
-    pub fn insert(&mut self, h: u64, e: Loc, rehash: impl Fn(&Loc) -> u64) {
+    /// unlikely case that an entry would sit too far from home, the table grows here, past
+    /// the bytes the shard made room for ([`Self::bytes`] says by how much), as far as
+    /// [`MAX_BUCKETS_PER_ENTRY`] lets it; the entries still left without a bucket are
+    /// returned (`e`, or one that `e` displaced), and the index no longer holds them.
+    #[must_use]
+    pub fn insert(&mut self, h: u64, e: Loc, rehash: impl Fn(&Loc) -> u64) -> Vec<Loc> {
         debug_assert!(self.has_room());
-        if let Err(left) = self.place(h, e) {
-            self.rebuild(grown(self.slots.len()), &rehash, Some(left));
-        }
         self.len += 1;
+        match self.place(h, e) {
+            Ok(()) => Vec::new(),
+            Err(left) if self.may_grow_for_crowding(self.slots.len()) => {
+                self.rebuild(grown(self.slots.len()), &rehash, Some(left))
+            }
+            Err(left) => {
+                self.len -= 1;
+                vec![left]
+            }
+        }
     }
 }
 
@@ -410,11 +484,11 @@ mod tests {
     fn add_with(ix: &mut Index, e: Loc, h: fn(&Loc) -> u64) {
         if !ix.has_room() {
             let (bytes, cap) = ix.next_bytes_and_capacity();
-            ix.grow(h);
+            assert_eq!(ix.grow(h), []);
             assert_eq!(ix.bytes(), bytes);
             assert_eq!(ix.capacity(), cap);
         }
-        ix.insert(h(&e), e, h);
+        assert_eq!(ix.insert(h(&e), e, h), []);
     }
 
     fn add(ix: &mut Index, e: Loc) {
@@ -542,10 +616,11 @@ mod tests {
         check_invariants(&ix, hash);
     }
 
-    // Entries 0..1000 share the top of the hash's low half, so at first they all have one
-    // home: their distances pass MAX_DIST, and the table must grow until they spread out.
+    // Entries 0..1000 have the low half of their hashes squeezed into its lower half, so
+    // their homes crowd the first half of the table: distances pass MAX_DIST, and the table
+    // must grow to about twice what their number needs until they spread out.
     fn crowded(e: &Loc) -> u64 {
-        (u64::from(*e) << 16) | (hash(e) & 0xFFFF_0000_0000_0000)
+        (u64::from(*e) << 21) | (hash(e) & 0xFFFF_0000_0000_0000)
     }
 
     #[test]
@@ -554,10 +629,10 @@ mod tests {
         let mut forced = 0;
         for e in 0..1000u32 {
             if !ix.has_room() {
-                ix.grow(crowded);
+                assert_eq!(ix.grow(crowded), []);
             }
             let before = ix.bytes();
-            ix.insert(crowded(&e), e, crowded);
+            assert_eq!(ix.insert(crowded(&e), e, crowded), [], "entry {e}");
             forced += usize::from(ix.bytes() != before);
         }
         assert!(forced > 0, "no insert had to grow the table");
@@ -565,6 +640,41 @@ mod tests {
         for e in 0..1000u32 {
             assert_eq!(ix.find(crowded(&e), |&x| x == e), Some(e));
         }
+    }
+
+    // Entries that share all 32 low bits of their hashes: one home in a table of any size.
+    fn colliding(e: &Loc) -> u64 {
+        (hash(e) & 0xFFFF_FFFF_0000_0000) | 0x1234_5678
+    }
+
+    #[test]
+    fn entries_one_home_cannot_hold_are_handed_back_and_the_table_stays_bounded() {
+        let mut ix = Index::new(TAGGED);
+        let mut left = vec![];
+        for e in 0..3000u32 {
+            if !ix.has_room() {
+                left.extend(ix.grow(colliding));
+            }
+            left.extend(ix.insert(colliding(&e), e, colliding));
+            assert!(
+                ix.slots.len() <= grown(MAX_BUCKETS_PER_ENTRY * ix.len()),
+                "{} buckets for {} entries",
+                ix.slots.len(),
+                ix.len()
+            );
+        }
+        // One home holds MAX_DIST entries; every later one is handed back as it comes.
+        assert_eq!(ix.len(), usize::from(MAX_DIST));
+        assert_eq!(left, (u32::from(MAX_DIST)..3000).collect::<Vec<_>>());
+        check_invariants(&ix, colliding);
+        for e in 0..u32::from(MAX_DIST) {
+            assert_eq!(ix.find(colliding(&e), |&x| x == e), Some(e));
+        }
+        // A removal makes room for one more.
+        assert!(ix.remove(colliding(&7), |&x| x == 7));
+        assert_eq!(ix.insert(colliding(&5000), 5000, colliding), []);
+        assert_eq!(ix.find(colliding(&5000), |&x| x == 5000), Some(5000));
+        check_invariants(&ix, colliding);
     }
 
     #[test]
@@ -599,9 +709,9 @@ mod tests {
             match next() % 3 {
                 0 if !model.contains_key(&id) => {
                     if !ix.has_room() {
-                        ix.grow(|&x| clustered(&(x & 0xFFFF)));
+                        assert_eq!(ix.grow(|&x| clustered(&(x & 0xFFFF))), []);
                     }
-                    ix.insert(h, id, |&x| clustered(&(x & 0xFFFF)));
+                    assert_eq!(ix.insert(h, id, |&x| clustered(&(x & 0xFFFF))), []);
                     model.insert(id, id);
                 }
                 1 => {

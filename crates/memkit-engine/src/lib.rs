@@ -3,18 +3,21 @@
 //!
 //! Map:
 //! - [`engine`]: [`Engine`] and [`EngineConfig`]: shards, time, the synchronous command API,
-//!   the item size rule, statistics snapshots.
+//!   the item size rule, statistics snapshots; `engine/crawl.rs`, dumps in bounded batches
+//!   ([`Engine::crawl`], [`DumpCursor`]).
 //! - `shard`: one lock's worth of store: links and unlinks items and writes their records;
 //!   `shard/commands.rs` has every command's semantics (memcached 1.6's `do_store_item`,
 //!   `do_add_delta`, the meta commands' N/R/I/W/X/Z rules), `shard/persist.rs` what a
-//!   [`StoreHook`] needs.
+//!   [`StoreHook`] needs, `shard/crawl.rs` a batch of a dump, in an order of keys that
+//!   survives what happens between batches.
 //! - `arena`: a shard's memory: segments (mapped, free, given back), out-of-line blocks of
 //!   large values, the budget every byte counts against (plus three segments for the stubs of
 //!   out-of-line values while a shard holds any), and item locations resolved to bytes.
 //! - `index`: the hash index (key hash -> item location), a Robin Hood table that grows by
 //!   eighths and deletes without tombstones, five bytes a bucket (location and tag share a
 //!   word, split by the shard's `Layout`); the shard pays for its growth in its budget
-//!   before it happens.
+//!   before it happens. Keys crowding one home grow it to at most 4 buckets a key; past
+//!   that, the shard evicts the key left without a bucket.
 //! - `policy`: eviction behind one trait and its contract (on insert, on access, next
 //!   victim, keep or drop): [`EvictionPolicy::S3Fifo`] (with its ghost of 1-byte
 //!   fingerprints) and [`EvictionPolicy::Sieve`], both over segments.
@@ -54,8 +57,8 @@ pub mod stats;
 
 pub use embedded::Embedded;
 pub use engine::{
-    CrawledItem, Engine, EngineConfig, EvictHook, Evicted, Prefetch, WarmError, WarmRestored,
-    WarmSaved,
+    CrawledItem, DumpCursor, Engine, EngineConfig, EvictHook, Evicted, Prefetch, WarmError,
+    WarmRestored, WarmSaved,
 };
 pub use hook::{Change, Flush, Loaded, Record, StoreHook};
 pub use policy::EvictionPolicy;

@@ -14,7 +14,8 @@
 //! - [`ShardStats`] (`stats.rs`): counters and size classes.
 //!
 //! This file links and unlinks items and writes their records; the commands are in
-//! `shard/commands.rs`, what a storage hook needs in `shard/persist.rs`.
+//! `shard/commands.rs`, what a storage hook needs in `shard/persist.rs`, the dump in
+//! bounded batches in `shard/crawl.rs`, warm restart's part in `shard/restart.rs`.
 
 use std::cell::Cell;
 use std::hash::BuildHasher;
@@ -22,14 +23,15 @@ use std::hash::BuildHasher;
 use memkit_types::{Result, Ttl};
 
 mod commands;
+pub(crate) mod crawl;
 mod persist;
 pub(crate) mod restart;
 
-use crate::arena::{Arena, Loc, STUB_SEGMENTS, pack, seg_of};
+use crate::arena::{Arena, Loc, STUB_SEGMENTS};
 use crate::engine::{KeyHasher, Prefetch};
 use crate::index::{Index, Layout};
 use crate::policy::{EvictionPolicy, Policy, ShardPolicy};
-use crate::segment::{FETCHED, Header, ItemAt, VISITED, large_for, read_item};
+use crate::segment::{FETCHED, Header, ItemAt, VISITED, large_for};
 use crate::stats::{EngineStats, ShardStats};
 
 /// What a shard needs to know of the engine's configuration.
@@ -58,9 +60,6 @@ pub(crate) struct Times {
     pub vivify: Option<u32>,
     pub now: u32,
 }
-
-/// Called for each live item by [`Shard::for_each_live`]: key, header, CAS, age in seconds.
-pub(crate) type ItemVisitor<'a> = dyn FnMut(&[u8], &Header, u64, u32) + 'a;
 
 /// A borrowed view of an item during a read, before the shard lock is released.
 #[derive(Debug, Clone, Copy)]
@@ -279,10 +278,9 @@ impl Shard {
         self.stats.reclaimed(at.header.logical_len(), unfetched);
     }
 
-    fn link(&mut self, h: u64, e: Loc, header: &Header) {
+    fn link(&mut self, h: u64, e: Loc, header: &Header, now: u32) {
         let (arena, hasher) = (&self.arena, &self.hasher);
-        self.index
-            .insert(h, e, |&x| hasher.hash_one(arena.key_of(x)));
+        let left = (self.index).insert(h, e, |&x| hasher.hash_one(arena.key_of(x)));
         // An insert that crowds one home grows the table itself (see `Index::insert`): the
         // budget learns of it here, and the next `make_room` evicts for it.
         let index_bytes = self.index.bytes();
@@ -291,6 +289,7 @@ impl Shard {
             self.index_bytes = index_bytes;
         }
         self.stats.linked(header.logical_len());
+        self.drop_unplaced(left, now);
     }
 
     /// The base sequence of the write head, which a new record's size depends on.
@@ -338,7 +337,7 @@ impl Shard {
             value
         };
         let e = self.append_record(key, &hdr, stored);
-        self.link(h, e, &hdr);
+        self.link(h, e, &hdr, now);
         self.stats.counters.total_items += 1;
         Ok(self.cas_of(&hdr))
     }
@@ -381,53 +380,18 @@ impl Shard {
                 self.seq = hdr.seq;
             }
             let e2 = self.append_record(key, &hdr, [&scratch, &[]]);
-            self.link(h, e2, &hdr);
+            self.link(h, e2, &hdr, now);
             Some(hdr)
         });
         self.scratch = scratch;
         result
     }
 
-    // ---- walking every item ----
-
     /// The segments that hold records: the sealed ones in the policy's order (oldest first
     /// within a queue), then the open heads.
     pub(crate) fn segments(&self) -> impl Iterator<Item = u32> + '_ {
         let sealed = (0..self.policy.sealed_len()).map(|i| self.policy.sealed_at(i));
         sealed.chain(self.policy.heads().into_iter().flatten())
-    }
-
-    /// Calls `f` with the location and record of every live item, in [`Self::segments`]'
-    /// order.
-    pub(crate) fn for_each_live_at(&self, now: u32, f: &mut dyn FnMut(Loc, &ItemAt)) {
-        for s in self.segments() {
-            let seg = self.arena.seg(s);
-            let mut off = 0;
-            while off < seg.write_pos as usize {
-                let at = read_item(seg.bytes(), off, seg.base_seq);
-                let e = pack(s, off);
-                off += at.len;
-                let h = self.hasher.hash_one(at.key(seg.bytes()));
-                if self.index.find(h, |&x| x == e).is_some() && self.dead(&at.header, now).is_none()
-                {
-                    f(e, &at);
-                }
-            }
-        }
-    }
-
-    /// Visits every live item (for `lru_crawler metadump`), oldest segments first.
-    pub fn for_each_live(&self, now: u32, f: &mut ItemVisitor<'_>) {
-        self.for_each_live_at(now, &mut |e, at| {
-            let seg = self.arena.seg(seg_of(e));
-            let age = now.saturating_sub(seg.created);
-            f(
-                at.key(seg.bytes()),
-                &at.header,
-                self.cas_of(&at.header),
-                age,
-            );
-        });
     }
 
     /// Adds this shard to an engine-wide statistics snapshot: its counters and classes, its

@@ -316,8 +316,8 @@ fn damaged_foreign_or_mismatched_files_start_empty() {
         "is not a memkitd warm restart file",
     ));
     let mut version = good.clone();
-    version[8] = 2;
-    cases.push(("another version", version, "format version 2"));
+    version[8] = 9;
+    cases.push(("another version", version, "format version 9"));
     for (what, bytes, reason) in cases {
         let err = restore_from(&clock, &path, &bytes, 16).expect_err(what);
         assert!(err.contains(reason), "{what}: {err}");
@@ -346,4 +346,24 @@ fn a_cut_short_save_leaves_nothing_to_restore() {
     let (_, r) = Engine::warm_restore(config(16, &clock), &path);
     assert!(matches!(r, Err(WarmError::Missing)), "{r:?}");
     assert!(!tmp.exists(), "the leftover is removed");
+}
+
+#[test]
+fn the_file_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let clock = ManualClock::default();
+    let path = scratch("mode");
+    let e = Engine::new(config(8, &clock));
+    let opts = StoreOptions::new(StoreMode::Set, 0, Exptime::NEVER);
+    e.store(b"secret", b"value", &opts).unwrap();
+    // A world-readable leftover of a save cut short is not reused.
+    let tmp = path.with_file_name("cache.tmp");
+    std::fs::write(&tmp, b"old").unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+    e.warm_save(&path).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    let (e, r) = Engine::warm_restore(config(8, &clock), &path);
+    assert_eq!(r.unwrap().items, 1);
+    assert_eq!(peek(&e, b"secret").unwrap().value, b"value");
 }

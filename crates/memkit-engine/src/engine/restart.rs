@@ -32,7 +32,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::hash::BuildHasher;
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::{Engine, EngineConfig};
-use crate::shard::restart::{RecordHead, ShardState};
+use crate::shard::restart::{MAX_SEQ, RECORD_HEAD, RecordHead, ShardState};
 
 mod mapped;
 use mapped::{Cursor, Mapped};
@@ -48,7 +48,7 @@ use mapped::{Cursor, Mapped};
 const MAGIC: &[u8; 8] = b"memkitWR";
 /// Bumped whenever the layout or the meaning of a field changes: a file of another version
 /// is never read.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const FIXED: usize = 64;
 const SECTION: usize = 52;
 /// Buffered bytes per writer and reader thread.
@@ -232,24 +232,36 @@ impl FileHeader {
         })
     }
 
-    /// The sections must tile the file after the header, and the file must end there.
+    /// The sections must tile the file after the header, and the file must end there; every
+    /// count must fit the bytes it describes. Checked before anything is allocated from the
+    /// file's numbers: the header's checksum says nothing of a file made to pass it.
     fn check_layout(&self, file_len: u64) -> Result<(), WarmError> {
+        let corrupt = |m: String| Err(WarmError::Corrupt(m));
         let mut at = header_len(self.sections.len()) as u64;
+        let mut items = 0u64;
         for (i, s) in self.sections.iter().enumerate() {
             if s.offset != at {
-                return Err(WarmError::Corrupt(format!("shard {i} is misplaced")));
+                return corrupt(format!("shard {i} is misplaced"));
             }
             at = at.saturating_add(s.len);
+            // The shortest record is its head and a one-byte key.
+            if s.items > s.len / (RECORD_HEAD as u64 + 1) {
+                return corrupt(format!("shard {i} claims more items than its bytes hold"));
+            }
+            if s.seq > MAX_SEQ {
+                return corrupt(format!("shard {i} has a write sequence no shard reaches"));
+            }
+            items = items.saturating_add(s.items);
         }
         let want = at;
-        let items: u64 = self.sections.iter().map(|s| s.items).sum();
         if items != self.items {
-            return Err(WarmError::Corrupt("item counts do not add up".into()));
+            return corrupt("item counts do not add up".into());
         }
-        if file_len != want || self.data_bytes + header_len(self.sections.len()) as u64 != want {
-            return Err(WarmError::Corrupt(format!(
-                "truncated ({file_len} of {want} bytes)"
-            )));
+        let data_end = self
+            .data_bytes
+            .checked_add(header_len(self.sections.len()) as u64);
+        if file_len != want || data_end != Some(want) {
+            return corrupt(format!("truncated ({file_len} of {want} bytes)"));
         }
         Ok(())
     }
@@ -508,10 +520,15 @@ impl Engine {
     fn save_to(&self, path: &Path, clear: bool) -> io::Result<WarmSaved> {
         let started = Instant::now();
         let tmp = tmp_path(path);
+        // The file holds every value in the cache: readable by the server's user only, as
+        // memcached's memory file is. A leftover FILE.tmp (a save cut short) is removed
+        // rather than reused, so that the new one is created with that mode, not opened
+        // with whatever mode, owner or link the old one had.
+        let _ = fs::remove_file(&tmp);
         let file = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .mode(0o600)
             .open(&tmp)?;
         let written = self.write_snapshot(&file, clear).and_then(|h| {
             file.sync_all()?;
@@ -682,3 +699,6 @@ fn restore(cfg: EngineConfig, path: &Path) -> Result<(Engine, WarmRestored), War
     };
     Ok((engine, restored))
 }
+
+#[cfg(test)]
+mod tests;

@@ -17,6 +17,7 @@ use memkit_types::Result;
 
 use super::Shard;
 use crate::arena::{Loc, seg_of};
+use crate::index::Index;
 use crate::policy::Policy;
 use crate::segment::{FETCHED, HOT, Header, STALE, VISITED, WIN_SENT, large_for};
 
@@ -38,6 +39,10 @@ const BIT_MAP: [(u8, u8); 5] = [
 
 /// Bytes of a record before its key, without the explicit CAS.
 pub(crate) const RECORD_HEAD: usize = 26;
+
+/// Above any write sequence a shard reaches (2^56 writes: 228 years at ten million a second),
+/// and far enough below `u64::MAX` that the writes after a restore cannot overflow it.
+pub(crate) const MAX_SEQ: u64 = 1 << 56;
 
 /// A record's fixed part, decoded and checked.
 #[derive(Debug, Clone, Copy)]
@@ -72,7 +77,7 @@ impl RecordHead {
         let ok = r.bits & !R_KNOWN == 0
             && (1..=memkit_types::MAX_KEY_LEN).contains(&r.klen)
             && r.vlen <= item_size_max
-            && r.seq != 0;
+            && (1..=MAX_SEQ).contains(&r.seq);
         ok.then_some(r)
     }
 }
@@ -89,8 +94,8 @@ pub(crate) struct ShardState {
 }
 
 impl Shard {
-    /// The live items, in the policy's order (oldest segments first, as `for_each_live`
-    /// visits them, so a restore that runs short of room drops what would have gone next),
+    /// The live items, in the policy's order (oldest segments first, as `Self::segments`
+    /// lists them, so a restore that runs short of room drops what would have gone next),
     /// and the bytes their records take. Taken from the index, so no key is hashed; the
     /// shard must stay locked until [`Self::warm_write`] has run.
     pub(crate) fn warm_items(&mut self, now: u32) -> (Vec<Loc>, u64) {
@@ -190,7 +195,12 @@ impl Shard {
     /// memory (segments, large blocks, index) given back at once. The write sequence stays,
     /// so a CAS issued later is still above every earlier one.
     pub(crate) fn warm_clear(&mut self, budget: usize) {
-        let mut empty = Shard::new(self.cfg.clone(), self.id, self.shard_bits, self.hasher);
+        let mut empty = Shard::new(
+            self.cfg.clone(),
+            self.id,
+            self.shard_bits,
+            self.hasher.clone(),
+        );
         empty.set_budget(budget);
         empty.seq = self.seq;
         *self = empty;
@@ -206,13 +216,14 @@ impl Shard {
     }
 
     /// Sizes the (empty) index as the saved shard had it (and the policy's metadata, which
-    /// follows the index), charged to the budget as their growth would have been.
+    /// follows the index), charged to the budget as their growth would have been. Whatever
+    /// the file says, never past a table of half the budget (about what a cache of the
+    /// smallest items holds in its index), so that the rest is left for items: the records
+    /// grow the index further if they need it.
     pub(crate) fn warm_presize(&mut self, st: &ShardState, items: usize) {
         let held = self.index_bytes + self.policy.bytes();
-        let (arena, hasher) = (&self.arena, &self.hasher);
-        self.index.reserve(st.index_capacity.max(items), |&x| {
-            std::hash::BuildHasher::hash_one(hasher, arena.key_of(x))
-        });
+        let most = Index::capacity_within(self.arena.limit() / 2);
+        self.index.reserve(st.index_capacity.max(items).min(most));
         // The policy's metadata is sized from the index, as its growth would have left it.
         self.policy.resize(self.index.capacity());
         self.index_bytes = self.index.bytes();
@@ -267,7 +278,7 @@ impl Shard {
             self.arena.seg(head).populate();
         }
         let e = self.append_record(key, &hdr, stored);
-        self.link(h, e, &hdr);
+        self.link(h, e, &hdr, now);
         Ok(())
     }
 
