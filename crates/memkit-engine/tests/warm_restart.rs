@@ -352,7 +352,8 @@ fn a_cut_short_save_leaves_nothing_to_restore() {
 fn the_file_is_readable_by_its_owner_only() {
     use std::os::unix::fs::PermissionsExt;
     let clock = ManualClock::default();
-    let path = scratch("mode");
+    let dir = tempdir("warm");
+    let path = dir.path().join("cache");
     let e = Engine::new(config(8, &clock));
     let opts = StoreOptions::new(StoreMode::Set, 0, Exptime::NEVER);
     e.store(b"secret", b"value", &opts).unwrap();
