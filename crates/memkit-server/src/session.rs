@@ -220,6 +220,7 @@ impl Session {
                 if self.rbuf.is_empty() {
                     return Some(After::Read);
                 }
+                let ticket = self.ticket();
                 match self.step() {
                     Step::Incomplete => Some(After::Read),
                     Step::Done {
@@ -228,7 +229,7 @@ impl Session {
                         action,
                         mutates,
                     } => {
-                        self.unacked |= mutates & self.gated;
+                        self.unacked |= mutates && self.ticket() != ticket;
                         let part = Part {
                             used,
                             swallow,
@@ -240,8 +241,11 @@ impl Session {
             }
             State::Part(part) => {
                 let part = *part;
+                let ticket = self.ticket();
                 let sh = &self.reg.sh;
                 let action = dispatch_rest(&self.rbuf, part.done, sh, self.reg.id, &mut self.out);
+                // A `gat` of many keys touches them part by part.
+                self.unacked |= self.ticket() != ticket;
                 self.book(part, action)
             }
             State::Swallow(left) => {
@@ -307,6 +311,18 @@ impl Session {
             Action::Close => Some(self.end(End::Close)),
             Action::Shutdown => Some(self.end(End::Shutdown)),
             Action::Watch(mask) => Some(self.end(End::Watch(mask))),
+        }
+    }
+
+    /// The gate's ticket now (0 when replies wait for nothing). A write the engine made
+    /// takes a ticket; one it refused (a failed store refuses every write) takes none, and
+    /// its error reply need not wait: so the ticket is read before and after each request
+    /// that may write, and only a change makes the replies wait. Another connection's
+    /// write in between makes them wait too, which is merely conservative.
+    fn ticket(&self) -> u64 {
+        match self.gated {
+            true => self.reg.sh.gate().map_or(0, |g| g.ticket()),
+            false => 0,
         }
     }
 

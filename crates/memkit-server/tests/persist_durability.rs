@@ -13,8 +13,6 @@
 //! Only 127.0.0.1; only our own children are killed.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,35 +22,27 @@ use std::time::Duration;
 mod daemon;
 
 use memkit_testkit::TestServer;
+use memkit_testkit::wire::{BlockingWire, Until};
 
 const WRITERS: usize = 3;
 const KEYS: u64 = 32;
 const MODES: [&str; 3] = ["sync", "periodic:1000", "none"];
 
-struct Conn {
-    r: BufReader<TcpStream>,
-    w: TcpStream,
-}
+/// A text-protocol connection, one request at a time.
+struct Conn(BlockingWire);
 
 impl Conn {
     fn connect(port: u16) -> std::io::Result<Conn> {
-        let s = TcpStream::connect(("127.0.0.1", port))?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        s.set_nodelay(true)?;
-        Ok(Conn {
-            r: BufReader::new(s.try_clone()?),
-            w: s,
-        })
+        let w = BlockingWire::tcp(("127.0.0.1", port))?;
+        Ok(Conn(w.with_timeout(Duration::from_secs(10))))
     }
+    /// The next line, without its `\r\n`; `UnexpectedEof` when the server closed first.
     fn line(&mut self) -> std::io::Result<String> {
-        let mut l = String::new();
-        if self.r.read_line(&mut l)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        Ok(l.trim_end().to_string())
+        let l = self.0.try_read(Until::LINE)?;
+        Ok(String::from_utf8_lossy(&l).trim_end().to_string())
     }
     fn ask(&mut self, req: &str) -> std::io::Result<String> {
-        self.w.write_all(req.as_bytes())?;
+        self.0.try_send(req.as_bytes())?;
         self.line()
     }
     fn set(&mut self, key: &str, value: &str) -> std::io::Result<String> {
@@ -195,7 +185,7 @@ fn fail_fsyncs(server: &TestServer) {
 
 /// `STAT name value` from `stats`.
 fn stat(c: &mut Conn, name: &str) -> String {
-    c.w.write_all(b"stats\r\n").unwrap();
+    c.0.send(b"stats\r\n");
     let mut found = None;
     loop {
         let l = c.line().unwrap();
@@ -224,9 +214,7 @@ fn await_failed(c: &mut Conn) {
 /// protocol): (status, body), or `None` if the connection was closed without a reply.
 fn binary_set(port: u16, key: &str, value: &str) -> Option<(u16, String)> {
     use memkit_protocol::binary::{decode_response, encode_request, op};
-    use std::io::Read;
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut w = BlockingWire::tcp(("127.0.0.1", port)).unwrap();
     let mut frame = Vec::new();
     encode_request(
         &mut frame,
@@ -237,23 +225,18 @@ fn binary_set(port: u16, key: &str, value: &str) -> Option<(u16, String)> {
         key.as_bytes(),
         value.as_bytes(),
     );
-    s.write_all(&frame).unwrap();
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 512];
-    loop {
-        if let Ok(Some((r, _))) = decode_response(&buf) {
-            assert_eq!(r.header.opaque, 9);
-            return Some((
-                r.header.status,
-                String::from_utf8_lossy(r.value).into_owned(),
-            ));
-        }
-        match s.read(&mut chunk) {
-            Ok(0) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) => panic!("binary SET: {e}"),
-        }
-    }
+    w.send(&frame);
+    let reply = match w.try_read(Until::Frame) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return None,
+        Err(e) => panic!("binary SET: {e}"),
+    };
+    let (r, _) = decode_response(&reply).unwrap().unwrap();
+    assert_eq!(r.header.opaque, 9);
+    Some((
+        r.header.status,
+        String::from_utf8_lossy(r.value).into_owned(),
+    ))
 }
 
 /// The binary protocol's form of [`REFUSED`]: memcached's `ENOMEM` status with the message.
@@ -299,8 +282,10 @@ fn after_a_failed_fsync_every_write_answers_server_error_in_each_protocol_and_re
 }
 
 /// In `sync` mode a write's reply waits for the fsync that covers it: the writes whose
-/// fsync failed are never acknowledged (their connections are closed), and neither is any
-/// write after it, nor is one applied.
+/// fsync failed are never acknowledged (their connections are closed with the replies
+/// unsent), and every write after it is refused before it is applied and answered its
+/// protocol's `SERVER_ERROR` at once: a refused write takes no ticket, so its reply does not
+/// wait for the failed fsync.
 #[test]
 fn after_a_failed_fsync_in_sync_mode_no_write_is_acknowledged_or_applied() {
     let scratch = memkit_testkit::tempdir("persist-fault");
@@ -314,25 +299,15 @@ fn after_a_failed_fsync_in_sync_mode_no_write_is_acknowledged_or_applied() {
     let mut doomed = Conn::connect(port).unwrap();
     assert!(doomed.set("doomed", "x").is_err(), "closed without a reply");
     await_failed(&mut c);
-    // A write now is refused before it is applied. The connection's reply still waits for
-    // "every write so far is durable", which the failed ones never will be: it is closed
-    // or answered SERVER_ERROR, never acknowledged.
     for req in [
         "set old 0 0 3\r\nnew\r\n",
         "ms old 3\r\nnew\r\n",
         "delete old\r\n",
     ] {
         let mut w = Conn::connect(port).unwrap();
-        match w.ask(req) {
-            Ok(reply) => assert_eq!(reply, REFUSED, "{req:?}"),
-            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{req:?}"),
-        }
+        assert_eq!(w.ask(req).unwrap(), REFUSED, "{req:?}");
     }
-    let reply = binary_set(port, "old", "new");
-    assert!(
-        reply.is_none() || reply == binary_refused(),
-        "binary SET after the failure: {reply:?}"
-    );
+    assert_eq!(binary_set(port, "old", "new"), binary_refused());
     assert_eq!(c.get("old").unwrap().as_deref(), Some("kept"));
     assert_eq!(stat(&mut c, "persist_failed"), "1");
     drop(server);
