@@ -14,7 +14,7 @@ use memkit_types::{
     ArithOutcome, DeleteOutcome, Error, Exptime, GetOptions, StoreOutcome, Stored, Ttl,
 };
 
-use crate::exec::{Action, Reply, execute};
+use crate::exec::{Action, Dump, Reply, execute};
 use crate::state::Shared;
 use crate::watch;
 
@@ -492,14 +492,14 @@ fn admin(sh: &Shared, cmd: AdminCmd, args: &[&[u8]], out: &mut Vec<u8>) -> Actio
                 if !sh.settings.dumping {
                     line(out, "ERROR metadump not allowed");
                 } else {
-                    crate::stats::write_metadump(sh, out);
+                    return Action::Dump(Dump::Meta);
                 }
             }
             Some(b"mgdump") => {
                 if !sh.settings.dumping {
                     line(out, "ERROR key dump not allowed");
                 } else {
-                    crate::stats::write_mgdump(sh, out);
+                    return Action::Dump(Dump::Mg);
                 }
             }
             // memkitd reclaims expired items on its own schedule; the crawler's knobs are

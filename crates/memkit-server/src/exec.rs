@@ -27,9 +27,22 @@ pub enum Action {
     Watch(u8),
     /// Flush, close, and shut the server down (`shutdown` with `-A`).
     Shutdown,
-    /// A multi-get's reply reached [`crate::dispatch::REPLY_CHUNK`] bytes: write out what is rendered, then
-    /// go on with [`crate::dispatch::resume`] at this byte offset into the key list.
+    /// A multi-get's reply reached [`crate::dispatch::REPLY_CHUNK`] bytes: write out what
+    /// is rendered, then go on with [`crate::dispatch::resume`] at this byte offset into
+    /// the key list.
     More(usize),
+    /// List the cache (`lru_crawler metadump` or `mgdump`), a bounded batch at a time as
+    /// the client reads it.
+    Dump(Dump),
+}
+
+/// Which listing of the cache a connection streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dump {
+    /// `lru_crawler metadump`: a `key=... exp=... la=...` line an item, then `END`.
+    Meta,
+    /// `lru_crawler mgdump`: an `mg KEY` line an item, then `EN`.
+    Mg,
 }
 
 /// What handling the request at the start of the input did (the text and meta

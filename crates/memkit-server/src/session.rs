@@ -10,6 +10,8 @@
 //! - `Ready` (conn_new_cmd): the next request is at the start of the input, or not yet in;
 //! - `Swallow` (conn_swallow): a refused store's data block is discarded as it arrives;
 //! - `Part`: a multi-get answered in parts, the request kept at the start of the input;
+//! - `Dumping`: `lru_crawler metadump`/`mgdump` listing the cache a bounded batch at a time
+//!   (`Engine::crawl`), as fast as the client reads it;
 //! - `Parked` (conn_io_queue): replies wait for a [`crate::state::gate::Gate`] (a durable commit);
 //!   nothing more of the connection executes until the driver calls [`Session::resume`];
 //! - `Ended`: `quit`, `shutdown`, `watch` or a protocol error decided the end; the output
@@ -36,7 +38,9 @@ use memkit_protocol::{DecodeError, ErrorReply, Request, decode_request, meta_key
 
 use crate::config::Protocol;
 use crate::dispatch::{REPLY_CHUNK, dispatch, resume};
-use crate::exec::{Action, Step};
+use memkit_engine::DumpCursor;
+
+use crate::exec::{Action, Dump, Step};
 use crate::state::{ConnLive, ConnState, Registered, Shared};
 
 mod login;
@@ -46,6 +50,9 @@ pub use crate::state::gate::{Completer, Outcome};
 
 /// Write out pending replies once they reach this many bytes.
 pub const FLUSH_AT: usize = REPLY_CHUNK;
+
+/// Items a dump lists under one shard lock.
+const DUMP_BATCH: usize = 64;
 
 /// What a connection does next, as its session decides; the driver carries it out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +105,7 @@ enum State {
     Ready,
     Swallow(u64),
     Part(Part),
+    Dumping(Box<(Dump, DumpCursor)>),
     Parked(Box<Parked>),
     Ended(End),
 }
@@ -278,6 +286,7 @@ impl Session {
                     login::Step::Close => Some(self.end(End::Close)),
                 }
             }
+            State::Dumping(_) => self.dump(),
             State::Ended(end) => Some(After::End(*end)),
             // Driven while parked (it should not be): still parked.
             State::Parked(p) => Some(p.after),
@@ -311,7 +320,34 @@ impl Session {
             Action::Close => Some(self.end(End::Close)),
             Action::Shutdown => Some(self.end(End::Shutdown)),
             Action::Watch(mask) => Some(self.end(End::Watch(mask))),
+            Action::Dump(kind) => {
+                self.state = State::Dumping(Box::new((kind, DumpCursor::default())));
+                None
+            }
         }
+    }
+
+    /// The next batches of a dump, until the output should be written out or the dump is
+    /// over. Only a batch's shard is locked, and only while its lines are rendered; the
+    /// driver writes the output before the next call, so a client that does not read stops
+    /// the dump, which then holds the output and a cursor.
+    fn dump(&mut self) -> Option<After> {
+        let State::Dumping(d) = &mut self.state else {
+            return None;
+        };
+        let (kind, cursor) = &mut **d;
+        let sh = &self.reg.sh;
+        while self.out.len() < FLUSH_AT {
+            let more = sh.engine.crawl(cursor, DUMP_BATCH, |item| {
+                crate::stats::dump_line(sh, *kind, &item, &mut self.out)
+            });
+            if !more {
+                crate::stats::dump_end(*kind, &mut self.out);
+                self.state = State::Ready;
+                return None;
+            }
+        }
+        Some(After::Write)
     }
 
     /// The gate's ticket now (0 when replies wait for nothing). A write the engine made

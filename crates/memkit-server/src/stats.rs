@@ -10,6 +10,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use memkit_engine::EngineStats;
 use memkit_protocol::render::{write_end, write_stat, write_stat_u64};
 
+use memkit_engine::CrawledItem;
+
+use crate::exec::Dump;
 use crate::state::{ConnAddrs, Shared};
 
 /// Writes the reply to `stats [args]`.
@@ -465,6 +468,9 @@ fn conns(sh: &Shared, out: &mut Vec<u8>) {
     }
 }
 
+/// memcached's cap on a `stats cachedump` reply (`item_cachedump`'s buffer).
+const CACHEDUMP_MAX: usize = 2 << 20;
+
 fn cachedump(sh: &Shared, args: &[&[u8]], out: &mut Vec<u8>) {
     let parse = |i: usize| {
         args.get(i)
@@ -474,58 +480,64 @@ fn cachedump(sh: &Shared, args: &[&[u8]], out: &mut Vec<u8>) {
         out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
         return;
     };
-    let mut n = 0;
-    sh.engine.for_each_item(|m| {
-        if class_id(sh, m.size) as usize == class && (limit == 0 || n < limit) {
+    let (start, mut n) = (out.len(), 0);
+    let mut cursor = memkit_engine::DumpCursor::default();
+    let full =
+        |n: usize, out: &Vec<u8>| (limit != 0 && n >= limit) || out.len() - start >= CACHEDUMP_MAX;
+    while !full(n, out)
+        && sh.engine.crawl(&mut cursor, 64, |m| {
+            if class_id(sh, m.size) as usize != class || full(n, out) {
+                return;
+            }
             n += 1;
             out.extend_from_slice(b"ITEM ");
             out.extend_from_slice(m.key);
-            out.extend_from_slice(
-                format!(
-                    " [{} b; {} s]\r\n",
-                    m.value_len,
-                    m.exptime_unix.unwrap_or(0)
-                )
-                .as_bytes(),
+            let tail = format!(
+                " [{} b; {} s]\r\n",
+                m.value_len,
+                m.exptime_unix.unwrap_or(0)
             );
-        }
-    });
+            out.extend_from_slice(tail.as_bytes());
+        })
+    {}
 }
 
 /// `lru_crawler metadump all`: one line per live item, then `END`.
-pub fn write_metadump(sh: &Shared, out: &mut Vec<u8>) {
-    sh.engine.for_each_item(|m| {
-        let exp = m.exptime_unix.map_or(-1, |e| e as i64);
-        let line = format!(
-            "key={} exp={exp} la={} cas={} fetch={} cls={} size={}\n",
-            crate::watch::uriencode(m.key),
-            m.last_access_unix,
-            m.cas,
-            if m.fetched { "yes" } else { "no" },
-            class_id(sh, m.size),
-            m.size
-        );
-        out.extend_from_slice(line.as_bytes());
-    });
-    out.extend_from_slice(b"END\r\n");
+/// One item's line of a dump (`lru_crawler metadump` or `mgdump`), in memcached's format.
+pub fn dump_line(sh: &Shared, kind: Dump, m: &CrawledItem<'_>, out: &mut Vec<u8>) {
+    match kind {
+        Dump::Meta => {
+            let exp = m.exptime_unix.map_or(-1, |e| e as i64);
+            let line = format!(
+                "key={} exp={exp} la={} cas={} fetch={} cls={} size={}\n",
+                crate::watch::uriencode(m.key),
+                m.last_access_unix,
+                m.cas,
+                if m.fetched { "yes" } else { "no" },
+                class_id(sh, m.size),
+                m.size
+            );
+            out.extend_from_slice(line.as_bytes());
+        }
+        Dump::Mg => {
+            out.extend_from_slice(b"mg ");
+            if m.key.iter().all(|&b| b > b' ' && b != 0x7f) {
+                out.extend_from_slice(m.key);
+                out.extend_from_slice(b"\r\n");
+            } else {
+                memkit_protocol::base64::encode_into(m.key, out);
+                out.extend_from_slice(b" b\r\n");
+            }
+        }
+    }
 }
 
-/// `lru_crawler mgdump` (memcached 1.6.19; 1.6.18 answers `ERROR`): `mg <key>` per live
-/// item, then `EN`, so that the lines can be sent back as meta gets. A key that cannot be
-/// written as a text token (control bytes, spaces: a meta `b` key) goes in base64 with
-/// ` b`, as memcached writes keys it was given in base64.
-pub fn write_mgdump(sh: &Shared, out: &mut Vec<u8>) {
-    sh.engine.for_each_item(|m| {
-        out.extend_from_slice(b"mg ");
-        if m.key.iter().all(|&b| b > b' ' && b != 0x7f) {
-            out.extend_from_slice(m.key);
-            out.extend_from_slice(b"\r\n");
-        } else {
-            memkit_protocol::base64::encode_into(m.key, out);
-            out.extend_from_slice(b" b\r\n");
-        }
+/// The line that ends a dump.
+pub fn dump_end(kind: Dump, out: &mut Vec<u8>) {
+    out.extend_from_slice(match kind {
+        Dump::Meta => b"END\r\n",
+        Dump::Mg => b"EN\r\n",
     });
-    out.extend_from_slice(b"EN\r\n");
 }
 
 /// The memcached-style class id (from 1) of an item of `size` bytes.

@@ -432,3 +432,64 @@ fn a_flood_past_the_connection_limit_is_refused_like_memcached() {
     let refused_stats = m.await_connections(1, Duration::from_secs(10));
     assert_eq!(m.stats()["rejected_connections"], refused + refused_stats);
 }
+
+/// 2 M keys, and 20 connections that ask for a dump (`lru_crawler metadump`, `mgdump`,
+/// `stats cachedump`) and never read it: each dump stops where the client stopped reading,
+/// holding its bounded output and a cursor, so RSS grows by less than 64 MiB (a dump made
+/// whole before it is sent would be ~130 MiB of lines per connection), and other clients'
+/// gets go on.
+#[test]
+fn dumps_nobody_reads_stay_bounded_and_others_are_served() {
+    const KEYS: usize = 2_000_000;
+    let m = Memkitd::start(&["-m", "512", "-t", "2"]);
+    let mut c = client(m.addr)
+        .unwrap()
+        .with_timeout(Duration::from_secs(120));
+    let mut req = Vec::with_capacity(1 << 20);
+    for i in 0..KEYS {
+        write!(req, "set dump:key:{i:08} 0 0 1 noreply\r\nv\r\n").unwrap();
+        if req.len() >= 1 << 20 || i + 1 == KEYS {
+            c.send(&req);
+            req.clear();
+        }
+    }
+    assert_eq!(c.ask(b"mn\r\n", Until::LINE), "MN\r\n");
+    assert_eq!(m.stats()["curr_items"], KEYS as u64);
+    let base = m.rss_kib();
+    let stop = Arc::new(AtomicBool::new(false));
+    let good = well_behaved(m.addr, stop.clone());
+    let dumps: Vec<TcpStream> = (0..20)
+        .map(|i| {
+            let mut s = TcpStream::connect(m.addr).unwrap();
+            let req: &[u8] = match i % 3 {
+                0 => b"lru_crawler metadump all\r\n",
+                1 => b"lru_crawler mgdump\r\n",
+                _ => b"stats cachedump 1 0\r\n",
+            };
+            s.write_all(req).unwrap();
+            s
+        })
+        .collect();
+    // Long enough for every dump to fill its socket buffers and stop.
+    thread::sleep(Duration::from_secs(3));
+    let grown = m.rss_kib().saturating_sub(base);
+    stop.store(true, Ordering::Relaxed);
+    assert!(good.join().unwrap() >= 10, "other clients were served");
+    assert!(
+        grown < 64 << 10,
+        "RSS grew by {grown} KiB with 20 dumps unread"
+    );
+    // A dump read to its end lists every key once.
+    drop(dumps);
+    let mut reader = client(m.addr)
+        .unwrap()
+        .with_timeout(Duration::from_secs(120));
+    let listing = reader.ask(b"lru_crawler mgdump\r\n", Until::End(b"EN\r\n"));
+    assert_eq!(
+        listing
+            .lines()
+            .filter(|l| l.starts_with("mg dump:key:"))
+            .count(),
+        KEYS
+    );
+}
