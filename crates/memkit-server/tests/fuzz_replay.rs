@@ -19,12 +19,16 @@ fn one_input() {
 
 /// The corpus through each of the three ways a connection is driven: the worker loop
 /// through io_uring (where the kernel has it), the loop through epoll, and the connection
-/// task (`-o idle_timeout` keeps connections out of the loops).
+/// task.
 #[test]
 fn corpus_replays_clean() {
     let seeds = memkit_testkit::fuzz::corpus("server_stream");
-    for flags in [&[][..], &["--io", "epoll"], &["-o", "idle_timeout=3600"]] {
-        let h = server_fuzz::Harness::start_with(flags);
+    for flags in ["uring", "epoll", "task"] {
+        let h = match flags {
+            "epoll" => server_fuzz::Harness::start_with(&["--io", "epoll"]),
+            "task" => server_fuzz::Harness::start_tasks(),
+            _ => server_fuzz::Harness::start(),
+        };
         let started = Instant::now();
         for (i, data) in seeds.iter().enumerate() {
             h.one(data);
@@ -32,7 +36,7 @@ fn corpus_replays_clean() {
             // a replay that slow means something regressed.
             assert!(
                 started.elapsed() < Duration::from_secs(120),
-                "{flags:?}: replay too slow at seed {i} of {}",
+                "{flags}: replay too slow at seed {i} of {}",
                 seeds.len()
             );
         }

@@ -3,13 +3,16 @@
 //! (`tests/fuzz_replay.rs`), so both assert exactly the same.
 //!
 //! One in-process memkitd from the testkit's `TestServer` (`-t 1`: one worker, as the
-//! inputs need no more) serves many inputs; a current-thread tokio runtime drives the client
-//! side. For each input: one connection writes the bytes in the chunks the input asks for,
-//! then half-closes (and reads every reply up to EOF) or drops the socket (with or without a
-//! reset). Then: the server is still running, the connection count is back to its baseline
-//! (no connection is left stuck), the replies of a half-closed connection are well-formed
-//! (every one decodes with the client decoder of the protocol the first byte chose), and a
-//! second, well-behaved connection gets exact answers.
+//! inputs need no more, or connection tasks with [`Harness::start_tasks`]) serves many
+//! inputs; a current-thread tokio runtime drives the client side. For each input: one
+//! connection writes the bytes in the chunks the input asks for, then half-closes (and reads
+//! every reply up to EOF) or drops the socket (with or without a reset); beside it, as the
+//! input asks, a storm of connections reset at once or mid-request, and a client that asks
+//! for the cache's dumps and reads them slowly. Then: the server is still running, the
+//! connection count is back to its baseline (no connection is left stuck), the replies of a
+//! half-closed connection are well-formed (every one decodes with the client decoder of the
+//! protocol the first byte chose), the slow reader's dumps are whole, and a second,
+//! well-behaved connection gets exact answers.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -44,16 +47,24 @@ impl Harness {
         Self::start_with(&[])
     }
 
-    /// [`Harness::start`] with more of memkitd's flags: `--io epoll` for the epoll loop,
-    /// `-o idle_timeout=N` for the connection task, which serves what the loops cannot.
+    /// [`Harness::start`] with more of memkitd's flags: `--io epoll` for the epoll loop.
     pub fn start_with(flags: &[&str]) -> Harness {
+        let mut args = vec!["-m", "8", "-c", "64", "-t", "1"];
+        args.extend_from_slice(flags);
+        Self::serving(TestServer::start(&args))
+    }
+
+    /// [`Harness::start`] with every connection a tokio task (the driver TLS connections
+    /// and embedders without workers use).
+    pub fn start_tasks() -> Harness {
+        Self::serving(TestServer::start_tasks(&["-m", "8", "-c", "64"]))
+    }
+
+    fn serving(server: TestServer) -> Harness {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
-        let mut args = vec!["-m", "8", "-c", "64", "-t", "1"];
-        args.extend_from_slice(flags);
-        let server = TestServer::start(&args);
         let memory_limit = server.shared().settings.memory_limit;
         Harness {
             rt,
@@ -65,7 +76,8 @@ impl Harness {
     /// Runs one input; panics on a finding.
     ///
     /// Input layout: byte 0 bit 0: half-close (else drop), bit 1: drop with a reset
-    /// (linger 0), bits 2-4: chunk size from [`CHUNKS`]; the rest is sent as is.
+    /// (linger 0), bits 2-4: chunk size from [`CHUNKS`], bit 5: a slow reader of dumps
+    /// beside it, bit 6: a storm of resets first; the rest is sent as is.
     pub fn one(&self, data: &[u8]) {
         let (ctl, payload) = data.split_first().unwrap_or((&1, &[]));
         let half_close = ctl & 1 != 0;
@@ -73,7 +85,15 @@ impl Harness {
         let chunk = CHUNKS[usize::from(ctl >> 2) & 7];
         self.rt.block_on(async {
             let baseline = self.curr_connections();
-            let (out, clean_eof) = self.converse(payload, chunk, half_close, reset).await;
+            if ctl & 0x40 != 0 {
+                self.storm().await;
+            }
+            let input = self.converse(payload, chunk, half_close, reset);
+            let (out, clean_eof) = if ctl & 0x20 != 0 {
+                tokio::join!(input, self.slow_dumps()).0
+            } else {
+                input.await
+            };
             if half_close {
                 check_replies(&out, clean_eof, payload);
             }
@@ -109,9 +129,8 @@ impl Harness {
             .await
             .expect("connect");
         if reset {
-            // Linger 0 makes the close a reset; it blocks on drop only with a nonzero time.
-            #[allow(deprecated)]
-            let _ = stream.set_linger(Some(Duration::ZERO));
+            // Linger 0 makes the close a reset.
+            let _ = stream.set_zero_linger();
         }
         let (mut rd, mut wr) = stream.into_split();
         // Reading runs beside writing: a server answering a long pipeline must not block
@@ -164,6 +183,54 @@ impl Harness {
             drop((wr, rd));
             (Vec::new(), false)
         }
+    }
+
+    /// 32 connections reset at once, half of them with part of a request sent.
+    async fn storm(&self) {
+        for i in 0..32 {
+            let Ok(mut c) = TcpStream::connect(self.server.tcp_addr()).await else {
+                continue;
+            };
+            let _ = c.set_zero_linger();
+            if i % 2 == 1 {
+                let _ = c.write_all(b"set storm 0 0 10\r\nhal").await;
+            }
+        }
+    }
+
+    /// Asks for both dumps and reads them slowly (512 bytes a millisecond at most): each is
+    /// whole, and ends where it should.
+    async fn slow_dumps(&self) {
+        let mut c = TcpStream::connect(self.server.tcp_addr())
+            .await
+            .expect("connect");
+        c.write_all(b"lru_crawler metadump all\r\nlru_crawler mgdump\r\nquit\r\n")
+            .await
+            .expect("ask for the dumps");
+        let read = async {
+            let mut out = Vec::new();
+            let mut buf = [0u8; 512];
+            loop {
+                match c.read(&mut buf).await {
+                    Ok(0) | Err(_) => return out,
+                    Ok(n) => out.extend_from_slice(&buf[..n]),
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        };
+        let out = timeout(CLOSE_TIMEOUT * 4, read)
+            .await
+            .expect("the dumps end");
+        let text = String::from_utf8_lossy(&out);
+        let (meta, mg) = text.split_once("END\r\n").expect("metadump ends in END");
+        assert!(meta.lines().all(|l| l.starts_with("key=")), "{meta}");
+        assert!(mg.ends_with("EN\r\n"), "mgdump ends in EN: {mg}");
+        assert!(
+            mg.lines()
+                .filter(|l| *l != "EN")
+                .all(|l| l.starts_with("mg ")),
+            "{mg}"
+        );
     }
 
     async fn wait_for_connections(&self, baseline: u64) {
