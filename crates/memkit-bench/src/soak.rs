@@ -14,6 +14,9 @@
 //! `1.1 x -m + 32 MiB`, and `stats` adds up with what was sent: `cmd_get` is the keys asked
 //! for, hits + misses is `cmd_get`, `cmd_set`, deletes, incrs and `total_connections` match.
 //!
+//! Beside them run a slow reader of dumps and a storm of connections reset at once or
+//! mid-request (module `abuse`): the checks hold with them running.
+//!
 //! The clients are module `client`; this file starts the server, runs them in phases
 //! (baseline, drive, settle) and checks the end state (`End`).
 
@@ -27,6 +30,7 @@ use clap::Args;
 
 use crate::procs::{self, Kind, Server};
 
+mod abuse;
 mod client;
 use client::Client;
 
@@ -101,6 +105,9 @@ struct Tally {
     aborted_mid_line: AtomicU64,
     unread_gets: AtomicU64,
     bytes_checked: AtomicU64,
+    /// Connections of the abusive clients (`abuse`), and the dumps they read whole.
+    extra_conns: AtomicU64,
+    dumps: AtomicU64,
 }
 
 /// The soak's outcome.
@@ -256,11 +263,31 @@ fn drive(
             );
             tasks.push(tokio::spawn(c.run(deadline)));
         }
+        let abusers = [
+            tokio::spawn(abuse::slow_dumps(
+                server.addr,
+                deadline,
+                tally.clone(),
+                errors.clone(),
+            )),
+            tokio::spawn(abuse::storm(server.addr, deadline, tally.clone())),
+        ];
         let mut finished = 0;
         for t in tasks {
             // Each session ends by the deadline plus one request's timeout.
             if let Ok(Ok(())) = tokio::time::timeout_at(deadline + 3 * OP_TIMEOUT, t).await {
                 finished += 1;
+            }
+        }
+        for t in abusers {
+            if tokio::time::timeout_at(deadline + 3 * OP_TIMEOUT, t)
+                .await
+                .is_err()
+            {
+                errors
+                    .lock()
+                    .unwrap()
+                    .push("an abusive client did not finish".into());
             }
         }
         finished
@@ -410,7 +437,7 @@ impl End {
                 v(&tl.incrs)
             ),
         );
-        let opened = v(&tl.sessions) + self.stats_conns;
+        let opened = v(&tl.sessions) + v(&tl.extra_conns) + self.stats_conns;
         check(
             d("total_connections") == opened,
             format!(
@@ -434,6 +461,8 @@ impl End {
         )];
         for (name, x) in [
             ("sessions", &tl.sessions),
+            ("abusive connections", &tl.extra_conns),
+            ("dumps read whole", &tl.dumps),
             ("requests", &tl.requests),
             ("get_keys", &tl.get_keys),
             ("hits_seen", &tl.hits),
