@@ -38,7 +38,11 @@ pub(super) async fn slow_dumps(
         if c.write_all(ask).await.is_err() {
             continue;
         }
-        let leave_at = if n % 3 == 0 { 64 << 10 } else { usize::MAX };
+        let leave_at = if n.is_multiple_of(3) {
+            64 << 10
+        } else {
+            usize::MAX
+        };
         let mut got = Vec::new();
         let mut buf = [0u8; 4096];
         let whole = loop {
@@ -81,7 +85,7 @@ pub(super) async fn storm(addr: SocketAddr, deadline: Instant, tally: Arc<Tally>
         if let Ok(mut c) = TcpStream::connect(addr).await {
             tally.extra_conns.fetch_add(1, Ordering::Relaxed);
             let _ = c.set_zero_linger();
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 let _ = c.write_all(b"set storm 0 0 100\r\npart").await;
             }
         }
