@@ -8,8 +8,8 @@
 //! lookup, a read, [`Session::pump`] and a write. An idle connection is its slot (a socket,
 //! a session with no buffers, its registry entry) and nothing else.
 //!
-//! Two workers share this module's [`Core`] (the connections, their turns, the mailbox, the
-//! completions of parked requests) behind one small trait, [`Backend`]:
+//! Two workers share this module's `Core` (the connections, their turns, the mailbox, the
+//! completions of parked requests) behind one small trait, `Backend`:
 //! - `epoll::Epoll` (`--io epoll`, or a kernel without io_uring) polls with epoll (mio),
 //!   edge-triggered: a connection reads until a read comes back short (the socket is
 //!   drained: the next arrival is a new edge) and writes until the socket takes no more,
@@ -22,8 +22,8 @@
 //!
 //! A turn of a connection carries out what its session asks ([`Next`]): write, read, give
 //! way after `-R` requests of one event (memcached's `reqs_per_event`) or
-//! [`READS_PER_TURN`] reads, park, close. A parked connection's completion comes back
-//! through the worker's [`Inbox`], which wakes the worker; the connection is then resumed
+//! `READS_PER_TURN` reads, park, close. A parked connection's completion comes back
+//! through the worker's `Inbox`, which wakes the worker; the connection is then resumed
 //! and driven. The connections one poll wakes are read first, then answered and written
 //! one by one; between its read and its answer, each connection's first lookup is warmed
 //! ([`memkit_engine::Engine::prefetch`]), so a get's two cache misses overlap the other
@@ -154,7 +154,7 @@ impl Inbox {
 }
 
 /// What differs between a worker that waits in epoll and one that waits in its ring: how a
-/// connection's bytes move and where it waits. The rest is [`Core`]'s.
+/// connection's bytes move and where it waits. The rest is `Core`'s.
 trait Backend: Sized {
     /// What the backend holds of a connection between its turns.
     type Held: Default + std::fmt::Debug;
@@ -492,7 +492,7 @@ enum Turn {
     Send,
     /// Waiting for input, with nothing to write.
     Idle,
-    /// May have input left after `-R` requests or [`READS_PER_TURN`] reads.
+    /// May have input left after `-R` requests or `READS_PER_TURN` reads.
     GiveWay,
     /// A request waits for a completion.
     Park,

@@ -1,38 +1,36 @@
 //! memkit-server: `memkitd`, a memcached 1.6 drop-in server on the memkit engine.
 //!
-//! Map:
+//! Map, from the modules every other stands on up (no module imports one listed after it;
+//! `docs/architecture.md` draws it):
 //! - [`config`]: memcached's command-line flags, applied with the same meanings, refused
-//!   with its messages and exit statuses.
-//! - [`bind`]: the `-l` TCP listeners and the `-s` UNIX socket; [`process`]: `-u`, `-d`,
-//!   `-r`, `-k`, `-P`, with memcached's system calls.
-//! - [`server`]: shared state, the accept loop and connection limit, the worker threads
-//!   ([`server::Workers`]), graceful shutdown;
-//!   [`server::run`] takes a bound listener and a shutdown future.
-//! - [`tls`]: TLS (`-Z`, `-o ssl_*`) on rustls/ring: certificates, client verification,
-//!   the handshake before everything else.
-//! - [`auth`]: ASCII authentication (`-Y`), the unauthenticated phase before the request
-//!   loop.
-//! - [`session`]: one client's requests and replies without its I/O: pick the protocol
-//!   (`-B`), decode, dispatch, batch the replies, swallow refused data; its buffer policy
-//!   (pooled, released when idle, bounded in and out; see `docs/limits.md`).
-//! - [`evloop`]: memcached's worker threads: one io_uring (or epoll poller) per thread
-//!   drives its connections' sessions, no runtime in between. [`connection`]: a session as a tokio task, for what
-//!   needs the runtime (TLS, `-Y`, idle timeouts, `sync` durability, embedders).
+//!   with its messages and exit statuses; `--io` and what this kernel allows.
+//! - [`log`]: `tracing` to standard error (`RUST_LOG`, `-v`, `--log-format`);
+//!   [`notify`]: `READY=1` to systemd once the listeners accept.
+//! - [`process`]: `-u`, `-d`, `-r`, `-k`, `-P`, with memcached's system calls; [`bind`]:
+//!   the `-l` TCP listeners and the `-s` UNIX socket, bound early, listening when ready.
+//! - [`auth`] and [`tls`]: what `-Y` and `-Z` load (the password file; the rustls context).
+//! - [`watch`]: the `watch` event stream; [`detail`]: per-prefix statistics.
+//! - [`state`]: what every connection shares ([`Shared`]: engine, persistent store,
+//!   settings, counters), the connection registry, and the [`state::gate`] a request's
+//!   replies may wait on. Nothing in it knows how bytes move.
 //! - [`exec`]: THE place where a request meets the storage backend: one executor for the
 //!   logical commands every encoding decodes into, and the [`exec::Reply`] trait each
 //!   encoding's renderer implements.
 //! - [`dispatch`]: text and meta requests into logical commands, their renderers, and the
-//!   operator commands.
-//! - [`binary`]: the same for binary frames, with memcached's binary replies.
-//! - [`sasl`]: SASL PLAIN against a `MEMCACHED_SASL_PWDB` file (`-S`).
-//! - [`stats`]: `stats` and its subcommands with memcached's names; `lru_crawler metadump`
-//!   and `mgdump`. [`detail`]: per-prefix statistics (`stats detail`).
-//! - [`watch`]: the `watch` event stream.
-//! - [`metrics`]: Prometheus metrics (memcached_exporter's names) and `--metrics-addr`.
-//! - [`log`]: `tracing` to standard error (`RUST_LOG`, `-v`, `--log-format`);
-//!   [`notify`]: `READY=1` to systemd once the listeners accept.
-//! - [`warm`]: warm restart (`-e FILE`): the cache saved at a graceful stop, restored at
-//!   the next start.
+//!   operator commands; [`binary`]: the same for binary frames; [`sasl`]: SASL PLAIN;
+//!   [`stats`]: `stats` and its subcommands with memcached's names, and the dumps' lines.
+//! - [`session`]: the request lifecycle: one connection's requests and replies without its
+//!   I/O, its named states, and what it asks its driver to do next ([`session::Next`]:
+//!   write, read, give way, park on a gate, close).
+//! - The drivers, which carry out what a session asks: [`evloop`], memcached's worker
+//!   threads (one io_uring or epoll per thread, its connections' sessions driven
+//!   directly), and [`task`], a tokio task per connection (TLS, embedders, `watch`).
+//! - [`server`]: the accept loop and connection limit, the worker threads
+//!   ([`server::Workers`]), the housekeeping tick (`-o idle_timeout`), graceful shutdown;
+//!   [`server::run`] takes a bound listener and a shutdown future.
+//! - [`metrics`]: Prometheus metrics (memcached_exporter's names) and `--metrics-addr`;
+//!   [`warm`]: warm restart (`-e FILE`); [`backend`]: the engine, or the persistent store
+//!   under it, that the settings ask for.
 //!
 //! Non-goals: UDP, SASL mechanisms other than PLAIN (see `docs/protocol-notes.md`). Security
 //! (auth, TLS, the defaults): `docs/security.md`.

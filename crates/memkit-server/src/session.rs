@@ -5,8 +5,8 @@
 //! [`crate::task`] (a tokio task per connection, for TLS and for embedders without worker
 //! threads). Both so answer alike by construction.
 //!
-//! The states ([`State`]), under memcached's names where it has one:
-//! - `Login` (`-Y`): nothing but the login phase runs until it succeeds ([`login`]);
+//! The states (`State`), under memcached's names where it has one:
+//! - `Login` (`-Y`): nothing but the login phase runs until it succeeds (`login`);
 //! - `Ready` (conn_new_cmd): the next request is at the start of the input, or not yet in;
 //! - `Swallow` (conn_swallow): a refused store's data block is discarded as it arrives;
 //! - `Part`: a multi-get answered in parts, the request kept at the start of the input;
@@ -20,7 +20,7 @@
 //! Memory per connection (the limits are listed in `docs/limits.md`):
 //! - An idle connection holds no buffer. A worker loop lends its own buffers to the
 //!   connections it drives ([`Spare`]); a connection task takes buffers from a small
-//!   per-thread pool when bytes arrive ([`pool`]). Both are given back when nothing is left
+//!   per-thread pool when bytes arrive (`pool`). Both are given back when nothing is left
 //!   to read (memcached's `rbuf_release`); one grown for a large request or reply is freed
 //!   instead (its `conn_shrink`). Under load a connection keeps its buffers from batch to
 //!   batch.

@@ -24,7 +24,7 @@
 //!   free loopback port or a UNIX socket, shut down on drop. The one way tests start memkitd.
 //! - [`memcached`]: [`memcached::spawn`], real memcached on a free loopback port, killed on
 //!   drop, under the interop policy. The one way tests start memcached.
-//! - [`tempdir`]: [`tempdir()`], a scratch directory removed on drop, and
+//! - [`mod@tempdir`]: [`tempdir()`], a scratch directory removed on drop, and
 //!   [`tempdir::in_memory`] in `/dev/shm`. The one way tests make a scratch directory.
 //! - [`wire`]: [`wire::Wire`], a raw connection that sends bytes and reads a reply up to a
 //!   terminator, a count of lines or bytes, a binary frame or the close, every read bounded
