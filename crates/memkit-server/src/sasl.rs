@@ -13,10 +13,12 @@
 //! - the file: kept in memory as last read (`Pwdb`), read again only when its size,
 //!   modification time or inode change, so a changed file still takes effect at the next
 //!   attempt, as memcached's callback would see it, without a read per attempt;
-//! - the guesses: after a failed attempt, the connection's attempts within a backoff window
-//!   ([`backoff`]: 100 ms, doubling with each failure in a row, at most 10 s) get
-//!   `AUTH_ERROR` without any password checked, counted in `auth_cmds` and `auth_errors`.
-//!   Nothing waits: the window is a deadline the next attempt is compared with.
+//! - the guesses: [`FREE_FAILURES`] failed attempts in a row are checked as memcached checks
+//!   them (a client that tries a wrong password, then the right one, is let in at once);
+//!   after more, the connection's attempts within a backoff window ([`backoff`]: 100 ms,
+//!   doubling with each further failure in a row, at most 10 s) get `AUTH_ERROR` without
+//!   any password checked, counted in `auth_cmds` and `auth_errors`. Nothing waits: the
+//!   window is a deadline the next attempt is compared with.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -30,7 +32,9 @@ use crate::state::Shared;
 /// The reply to `SASL_LIST_MECHS`.
 const MECHANISMS: &[u8] = b"PLAIN";
 
-/// The backoff after a connection's first failed attempt, in milliseconds.
+/// Failed attempts in a row a connection makes with no backoff, as with memcached.
+pub const FREE_FAILURES: u8 = 3;
+/// The backoff after the first failed attempt past [`FREE_FAILURES`], in milliseconds.
 pub const BACKOFF_MS: u32 = 100;
 /// The longest backoff, in milliseconds: a connection that keeps failing has one guess
 /// checked in this long.
@@ -61,10 +65,14 @@ pub enum Outcome {
     Failed,
 }
 
-/// The backoff after `failures` failed attempts in a row: [`BACKOFF_MS`] doubled per
-/// failure after the first, at most [`MAX_BACKOFF_MS`].
+/// The backoff after `failures` failed attempts in a row: none for the first
+/// [`FREE_FAILURES`], then [`BACKOFF_MS`] doubled per further failure, at most
+/// [`MAX_BACKOFF_MS`].
 pub fn backoff(failures: u8) -> u32 {
-    let doublings = u32::from(failures.max(1) - 1).min(16);
+    if failures <= FREE_FAILURES {
+        return 0;
+    }
+    let doublings = u32::from(failures - FREE_FAILURES - 1).min(16);
     (BACKOFF_MS << doublings).min(MAX_BACKOFF_MS)
 }
 
@@ -132,7 +140,7 @@ impl Session {
     /// its backoff, is refused once more.
     fn backing_off(&self, now: u32) -> bool {
         let ahead = self.not_before.wrapping_sub(now);
-        self.failures > 0 && ahead != 0 && ahead <= MAX_BACKOFF_MS
+        self.failures > FREE_FAILURES && ahead != 0 && ahead <= MAX_BACKOFF_MS
     }
 }
 
@@ -297,10 +305,12 @@ mod tests {
 
     #[test]
     fn the_backoff_doubles_up_to_its_cap() {
-        let ms: Vec<u32> = (0..=9).map(backoff).collect();
+        let ms: Vec<u32> = (0..=12).map(backoff).collect();
         assert_eq!(
             ms,
-            [100, 100, 200, 400, 800, 1600, 3200, 6400, 10_000, 10_000]
+            [
+                0, 0, 0, 0, 100, 200, 400, 800, 1600, 3200, 6400, 10_000, 10_000
+            ]
         );
         assert_eq!(backoff(u8::MAX), MAX_BACKOFF_MS);
         assert!(std::mem::size_of::<Session>() <= 8);
@@ -311,10 +321,15 @@ mod tests {
         let s = Server::new("backoff", "u:p\n");
         let (sh, mut c) = (&*s.sh, Session::default());
         let (wrong, right) = (&b"\0u\0q"[..], &b"\0u\0p"[..]);
+        // memcached's: a few wrong guesses, each checked at once.
+        for _ in 0..FREE_FAILURES {
+            assert_eq!(c.auth_at(sh, 1000, false, b"PLAIN", wrong), Outcome::Failed);
+        }
+        assert!(!c.backing_off(1000));
         assert_eq!(c.auth_at(sh, 1000, false, b"PLAIN", wrong), Outcome::Failed);
-        // The right password, too soon: refused without a look, and counted.
+        // The right password, too soon after one more: refused without a look, counted.
         assert_eq!(c.auth_at(sh, 1099, false, b"PLAIN", right), Outcome::Failed);
-        assert_eq!(s.counted(), (2, 2));
+        assert_eq!(s.counted(), (5, 5));
         // Listing the mechanisms starts the exchange afresh, not the backoff.
         assert_eq!(c.list_mechs(), b"PLAIN");
         assert_eq!(c.auth_at(sh, 1099, false, b"PLAIN", b""), Outcome::Failed);
@@ -324,10 +339,13 @@ mod tests {
             Outcome::Authenticated
         );
         assert!(c.authenticated);
-        assert_eq!(s.counted(), (4, 3));
+        assert_eq!(s.counted(), (7, 6));
 
         // Failures in a row double it; a success forgets them.
         let mut t = 5000;
+        for _ in 0..FREE_FAILURES {
+            assert_eq!(c.auth_at(sh, t, false, b"PLAIN", wrong), Outcome::Failed);
+        }
         for want in [100, 200, 400, 800] {
             assert_eq!(c.auth_at(sh, t, false, b"PLAIN", wrong), Outcome::Failed);
             assert_eq!(
@@ -340,9 +358,10 @@ mod tests {
             c.auth_at(sh, t, false, b"PLAIN", right),
             Outcome::Authenticated
         );
+        // A success forgot the failures: a wrong guess and the right one, at once.
         assert_eq!(c.auth_at(sh, t, false, b"PLAIN", wrong), Outcome::Failed);
         assert_eq!(
-            c.auth_at(sh, t + 100, false, b"PLAIN", right),
+            c.auth_at(sh, t, false, b"PLAIN", right),
             Outcome::Authenticated
         );
 
@@ -363,17 +382,21 @@ mod tests {
         let s = Server::new("wrap", "u:p\n");
         let (sh, mut c) = (&*s.sh, Session::default());
         let (wrong, right) = (&b"\0u\0q"[..], &b"\0u\0p"[..]);
-        assert_eq!(
-            c.auth_at(sh, u32::MAX - 9, false, b"PLAIN", wrong),
-            Outcome::Failed
-        );
+        for _ in 0..=FREE_FAILURES {
+            assert_eq!(
+                c.auth_at(sh, u32::MAX - 9, false, b"PLAIN", wrong),
+                Outcome::Failed
+            );
+        }
         assert_eq!(c.auth_at(sh, 50, false, b"PLAIN", right), Outcome::Failed);
         assert_eq!(
             c.auth_at(sh, 90, false, b"PLAIN", right),
             Outcome::Authenticated
         );
         // 25 days after a failure, the wrapped deadline is not ahead of the clock.
-        assert_eq!(c.auth_at(sh, 0, false, b"PLAIN", wrong), Outcome::Failed);
+        for _ in 0..=FREE_FAILURES {
+            assert_eq!(c.auth_at(sh, 0, false, b"PLAIN", wrong), Outcome::Failed);
+        }
         let later = 25 * 24 * 3600 * 1000;
         assert_eq!(
             c.auth_at(sh, later, false, b"PLAIN", right),

@@ -1,12 +1,9 @@
-//! What an unauthenticated SASL client (`-S`) can make the server do is bounded: a failed
-//! attempt makes the connection's next ones within a backoff fail unchecked, SASL data
+//! What an unauthenticated SASL client (`-S`) can make the server do is bounded: past a few
+//! failed attempts in a row, the connection's next ones within a backoff fail unchecked, SASL data
 //! past 16 KiB is refused from its header, and no server can be built with SASL and the
 //! text protocol allowed (an ASCII connection would skip authentication), whether its
 //! settings came from the command line or from an embedder.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -15,29 +12,24 @@ use memkit_protocol::binary::{MAX_SASL_DATA, Status, decode_response, encode_req
 use memkit_server::config::Protocol;
 use memkit_server::{Args, Settings, Shared};
 use memkit_testkit::TestServer;
+use memkit_testkit::wire::{BlockingWire, Until};
 
 /// A password file of the test's own, removed when dropped.
-struct Pwdb(PathBuf);
+struct Pwdb(memkit_testkit::tempdir::TempDir);
 
 impl Pwdb {
     fn new(name: &str) -> Pwdb {
-        let p = std::env::temp_dir().join(format!("memkit-sasl-{name}-{}", std::process::id()));
-        std::fs::write(&p, "app:secret\n").unwrap();
-        Pwdb(p)
+        let dir = memkit_testkit::tempdir(name);
+        std::fs::write(dir.path().join("pwdb"), "app:secret\n").unwrap();
+        Pwdb(dir)
     }
 
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
+    fn path(&self) -> String {
+        self.0.path().join("pwdb").to_str().unwrap().to_string()
     }
 
     fn server(&self) -> TestServer {
-        TestServer::start(&["-S", "--sasl-pwdb", self.path()])
-    }
-}
-
-impl Drop for Pwdb {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        TestServer::start(&["-S", "--sasl-pwdb", &self.path()])
     }
 }
 
@@ -48,36 +40,23 @@ fn auth_frame(password: &str) -> Vec<u8> {
     f
 }
 
-/// A blocking binary connection with a read deadline.
-struct Conn {
-    s: TcpStream,
-    buf: Vec<u8>,
-}
+/// A blocking binary connection.
+struct Conn(BlockingWire);
 
 impl Conn {
     fn open(s: &TestServer) -> Conn {
-        let s = TcpStream::connect(s.tcp_addr()).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        Conn { s, buf: Vec::new() }
+        Conn(BlockingWire::tcp(s.tcp_addr()).unwrap())
     }
 
     fn send(&mut self, b: &[u8]) {
-        self.s.write_all(b).unwrap();
+        self.0.send(b);
     }
 
     /// The next reply's status and body.
     fn reply(&mut self) -> (Status, Vec<u8>) {
-        let mut chunk = [0u8; 4096];
-        loop {
-            if let Some((r, used)) = decode_response(&self.buf).unwrap() {
-                let got = (Status::from_u16(r.header.status).unwrap(), r.value.to_vec());
-                self.buf.drain(..used);
-                return got;
-            }
-            let n = self.s.read(&mut chunk).expect("a reply");
-            assert!(n > 0, "closed");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
+        let frame = self.0.read(Until::Frame);
+        let (r, _) = decode_response(&frame).unwrap().unwrap();
+        (Status::from_u16(r.header.status).unwrap(), r.value.to_vec())
     }
 
     fn auth(&mut self, password: &str) -> Status {
@@ -97,13 +76,19 @@ fn a_failed_attempt_makes_the_next_ones_on_its_connection_fail_unchecked() {
     let pwdb = Pwdb::new("backoff");
     let s = pwdb.server();
     let mut c = Conn::open(&s);
-    // The right password right behind a wrong one (one write): refused without a look.
-    let mut both = auth_frame("wrong");
-    both.extend_from_slice(&auth_frame("secret"));
-    c.send(&both);
-    assert_eq!(c.reply(), (Status::AuthError, b"Auth failure.".to_vec()));
-    assert_eq!(c.reply(), (Status::AuthError, b"Auth failure.".to_vec()));
-    assert_eq!(counted(&s), (2, 2));
+    // A wrong guess, then the right password: let in at once, as memcached lets it in.
+    assert_eq!(c.auth("wrong"), Status::AuthError);
+    assert_eq!(c.auth("secret"), Status::Ok);
+    // Past the free guesses, the right password right behind a wrong one (one write) is
+    // refused without a look.
+    let free = usize::from(memkit_server::sasl::FREE_FAILURES);
+    let mut guesses = auth_frame("wrong").repeat(free + 1);
+    guesses.extend_from_slice(&auth_frame("secret"));
+    c.send(&guesses);
+    for _ in 0..free + 2 {
+        assert_eq!(c.reply(), (Status::AuthError, b"Auth failure.".to_vec()));
+    }
+    assert_eq!(counted(&s), (2 + free as u64 + 2, 1 + free as u64 + 2));
 
     // Another connection is not held back.
     let mut other = Conn::open(&s);
@@ -157,11 +142,11 @@ fn build(settings: &Settings) -> Result<Arc<Shared>, (i32, String)> {
 #[test]
 fn sasl_with_the_text_protocol_allowed_cannot_be_served() {
     let pwdb = Pwdb::new("embed");
-    let cli = settings(&["-S", "-B", "auto", "--sasl-pwdb", pwdb.path()]);
+    let cli = settings(&["-S", "-B", "auto", "--sasl-pwdb", &pwdb.path()]);
     let refusal = cli.check().unwrap_err();
     assert_eq!((refusal.code, refusal.message.as_str()), (64, REFUSED));
 
-    let mut s = settings(&["--sasl-pwdb", pwdb.path()]);
+    let mut s = settings(&["--sasl-pwdb", &pwdb.path()]);
     s.sasl = true;
     for protocol in [Protocol::Auto, Protocol::Ascii] {
         s.protocol = protocol;
@@ -177,7 +162,7 @@ fn sasl_with_the_text_protocol_allowed_cannot_be_served() {
     assert!(panicked.is_err(), "Shared::new served SASL with ASCII");
 
     // `-S` alone implies the binary protocol; setting it so is served.
-    let mut cli = settings(&["-S", "--sasl-pwdb", pwdb.path()]);
+    let mut cli = settings(&["-S", "--sasl-pwdb", &pwdb.path()]);
     assert_eq!(cli.protocol, Protocol::Binary);
     assert!(build(&cli).is_ok());
     cli.protocol = Protocol::Auto;
