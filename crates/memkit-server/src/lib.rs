@@ -27,8 +27,9 @@
 //! - [`sasl`]: SASL PLAIN against a `MEMCACHED_SASL_PWDB` file (`-S`).
 //! - [`stats`]: `stats` and its subcommands with memcached's names; `lru_crawler metadump`
 //!   and `mgdump`. [`detail`]: per-prefix statistics (`stats detail`).
-//! - [`watch`]: the `watch` event stream.
-//! - [`metrics`]: Prometheus metrics (memcached_exporter's names) and `--metrics-addr`.
+//! - [`watch`]: the `watch` event stream, and the page's hot-keys sampler.
+//! - [`metrics`]: Prometheus metrics (memcached_exporter's names) and `--metrics-addr`;
+//!   [`metrics::page`]: the live page for operators on the same address.
 //! - [`log`]: `tracing` to standard error (`RUST_LOG`, `-v`, `--log-format`);
 //!   [`notify`]: `READY=1` to systemd once the listeners accept.
 //! - [`warm`]: warm restart (`-e FILE`): the cache saved at a graceful stop, restored at
