@@ -115,10 +115,26 @@ fn key_routes_exist_only_with_dashboard_keys() {
         assert!(!r.body.contains("secret"));
     }
     let now = get(d.port, "/api/now", "").json();
-    assert_eq!(now["keys"], false);
+    assert_eq!((&now["keys"], &now["hot"]), (&false.into(), &false.into()));
     // Nobody asked for hot keys: the fetches are not sampled.
     memcache(&d.server).ask(b"get secret:1\r\n", Until::END);
     assert!(!get(d.port, "/api/now", "").body.contains("secret"));
+}
+
+/// `-X` (no dumps) keeps the key browser off and `-W` (no `watch`) the hot keys, whatever
+/// `--dashboard-keys` says.
+#[test]
+fn x_and_w_keep_their_meaning_for_the_page() {
+    let d = start(&["--dashboard-keys", "-X"]);
+    assert_eq!(get(d.port, "/api/keys?prefix=", "").status, 404);
+    assert_eq!(get(d.port, "/api/hot", "").status, 200);
+    let now = get(d.port, "/api/now", "").json();
+    assert_eq!((&now["keys"], &now["hot"]), (&false.into(), &true.into()));
+    let d = start(&["--dashboard-keys", "-W"]);
+    assert_eq!(get(d.port, "/api/keys?prefix=", "").status, 200);
+    assert_eq!(get(d.port, "/api/hot", "").status, 404);
+    let now = get(d.port, "/api/now", "").json();
+    assert_eq!((&now["keys"], &now["hot"]), (&true.into(), &false.into()));
 }
 
 /// Without a login, a name other than an address or `localhost` is refused: a page of

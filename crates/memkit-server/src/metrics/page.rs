@@ -11,7 +11,8 @@
 //!   `SEQ`;
 //! - `/api/classes` (every 5 s): the size classes ([`classes`]);
 //! - `/api/hot` (every 5 s) and `/api/keys?prefix=P` (on demand), only with
-//!   `--dashboard-keys` ([`keys`]); otherwise they are 404 and the page hides their panels.
+//!   `--dashboard-keys` ([`keys`]), and unless `-W` turns `watch` off (hot keys) or `-X`
+//!   the dumps (the key browser); otherwise they are 404 and the page hides their panels.
 //!
 //! Nothing on the page writes: every route is a `GET` that reads.
 
@@ -180,7 +181,8 @@ pub async fn route(
             json(now(dash, sh, since))
         }
         "/api/classes" => json(dash.classes(sh).await.to_vec()),
-        "/api/hot" | "/api/keys" if !sh.settings.dashboard_keys => Response::not_found(),
+        "/api/hot" if !hot_shown(sh) => Response::not_found(),
+        "/api/keys" if !keys_shown(sh) => Response::not_found(),
         "/api/hot" | "/api/keys" => {
             if let Err(refused) = dash.keys.admit(sh, head) {
                 return refused;
@@ -193,6 +195,16 @@ pub async fn route(
         }
         _ => Response::not_found(),
     }
+}
+
+/// Whether the key browser is served: `--dashboard-keys`, and dumps not turned off (`-X`).
+fn keys_shown(sh: &Shared) -> bool {
+    sh.settings.dashboard_keys && sh.settings.dumping
+}
+
+/// Whether hot keys are served: `--dashboard-keys`, and `watch` not turned off (`-W`).
+fn hot_shown(sh: &Shared) -> bool {
+    sh.settings.dashboard_keys && sh.settings.watch
 }
 
 impl Dashboard {
@@ -241,7 +253,8 @@ fn now(dash: &Dashboard, sh: &Shared, since: Option<u64>) -> String {
         }
     }
     j.close();
-    j.key("keys").b(sh.settings.dashboard_keys);
+    j.key("keys").b(keys_shown(sh));
+    j.key("hot").b(hot_shown(sh));
     j.key("login").b(keys::login_required(sh));
     j.key("series");
     dash.series.lock().write(since, &mut j);

@@ -85,7 +85,7 @@ pub fn json(sh: &Shared) -> String {
     let (mut n, mut offset) = (0usize, 0i64);
     let mut cursor = DumpCursor::default();
     while n < SAMPLE
-        && sh.engine.crawl(&mut cursor, 64, |m| {
+        && sh.engine.crawl(&mut cursor, (SAMPLE - n).min(64), |m| {
             let class = crate::stats::class_id(sh, m.size) as usize - 1;
             let size = memcached_item_size(m.key.len(), m.value_len, m.flags);
             let (chunk, cost) = memcached_cost(&mc, size);

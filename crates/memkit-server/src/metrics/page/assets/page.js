@@ -31,7 +31,8 @@
     const d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
     if (d > 0) return d + 'd ' + h + 'h';
     if (h > 0) return h + 'h ' + m + 'm';
-    return m + 'm ' + Math.floor(s % 60) + 's';
+    if (m > 0) return m + 'm ' + Math.floor(s % 60) + 's';
+    return Math.floor(s) + 's';
   }
   function setText(id, text) { const e = $(id); if (e) e.textContent = text; }
   function cell(tr, text, cls) {
@@ -162,7 +163,7 @@
       merge(now.series);
       drawSeries();
       drawNow(now);
-      if (now.keys && !state.keys) enableKeys();
+      if ((now.keys || now.hot) && !state.keys) enableKeys(now.keys, now.hot);
       setText('status', 'live');
       $('status').className = 'live';
       document.body.dataset.now = '1';
@@ -232,14 +233,14 @@
   }
 
   // Keys: shown only with --dashboard-keys (the routes answer 404 otherwise).
-  function enableKeys() {
+  function enableKeys(keys, hot) {
     state.keys = true;
-    $('hot-panel').hidden = false;
+    if (hot) { $('hot-panel').hidden = false; pollHot(); }
+    if (!keys) return;
     $('keys-panel').hidden = false;
     $('search').addEventListener('click', () => search(false));
     $('more').addEventListener('click', () => search(true));
     $('prefix').addEventListener('keydown', (e) => { if (e.key === 'Enter') search(false); });
-    pollHot();
     const p = new URLSearchParams(location.search).get('prefix');
     if (p != null) { $('prefix').value = p; search(false); }
   }
@@ -249,7 +250,7 @@
       const h = await getJSON('/api/hot');
       const tb = $('hot-table').tBodies[0];
       tb.replaceChildren();
-      for (const k of h.keys.slice(0, 20)) {
+      for (const k of h.keys.slice(0, 10)) {
         const tr = document.createElement('tr');
         tr.dataset.key = k.key;
         cell(tr, k.key, 'key'); cell(tr, num(k.per_sec)); cell(tr, pct(k.hit_ratio));
