@@ -385,3 +385,38 @@ impl HotKeys {
         keys
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Off, nothing is counted; on, one fetch in 16 of this thread is, the hottest key
+    /// comes first, at most 64 keys are kept and a key that took a colder one's place
+    /// carries that count as its error.
+    #[test]
+    fn hot_keys_sample_the_hottest_within_their_bound() {
+        let hot = HotKeys::default();
+        for _ in 0..1600 {
+            hot.fetched(b"off", true);
+        }
+        assert!(hot.take().is_empty());
+        hot.set_sampling(true);
+        for i in 0..16 * 400u64 {
+            hot.fetched(b"hot", i % 3 == 0);
+        }
+        for i in 0..16 * 200u64 {
+            hot.fetched(format!("cold:{}", i / 16).as_bytes(), false);
+        }
+        let keys = hot.take();
+        assert_eq!(keys.len(), HOT_CAPACITY);
+        assert_eq!(&*keys[0].0, b"hot");
+        assert_eq!(keys[0].1.samples, 400);
+        assert_eq!(keys[0].1.error, 0);
+        assert!((100..=170).contains(&keys[0].1.hits), "{:?}", keys[0].1);
+        assert!(keys[1..].iter().all(|(_, c)| c.samples - c.error == 1));
+        assert!(hot.take().is_empty(), "a new interval starts empty");
+        hot.set_sampling(false);
+        hot.fetched(b"hot", true);
+        assert!(!hot.sampling() && hot.take().is_empty());
+    }
+}
