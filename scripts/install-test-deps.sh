@@ -9,9 +9,10 @@ export DEBIAN_FRONTEND=noninteractive
 # memcached, libmemcached-tools: the peers of the interop and conformance tests;
 # libmemcached-dev, pkg-config, zlib1g-dev: pylibmc's build; tmux: the `memkit top` test;
 # php-*: the PHP clients; sasl2-bin, libsasl2-modules: SASL for memcached -S;
-# systemd: systemd-analyze, which checks packaging/memkitd.service (tests/packaging.rs)
+# systemd: systemd-analyze, which checks packaging/memkitd.service (tests/packaging.rs);
+# chromium: the headless browser that loads memkitd's page (tests/page_browser.rs)
 apt_pkgs=(memcached libmemcached-tools libmemcached-dev pkg-config zlib1g-dev tmux
-          php-cli php-memcached php-memcache sasl2-bin libsasl2-modules systemd)
+          php-cli php-memcached php-memcache sasl2-bin libsasl2-modules systemd chromium)
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -24,7 +24,7 @@ complete -c memkitd -s N -l napi-ids -d 'Number of NAPI ids (accepted, no effect
 complete -c memkitd -l persist -d 'Persistent mode: keep the data in this directory (MemcacheDB-style, crash-safe)' -r -F
 complete -c memkitd -l durability -d 'With --persist: when a write is on disk. sync (default: acknowledged once fsynced, group commit), periodic[:MS] (fsync every MS ms, default 1000), none (never fsync)' -r
 complete -c memkitd -l persist-reserve -d 'With --persist: refuse new data (SERVER_ERROR out of disk space storing object) while fewer than this many MiB are free on the store\'s filesystem, so that the store itself never meets a full disk. Default: 4x the memtable budget, at least 64. 0 turns the guard off' -r
-complete -c memkitd -l metrics-addr -d 'Serve Prometheus metrics (memcached_exporter\'s names) at http://HOST:PORT/metrics' -r
+complete -c memkitd -l metrics-addr -d 'Serve Prometheus metrics (memcached_exporter\'s names) at http://HOST:PORT/metrics, and a live page for operators at http://HOST:PORT/' -r
 complete -c memkitd -l log-format -d 'Log format on standard error; the level is RUST_LOG when set, else -v/-vv/-vvv' -r -f -a "text\t'One human-readable line per event'
 json\t'One JSON object per line'"
 complete -c memkitd -s Y -l auth-file -d 'Enable ASCII protocol authentication. FILE holds `user:password` lines; a client\'s first command must be `set <any key> 0 0 <bytes>` with `user password` as data' -r
@@ -41,6 +41,7 @@ complete -c memkitd -s k -l lock-memory -d 'Lock down all paged memory (mlockall
 complete -c memkitd -s L -l enable-largepages -d 'Try to use large memory pages (accepted, no effect)'
 complete -c memkitd -s F -l disable-flush-all -d 'Disable the flush_all command'
 complete -c memkitd -s i -l license -d 'Print the license and exit'
+complete -c memkitd -l dashboard-keys -d 'Show keys on the page: its hot keys and read-only key browser (behind -Y or -S\'s credentials when they are on)'
 complete -c memkitd -s Z -l enable-ssl -d 'Enable TLS (-o ssl_chain_cert=FILE,ssl_key=FILE[,ssl_ca_cert=FILE,ssl_verify_mode=N])'
 complete -c memkitd -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memkitd -s V -l version -d 'Print version'

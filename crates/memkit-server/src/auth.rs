@@ -138,6 +138,12 @@ impl Auth {
         }
     }
 
+    /// Whether `user` / `pass` is an entry, not counted: a login to the page on the
+    /// metrics address (`--dashboard-keys`), which is no memcached command.
+    pub fn verify(&self, user: &[u8], pass: &[u8]) -> bool {
+        self.file.read().check(user, pass)
+    }
+
     /// Whether `user` / `pass` is an entry, counted in `auth_cmds` and `auth_errors`.
     pub fn check(&self, user: &[u8], pass: &[u8]) -> bool {
         let ok = self.file.read().check(user, pass);

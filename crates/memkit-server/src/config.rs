@@ -313,8 +313,11 @@ pub struct Settings {
     pub persist_reserve: Option<u64>,
     /// `-e FILE`: warm restart through this file (see [`crate::warm`]).
     pub memory_file: Option<std::path::PathBuf>,
-    /// `--metrics-addr HOST:PORT`: serve Prometheus metrics there (off when `None`).
+    /// `--metrics-addr HOST:PORT`: serve Prometheus metrics and the page there (off when
+    /// `None`).
     pub metrics_addr: Option<String>,
+    /// `--dashboard-keys`: the page's key browser and hot keys are served.
+    pub dashboard_keys: bool,
     /// `-Y FILE`: ASCII authentication against this `user:password` file.
     pub auth_file: Option<String>,
     /// `-B`: which protocols connections may speak.
@@ -454,6 +457,7 @@ impl Settings {
             persist_reserve: a.persist.reserve_mb.map(|mb| mb << 20),
             memory_file: pr.memory_file.clone().map(Into::into),
             metrics_addr: a.metrics.metrics_addr.clone(),
+            dashboard_keys: a.metrics.dashboard_keys,
             auth_file: a.security.auth_file.clone(),
             protocol: Protocol::Auto,
             sasl: a.sasl,
@@ -738,6 +742,9 @@ fn no_effect_warnings(s: &Settings, a: &Args, warn: &mut Vec<String>) {
     if s.persist.is_none() && s.durability != memkit_persist::Durability::Sync {
         warn.push("--durability has no effect without --persist".into());
     }
+    if a.metrics.dashboard_keys && s.metrics_addr.is_none() {
+        warn.push("--dashboard-keys has no effect without --metrics-addr".into());
+    }
     if s.tuning.udp_port != 0 {
         warn.push("UDP is not supported; -U ignored (UDP stays off)".into());
     }
@@ -755,12 +762,17 @@ fn no_effect_warnings(s: &Settings, a: &Args, warn: &mut Vec<String>) {
     }
 }
 
-/// memkitd's `--metrics-addr` flag (off by default).
+/// memkitd's `--metrics-addr` and `--dashboard-keys` flags (off by default).
 #[derive(Debug, Clone, clap::Args)]
 pub struct MetricsArgs {
-    /// Serve Prometheus metrics (memcached_exporter's names) at http://HOST:PORT/metrics.
+    /// Serve Prometheus metrics (memcached_exporter's names) at http://HOST:PORT/metrics,
+    /// and a live page for operators at http://HOST:PORT/.
     #[arg(long = "metrics-addr", value_name = "HOST:PORT")]
     pub metrics_addr: Option<String>,
+    /// Show keys on the page: its hot keys and read-only key browser (behind -Y or -S's
+    /// credentials when they are on).
+    #[arg(long = "dashboard-keys")]
+    pub dashboard_keys: bool,
 }
 
 impl Settings {

@@ -98,6 +98,7 @@ pub fn execute(cmd: &Command<'_>, sh: &Shared, conn_id: u64, reply: &mut impl Re
             sh.detail.record(key, Op::Get(matches!(r, Ok(Some(_)))));
             sh.watchers
                 .emit(|| Event::fetch(key, r.as_ref().ok().copied().flatten(), conn_id));
+            sh.watchers.hot.fetched(key, matches!(r, Ok(Some(_))));
             match r {
                 Ok(Some(_)) => {}
                 Ok(None) => reply.miss(),

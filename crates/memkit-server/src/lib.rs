@@ -9,7 +9,8 @@
 //! - [`process`]: `-u`, `-d`, `-r`, `-k`, `-P`, with memcached's system calls; [`bind`]:
 //!   the `-l` TCP listeners and the `-s` UNIX socket, bound early, listening when ready.
 //! - [`auth`] and [`tls`]: what `-Y` and `-Z` load (the password file; the rustls context).
-//! - [`watch`]: the `watch` event stream; [`detail`]: per-prefix statistics.
+//! - [`watch`]: the `watch` event stream and the page's hot-keys sampler; [`detail`]:
+//!   per-prefix statistics.
 //! - [`state`]: what every connection shares ([`Shared`]: engine, persistent store,
 //!   settings, counters), the connection registry, and the [`state::gate`] a request's
 //!   replies may wait on. Nothing in it knows how bytes move.
@@ -29,8 +30,9 @@
 //!   ([`server::Workers`]), the housekeeping tick (`-o idle_timeout`), graceful shutdown;
 //!   [`server::run`] takes a bound listener and a shutdown future.
 //! - [`metrics`]: Prometheus metrics (memcached_exporter's names) and `--metrics-addr`;
-//!   [`warm`]: warm restart (`-e FILE`); [`backend`]: the engine, or the persistent store
-//!   under it, that the settings ask for.
+//!   [`metrics::page`]: the live page for operators on the same address; [`warm`]: warm
+//!   restart (`-e FILE`); [`backend`]: the engine, or the persistent store under it, that
+//!   the settings ask for.
 //!
 //! Non-goals: UDP, SASL mechanisms other than PLAIN (see `docs/protocol-notes.md`). Security
 //! (auth, TLS, the defaults): `docs/security.md`.

@@ -3,8 +3,13 @@
 //! under the community memcached_exporter's names (the renderer `memkit stats --format
 //! prometheus` uses too, so both print the same series), plus the figures of the memkitd
 //! process itself ([`figures`]: `process_cpu_seconds_total`, `process_resident_memory_bytes`,
-//! `process_open_fds`, ...), which only the server can measure.
+//! `process_open_fds`, ...), which only the server can measure. The same listener serves
+//! the live page for operators ([`page`]: `GET /` and its JSON).
+//!
+//! Every response carries [`SECURITY_HEADERS`]: a Content-Security-Policy that lets a page
+//! load only its own scripts and styles and be framed by nobody.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,22 +21,14 @@ use tokio::sync::Semaphore;
 use crate::state::Shared;
 
 pub mod figures;
+pub mod page;
 
 pub use memkit_metrics::CONTENT_TYPE;
 
 /// memkitd's own stats and process figures as an exposition (no extra labels: Prometheus
 /// adds `instance`).
 pub fn exposition(sh: &Shared) -> String {
-    let fetch = |args: &[&[u8]]| -> Vec<(String, String)> {
-        let mut buf = Vec::new();
-        crate::stats::write_stats(sh, args, &mut buf);
-        String::from_utf8_lossy(&buf)
-            .lines()
-            .filter_map(|l| l.strip_prefix("STAT "))
-            .filter_map(|l| l.split_once(' '))
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect()
-    };
+    let fetch = |args: &[&[u8]]| stat_rows(sh, args);
     let general = fetch(&[]);
     let settings = fetch(&[b"settings"]);
     let items = fetch(&[b"items"]);
@@ -45,6 +42,18 @@ pub fn exposition(sh: &Shared) -> String {
         slabs: &slabs,
     };
     memkit_metrics::render_own(&server, &figures::now(sh))
+}
+
+/// The rows of `stats [args]` as the protocol would answer them, name and value.
+pub fn stat_rows(sh: &Shared, args: &[&[u8]]) -> Vec<(String, String)> {
+    let mut buf = Vec::new();
+    crate::stats::write_stats(sh, args, &mut buf);
+    String::from_utf8_lossy(&buf)
+        .lines()
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
 }
 
 /// Binds the metrics listener (`--metrics-addr`).
@@ -82,17 +91,87 @@ const MAX_HEAD: usize = 16 * 1024;
 /// The pause after a failed accept (out of descriptors, say): the connection stays queued
 /// and would fail again at once, so the loop waits instead of spinning.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
-const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n\
-Content-Length: 5\r\nConnection: close\r\nRetry-After: 1\r\n\r\nbusy\n";
 
-/// Serves `GET /metrics` on `listener` forever within the default [`Bounds`].
+/// The headers on every response (see [`SECURITY_HEADERS`]), as a literal for `concat!`.
+macro_rules! security_headers {
+    () => {
+        "Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'; \
+         img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; \
+         form-action 'none'\r\nX-Content-Type-Options: nosniff\r\n\
+         Referrer-Policy: no-referrer\r\n"
+    };
+}
+
+/// The headers on every response: what a browser may load for a page of this origin (its
+/// own scripts, styles and JSON; no inline code, no frames, no forms), no content sniffing,
+/// no referrer.
+pub const SECURITY_HEADERS: &str = security_headers!();
+
+const BUSY: &[u8] = concat!(
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n",
+    "Content-Length: 5\r\nConnection: close\r\nRetry-After: 1\r\n",
+    security_headers!(),
+    "\r\nbusy\n"
+)
+.as_bytes();
+
+/// One reply of the listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// Status line's code and reason, `200 OK`.
+    pub status: &'static str,
+    /// `Content-Type`.
+    pub ctype: &'static str,
+    /// The body (left out for `HEAD`).
+    pub body: Cow<'static, [u8]>,
+    /// Further header lines, each ending in CRLF.
+    pub headers: &'static str,
+}
+
+impl Response {
+    /// A reply of `status` with `body`.
+    pub fn new(
+        status: &'static str,
+        ctype: &'static str,
+        body: impl Into<Cow<'static, [u8]>>,
+    ) -> Self {
+        Response {
+            status,
+            ctype,
+            body: body.into(),
+            headers: "",
+        }
+    }
+
+    /// `404 Not Found`.
+    pub fn not_found() -> Response {
+        Response::new("404 Not Found", "text/plain", &b"not found\n"[..])
+    }
+}
+
+/// Serves `GET /metrics` and the page on `listener` forever within the default [`Bounds`].
 pub async fn serve(listener: TcpListener, sh: Arc<Shared>) {
     serve_with(listener, sh, Bounds::default()).await
 }
 
-/// Serves `GET /metrics` on `listener` forever: a minimal HTTP/1.1 responder, one request
-/// per connection (`Connection: close`), which is how Prometheus scrapes, within `bounds`.
+/// Serves `GET /metrics` and the page ([`page`]) on `listener` forever: a minimal HTTP/1.1
+/// responder, one request per connection (`Connection: close`), which is how Prometheus
+/// scrapes, within `bounds`; beside it, the page's sampler, once a second.
 pub async fn serve_with(listener: TcpListener, sh: Arc<Shared>, bounds: Bounds) {
+    let dash = Arc::new(page::Dashboard::new());
+    let sampler = page::sample_every_second(dash.clone(), sh.clone());
+    tokio::select! {
+        () = sampler => {}
+        () = accept_loop(listener, sh, dash, bounds) => {}
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    sh: Arc<Shared>,
+    dash: Arc<page::Dashboard>,
+    bounds: Bounds,
+) {
     let slots = Arc::new(Semaphore::new(bounds.connections));
     loop {
         let stream = match listener.accept().await {
@@ -107,9 +186,9 @@ pub async fn serve_with(listener: TcpListener, sh: Arc<Shared>, bounds: Bounds) 
             refuse_busy(stream);
             continue;
         };
-        let sh = sh.clone();
+        let (sh, dash) = (sh.clone(), dash.clone());
         tokio::spawn(async move {
-            let _ = respond(stream, &sh, bounds).await;
+            let _ = respond(stream, &sh, &dash, bounds).await;
             drop(slot);
         });
     }
@@ -131,17 +210,22 @@ fn refuse_busy(stream: TcpStream) {
     let _ = s.shutdown(std::net::Shutdown::Write);
 }
 
-async fn respond(mut s: TcpStream, sh: &Shared, bounds: Bounds) -> std::io::Result<()> {
+async fn respond(
+    mut s: TcpStream,
+    sh: &Arc<Shared>,
+    dash: &Arc<page::Dashboard>,
+    bounds: Bounds,
+) -> std::io::Result<()> {
     let head = match tokio::time::timeout(bounds.head, read_head(&mut s)).await {
         Ok(head) => head?,
         // Too slow to ask: closed without a reply.
         Err(_) => return Ok(()),
     };
-    let (status, ctype, body, head_only) = match head {
+    let (response, head_only) = match head {
         None => return Ok(()),
-        Some(head) => route(&head, sh),
+        Some(head) => route(&head, sh, dash).await,
     };
-    let write = reply(&mut s, status, ctype, &body, head_only);
+    let write = reply(&mut s, &response, head_only);
     tokio::time::timeout(bounds.reply, write)
         .await
         .unwrap_or(Ok(()))
@@ -165,59 +249,43 @@ async fn read_head(s: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
     Ok(Some(buf))
 }
 
-/// The reply to a request head: status, content type, body, and whether the body is left
-/// out (`HEAD`).
-fn route(head: &[u8], sh: &Shared) -> (&'static str, &'static str, String, bool) {
+/// The reply to a request head, and whether its body is left out (`HEAD`).
+async fn route(head: &[u8], sh: &Arc<Shared>, dash: &Arc<page::Dashboard>) -> (Response, bool) {
     if head.is_empty() {
-        return (
+        let r = Response::new(
             "431 Request Header Fields Too Large",
             "text/plain",
-            String::new(),
-            false,
+            &b""[..],
         );
+        return (r, false);
     }
     let head = String::from_utf8_lossy(head);
     let mut parts = head.lines().next().unwrap_or("").split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let head_only = method == "HEAD";
-    match (method, path) {
-        ("GET" | "HEAD", "/metrics") => ("200 OK", CONTENT_TYPE, exposition(sh), head_only),
-        ("GET" | "HEAD", "/") => (
-            "200 OK",
-            "text/plain; charset=utf-8",
-            "memkitd: metrics at /metrics\n".into(),
-            head_only,
-        ),
-        ("GET" | "HEAD", _) => (
-            "404 Not Found",
-            "text/plain",
-            "not found\n".into(),
-            head_only,
-        ),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "GET only\n".into(),
-            false,
-        ),
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if !matches!(method, "GET" | "HEAD") {
+        let r = Response::new("405 Method Not Allowed", "text/plain", &b"GET only\n"[..]);
+        return (r, false);
     }
+    let response = match path {
+        "/metrics" => Response::new("200 OK", CONTENT_TYPE, exposition(sh).into_bytes()),
+        _ => page::route(dash, sh, path, query, &head).await,
+    };
+    (response, method == "HEAD")
 }
 
-async fn reply(
-    s: &mut TcpStream,
-    status: &str,
-    ctype: &str,
-    body: &str,
-    head_only: bool,
-) -> std::io::Result<()> {
+async fn reply(s: &mut TcpStream, r: &Response, head_only: bool) -> std::io::Result<()> {
     let mut out = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\
+         {SECURITY_HEADERS}{}\r\n",
+        r.status,
+        r.ctype,
+        r.body.len(),
+        r.headers,
     )
     .into_bytes();
     if !head_only {
-        out.extend_from_slice(body.as_bytes());
+        out.extend_from_slice(&r.body);
     }
     s.write_all(&out).await?;
     s.shutdown().await

@@ -151,6 +151,14 @@ fn check(sh: &Shared, data: &[u8]) -> bool {
         .is_some_and(|path| check_plain(path, data))
 }
 
+/// Whether the SASL password file accepts `user` / `pass` (for the page on the metrics
+/// address, `--dashboard-keys`): not counted, no backoff of a connection's.
+pub fn check_password(sh: &Shared, user: &[u8], pass: &[u8]) -> bool {
+    let path = sh.settings.sasl_pwdb.as_deref();
+    !user.is_empty()
+        && path.is_some_and(|p| Pwdb::current(p).is_some_and(|t| file_accepts(&t, user, pass)))
+}
+
 /// PLAIN's message is `authzid NUL authcid NUL password` (RFC 4616); an authorization
 /// identity other than the user's own is refused, as Cyrus refuses it by default.
 fn check_plain(path: &str, data: &[u8]) -> bool {

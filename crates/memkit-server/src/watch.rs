@@ -9,9 +9,13 @@
 //! `log_worker_dropped` lines built when the last watcher had just left, `log_watcher_sent`
 //! lines handed to a watcher, `log_watcher_skipped` lines a lagging watcher lost (of any
 //! kind: the channel does not say which), `log_watchers` connections watching.
+//!
+//! [`HotKeys`] samples the same fetches for the page on the metrics address (its hot
+//! keys), off unless someone looks.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use memkit_types::{Result, StoreOutcome, Stored};
 use parking_lot::Mutex;
@@ -99,6 +103,8 @@ pub struct Watchers {
     counts_of: Counts,
     started: std::time::Instant,
     started_unix: f64,
+    /// The page's hot keys (`--dashboard-keys`): fetches sampled while someone looks.
+    pub hot: HotKeys,
 }
 
 impl Default for Watchers {
@@ -115,6 +121,7 @@ impl Default for Watchers {
                 use memkit_types::Clock;
                 memkit_types::SystemClock.now_millis() as f64 / 1000.0
             },
+            hot: HotKeys::default(),
         }
     }
 }
@@ -282,4 +289,134 @@ pub fn uriencode(key: &[u8]) -> String {
         }
     }
     s
+}
+
+/// One fetch in this many (on each thread) is counted by [`HotKeys`].
+pub const HOT_SAMPLE: u64 = 16;
+/// The most keys [`HotKeys`] keeps in an interval.
+const HOT_CAPACITY: usize = 64;
+
+/// The fetches `watch fetchers` would show, sampled into the hottest keys of an interval,
+/// for the page on the metrics address. Off, a fetch pays one relaxed load; on (only while
+/// someone looks at the page's hot keys), one fetch in [`HOT_SAMPLE`] per thread takes a
+/// lock and counts its key among at most 64: the Space-Saving algorithm, whose count of a
+/// key is at most its error above the truth, and whose hottest keys are found whatever the
+/// order the fetches come in.
+#[derive(Debug, Default)]
+pub struct HotKeys {
+    on: AtomicBool,
+    table: Mutex<HashMap<Box<[u8]>, HotCount>>,
+}
+
+/// A key's sampled fetches in the current interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HotCount {
+    /// Fetches sampled (an overestimate by at most `error`).
+    pub samples: u64,
+    /// Of them, hits.
+    pub hits: u64,
+    /// What the key inherited from the one it replaced in a full table.
+    pub error: u64,
+}
+
+impl HotKeys {
+    /// A fetch of `key`, found or not.
+    #[inline]
+    pub fn fetched(&self, key: &[u8], hit: bool) {
+        if self.on.load(Ordering::Relaxed) {
+            self.sample(key, hit);
+        }
+    }
+
+    #[inline(never)]
+    fn sample(&self, key: &[u8], hit: bool) {
+        thread_local! {
+            static TICK: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+        }
+        let tick = TICK.with(|t| {
+            t.set(t.get().wrapping_add(1));
+            t.get()
+        });
+        if !tick.is_multiple_of(HOT_SAMPLE) {
+            return;
+        }
+        let mut table = self.table.lock();
+        if let Some(c) = table.get_mut(key) {
+            c.samples += 1;
+            c.hits += u64::from(hit);
+            return;
+        }
+        let mut new = HotCount {
+            samples: 1,
+            hits: u64::from(hit),
+            error: 0,
+        };
+        if table.len() >= HOT_CAPACITY {
+            let coldest = table.iter().min_by_key(|(_, c)| c.samples);
+            let Some((k, c)) = coldest.map(|(k, c)| (k.clone(), *c)) else {
+                return;
+            };
+            table.remove(&k);
+            new.samples += c.samples;
+            new.error = c.samples;
+        }
+        table.insert(key.into(), new);
+    }
+
+    /// Starts or stops sampling; stopped, the counts are dropped.
+    pub fn set_sampling(&self, on: bool) {
+        self.on.store(on, Ordering::Relaxed);
+        if !on {
+            self.table.lock().clear();
+        }
+    }
+
+    /// Whether fetches are being sampled.
+    pub fn sampling(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// The keys sampled since the last call, most sampled first; a new interval starts.
+    pub fn take(&self) -> Vec<(Box<[u8]>, HotCount)> {
+        let mut keys: Vec<_> = std::mem::take(&mut *self.table.lock())
+            .into_iter()
+            .collect();
+        keys.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then_with(|| a.0.cmp(&b.0)));
+        keys
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Off, nothing is counted; on, one fetch in 16 of this thread is, the hottest key
+    /// comes first, at most 64 keys are kept and a key that took a colder one's place
+    /// carries that count as its error.
+    #[test]
+    fn hot_keys_sample_the_hottest_within_their_bound() {
+        let hot = HotKeys::default();
+        for _ in 0..1600 {
+            hot.fetched(b"off", true);
+        }
+        assert!(hot.take().is_empty());
+        hot.set_sampling(true);
+        for i in 0..16 * 400u64 {
+            hot.fetched(b"hot", i % 3 == 0);
+        }
+        for i in 0..16 * 200u64 {
+            hot.fetched(format!("cold:{}", i / 16).as_bytes(), false);
+        }
+        let keys = hot.take();
+        assert_eq!(keys.len(), HOT_CAPACITY);
+        assert_eq!(&*keys[0].0, b"hot");
+        assert_eq!(keys[0].1.samples, 400);
+        assert_eq!(keys[0].1.error, 0);
+        assert!((100..=170).contains(&keys[0].1.hits), "{:?}", keys[0].1);
+        assert!(keys[1..].iter().all(|(_, c)| c.samples - c.error == 1));
+        assert!(hot.take().is_empty(), "a new interval starts empty");
+        hot.set_sampling(false);
+        hot.fetched(b"hot", true);
+        assert!(!hot.sampling() && hot.take().is_empty());
+    }
 }
