@@ -25,7 +25,7 @@ static USR1_HANDLED: AtomicBool = AtomicBool::new(false);
 /// logged. Without `-e`, an empty engine.
 pub fn engine_for(settings: &Settings) -> Engine {
     let Some(path) = &settings.memory_file else {
-        return crate::backend::engine_for(settings);
+        return Engine::new(settings.engine_config());
     };
     let (engine, outcome) = Engine::warm_restore(settings.engine_config(), path);
     match outcome {
