@@ -4,6 +4,9 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
+#[path = "support/lines.rs"]
+mod lines;
+
 use memkit_testkit::TestServer;
 use memkit_testkit::wire::{Until, Wire};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -400,12 +403,7 @@ async fn many_connections_asking_at_once_are_all_answered() {
 
 /// `memkit_io_moves` of a `stats` reply.
 fn io_moves(stats: &str) -> u64 {
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix("STAT memkit_io_moves "))
-        .expect("memkit_io_moves")
-        .parse()
-        .unwrap()
+    lines::stat(stats, "memkit_io_moves")
 }
 
 /// Every connection of `conns` asks `mn` once, one after another: each is answered however

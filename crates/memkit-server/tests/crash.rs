@@ -16,81 +16,43 @@ use std::time::{Duration, Instant};
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/lines.rs"]
+mod lines;
 
-use memkit_testkit::wire::{BlockingWire, Until};
+use lines::Lines;
+use memkit_testkit::wire::Until;
 use memkit_testkit::{TestServer, tempdir};
 
 const WRITERS: usize = 4;
 const SET_KEYS: u64 = 16;
 
 /// A connection to the server under test: its first request picks text or binary.
-struct Conn(BlockingWire);
+type Conn = Lines;
 
-impl Conn {
-    fn connect(port: u16) -> std::io::Result<Conn> {
-        let w = BlockingWire::tcp(("127.0.0.1", port))?;
-        Ok(Conn(w.with_timeout(Duration::from_secs(10))))
-    }
-    fn line(&mut self) -> std::io::Result<String> {
-        let l = self.0.try_read(Until::LINE)?;
-        Ok(String::from_utf8_lossy(&l).trim_end().to_string())
-    }
-    fn ask(&mut self, req: &str) -> std::io::Result<String> {
-        self.0.try_send(req.as_bytes())?;
-        self.line()
-    }
-    /// `mg key v f c`: (value, flags, cas), or `None` on a miss.
-    fn get(&mut self, key: &str) -> std::io::Result<Option<(String, u32, u64)>> {
-        let head = self.ask(&format!("mg {key} v f c\r\n"))?;
-        if head == "EN" {
-            return Ok(None);
-        }
-        let mut parts = head.split(' ');
-        assert_eq!(parts.next(), Some("VA"), "{head}");
-        let _len = parts.next();
-        let (mut flags, mut cas) = (0, 0);
-        for p in parts {
-            match p.as_bytes()[0] {
-                b'f' => flags = p[1..].parse().unwrap(),
-                b'c' => cas = p[1..].parse().unwrap(),
-                _ => {}
-            }
-        }
-        Ok(Some((self.line()?, flags, cas)))
-    }
-    /// `ms key S F c` → the new CAS, `None` if not stored.
-    fn set(&mut self, key: &str, value: &str, flags: u32) -> std::io::Result<Option<u64>> {
-        let r = self.ask(&format!(
-            "ms {key} {} F{flags} c\r\n{value}\r\n",
-            value.len()
-        ))?;
-        Ok(r.strip_prefix("HD c").map(|c| c.parse().unwrap()))
-    }
-    /// A binary `SET` (on a connection that speaks binary: its first byte, 0x80, picks the
-    /// protocol) → the CAS in the reply's header, `None` if not stored.
-    fn bin_set(&mut self, key: &str, value: &str, flags: u32) -> std::io::Result<Option<u64>> {
-        use memkit_protocol::binary::{Status, decode_response, encode_request, op};
-        let mut extras = flags.to_be_bytes().to_vec();
-        extras.extend_from_slice(&0u32.to_be_bytes());
-        let mut frame = Vec::new();
-        encode_request(
-            &mut frame,
-            op::SET,
-            7,
-            0,
-            &extras,
-            key.as_bytes(),
-            value.as_bytes(),
-        );
-        self.0.try_send(&frame)?;
-        let reply = self.0.try_read(Until::Frame)?;
-        let Ok(Some((r, _))) = decode_response(&reply) else {
-            panic!("not a response frame: {reply:?}");
-        };
-        assert_eq!(r.header.opaque, 7);
-        let ok = r.header.status == Status::Ok as u16;
-        Ok(ok.then_some(r.header.cas))
-    }
+/// A binary `SET` (on a connection that speaks binary: its first byte, 0x80, picks the
+/// protocol) → the CAS in the reply's header, `None` if not stored.
+fn bin_set(c: &mut Lines, key: &str, value: &str, flags: u32) -> std::io::Result<Option<u64>> {
+    use memkit_protocol::binary::{Status, decode_response, encode_request, op};
+    let mut extras = flags.to_be_bytes().to_vec();
+    extras.extend_from_slice(&0u32.to_be_bytes());
+    let mut frame = Vec::new();
+    encode_request(
+        &mut frame,
+        op::SET,
+        7,
+        0,
+        &extras,
+        key.as_bytes(),
+        value.as_bytes(),
+    );
+    c.0.try_send(&frame)?;
+    let reply = c.0.try_read(Until::Frame)?;
+    let Ok(Some((r, _))) = decode_response(&reply) else {
+        panic!("not a response frame: {reply:?}");
+    };
+    assert_eq!(r.header.opaque, 7);
+    let ok = r.header.status == Status::Ok as u16;
+    Ok(ok.then_some(r.header.cas))
 }
 
 /// What a writer knows was acknowledged, and what it had in flight when the server died.
@@ -151,8 +113,8 @@ fn writer(port: u16, w: usize, mut st: Acked, stop: Arc<AtomicBool>, seed: u64) 
                 Op::Set(k, v, f) => {
                     let key = format!("w{w}:s{k}");
                     let cas = match bin.as_mut() {
-                        Some(b) => b.bin_set(&key, v, *f)?,
-                        None => c.set(&key, v, *f)?,
+                        Some(b) => bin_set(b, &key, v, *f)?,
+                        None => c.ms(&key, v, *f)?,
                     }
                     .expect("stored");
                     let prev = st.sets.get(k).map_or(0, |s| s.2);
@@ -173,7 +135,7 @@ fn writer(port: u16, w: usize, mut st: Acked, stop: Arc<AtomicBool>, seed: u64) 
                 }
                 Op::Cas => {
                     let key = format!("w{w}:cas");
-                    let (v, _, cas) = c.get(&key)?.expect("cas key exists");
+                    let (v, _, cas) = c.mg(&key)?.expect("cas key exists");
                     let n: u64 = v.parse().unwrap();
                     assert_eq!(n, st.cas_value, "nobody else writes this key");
                     let r = c.ask(&format!(
@@ -202,7 +164,7 @@ fn verify(port: u16, w: usize, mut st: Acked) -> Acked {
     let mut c = Conn::connect(port).expect("connect after restart");
     let fl = st.in_flight.take();
     for k in 0..SET_KEYS {
-        let got = c.get(&format!("w{w}:s{k}")).unwrap();
+        let got = c.mg(&format!("w{w}:s{k}")).unwrap();
         let want = st.sets.get(&k).cloned();
         match (&fl, got, want) {
             (Some(Op::Set(fk, v, f)), Some(g), _) if *fk == k && g.0 == *v => {
@@ -214,7 +176,7 @@ fn verify(port: u16, w: usize, mut st: Acked) -> Acked {
             (_, got, want) => assert_eq!(got, want, "writer {w} key s{k}"),
         }
     }
-    let ctr = c.get(&format!("w{w}:ctr")).unwrap().unwrap().0;
+    let ctr = c.mg(&format!("w{w}:ctr")).unwrap().unwrap().0;
     let ctr: u64 = ctr.trim().parse().unwrap();
     let in_flight = |o: fn(&Op) -> bool| fl.as_ref().is_some_and(o);
     assert!(
@@ -223,7 +185,7 @@ fn verify(port: u16, w: usize, mut st: Acked) -> Acked {
         st.counter
     );
     st.counter = ctr;
-    let log = c.get(&format!("w{w}:log")).unwrap().unwrap().0;
+    let log = c.mg(&format!("w{w}:log")).unwrap().unwrap().0;
     let n = (log.len() / 2) as u64;
     assert_eq!(log, "x,".repeat(n as usize), "log holds whole appends only");
     assert!(
@@ -233,7 +195,7 @@ fn verify(port: u16, w: usize, mut st: Acked) -> Acked {
     );
     st.log_len = n;
     let v: u64 = c
-        .get(&format!("w{w}:cas"))
+        .mg(&format!("w{w}:cas"))
         .unwrap()
         .unwrap()
         .0
@@ -306,7 +268,7 @@ fn sigkill_under_concurrent_writes_loses_no_acknowledged_write() {
             .collect();
         // A write after the restart gets a CAS above everything before the crash.
         let mut c = Conn::connect(port).unwrap();
-        let cas = c.set("probe", &cycle.to_string(), 0).unwrap().unwrap();
+        let cas = c.ms("probe", &cycle.to_string(), 0).unwrap().unwrap();
         assert!(cas > max_before, "cycle {cycle}: CAS {cas} <= {max_before}");
         for s in states.iter_mut() {
             s.floor = max_before.max(s.max_cas);

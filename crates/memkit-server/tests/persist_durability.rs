@@ -20,7 +20,10 @@ use std::time::Duration;
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/lines.rs"]
+mod lines;
 
+use lines::Lines;
 use memkit_testkit::TestServer;
 use memkit_testkit::wire::{BlockingWire, Until};
 
@@ -29,37 +32,7 @@ const KEYS: u64 = 32;
 const MODES: [&str; 3] = ["sync", "periodic:1000", "none"];
 
 /// A text-protocol connection, one request at a time.
-struct Conn(BlockingWire);
-
-impl Conn {
-    fn connect(port: u16) -> std::io::Result<Conn> {
-        let w = BlockingWire::tcp(("127.0.0.1", port))?;
-        Ok(Conn(w.with_timeout(Duration::from_secs(10))))
-    }
-    /// The next line, without its `\r\n`; `UnexpectedEof` when the server closed first.
-    fn line(&mut self) -> std::io::Result<String> {
-        let l = self.0.try_read(Until::LINE)?;
-        Ok(String::from_utf8_lossy(&l).trim_end().to_string())
-    }
-    fn ask(&mut self, req: &str) -> std::io::Result<String> {
-        self.0.try_send(req.as_bytes())?;
-        self.line()
-    }
-    fn set(&mut self, key: &str, value: &str) -> std::io::Result<String> {
-        self.ask(&format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()))
-    }
-    /// The value of `key`, `None` on a miss.
-    fn get(&mut self, key: &str) -> std::io::Result<Option<String>> {
-        let head = self.ask(&format!("get {key}\r\n"))?;
-        if head == "END" {
-            return Ok(None);
-        }
-        assert!(head.starts_with("VALUE "), "{head}");
-        let v = self.line()?;
-        assert_eq!(self.line()?, "END");
-        Ok(Some(v))
-    }
-}
+type Conn = Lines;
 
 /// What one writer had acknowledged (key -> value) and had in flight when memkitd died.
 #[derive(Default)]

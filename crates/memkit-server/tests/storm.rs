@@ -10,14 +10,12 @@ use memkit_testkit::wire::{Until, Wire};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+#[path = "support/lines.rs"]
+mod lines;
+
 /// `memkit_io_moves` from a `stats` reply.
 fn io_moves(stats: &str) -> u64 {
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix("STAT memkit_io_moves "))
-        .expect("memkit_io_moves")
-        .parse()
-        .unwrap()
+    lines::stat(stats, "memkit_io_moves")
 }
 
 /// Connections opened and reset by the hundred (at once, mid-request, mid-reply) while a
