@@ -45,6 +45,8 @@ use crate::state::{ConnLive, ConnState, Registered, Shared};
 
 mod login;
 mod pool;
+#[cfg(test)]
+mod tests;
 
 pub use crate::state::gate::{Completer, Outcome};
 

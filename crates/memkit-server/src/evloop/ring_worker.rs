@@ -503,3 +503,73 @@ fn look(light: &mut Light, sleep: bool, polled: &mut Vec<(usize, bool, bool)>) -
     }
     Ok(rang)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::session::Session;
+    use crate::state::{ConnLive, Registered, Shared};
+
+    /// A connection closed while the ring holds a receive of it keeps its socket open until
+    /// that receive completes: a descriptor number closed under an operation may be given
+    /// to the next socket the process opens, and an operation issued later on it (a receive
+    /// linked behind a send resolves its descriptor only then) would act on that stranger.
+    #[test]
+    fn a_socket_stays_open_until_the_ring_lets_go_of_it() {
+        let waker = Waker::new().unwrap();
+        let Ok(mut uring) = Uring::new(&waker) else {
+            return; // no io_uring here: nothing the ring could hold
+        };
+        uring.light.on = false;
+        let settings = crate::Settings::default();
+        let sh = Shared::new(Arc::new(crate::backend::engine_for(&settings)), settings);
+        let (ours, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let fd = ours.as_raw_fd();
+        let mut conn = LoopConn {
+            sock: Sock::Unix(mio::net::UnixStream::from_std(ours)),
+            session: Session::new(
+                Registered { sh, id: 1 },
+                Arc::new(ConnLive::new(0, None, true)),
+            ),
+            next: Next::Read,
+            drained: true,
+            closed: false,
+            era: 9,
+            held: Held::Nothing,
+        };
+        uring.wait_input(&mut conn, 3).unwrap();
+        assert_eq!(conn.held, Held::Recv);
+        assert!(
+            uring.close(conn, 3).is_none(),
+            "kept while its receive is armed"
+        );
+        // SAFETY: fcntl(2) F_GETFD reads a descriptor's flags and touches no memory.
+        let open = |fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0;
+        assert!(open(fd), "closed under the ring's receive");
+        // The receive ends (the socket was shut) and its completion lets the socket go.
+        let mut done = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !uring.retiring.is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the receive never ended"
+            );
+            uring
+                .ring
+                .enter(true, Some(std::time::Duration::from_millis(10)), &mut done)
+                .unwrap();
+            for d in done.drain(..) {
+                assert_eq!((d.op, d.key), (Op::Recv, Key { slot: 3, era: 9 }));
+                if let Some(input) = d.input {
+                    uring.ring.discard(input);
+                }
+                uring.retired(d.key);
+            }
+        }
+        assert!(!open(fd), "its socket closed with the last operation");
+    }
+}
