@@ -29,14 +29,19 @@
 //!   that reserves a slot at or below the head moves the tail up to the head; slots still
 //!   holding elements are skipped by `add`, so they are delivered too.
 //!
-//! **Stack** — keys `stack:<name>:top` and `stack:<name>:<slot>`. *push*: `incr top`, `add`
-//! the slot (next slot if occupied). *pop*: `gets top`; empty at 0; claim slot `top` by
-//! decrementing top *with its CAS*; take the element as above but with `delete_cas` (slots
-//! are reused as the top moves down and up, so consumed slots must not stay occupied). A
-//! consumer that loses the take reads its slot again: a newer element may have landed there
-//! above a top that has already moved below it, where no other consumer looks.
-//! LIFO holds for pushes and pops that do not overlap in time; overlapping ones may
-//! interleave.
+//! **Stack** — keys `stack:<name>:top` and `stack:<name>:<slot>`; slots are reused as the
+//! top moves down and up. *push*: `incr top` reserves slot `n`; `add` the element there.
+//! *pop*: `gets top`; empty at 0; `gets` slot `top`, remove the element with `delete_cas`
+//! (one consumer wins it), then move the top down *with its CAS*. Removing before moving
+//! the top keeps every slot above the top empty, so a push's `add` never meets an element
+//! being taken. If the top moved meanwhile (a push), the element goes back in its slot
+//! and the pop starts over (or returns it, if the slot was closed meanwhile, below).
+//! An empty slot under the top is a write or a pop in flight:
+//! consumers wait for it, and after `hole_wait` with the top unchanged one closes it with
+//! a tombstone (the late `add` fails, its push reserves again) and moves the top below it;
+//! consumers skip a tombstone, and a push that reserved one moves the top past it in one
+//! compare-and-swap. LIFO holds for pushes and pops that do not overlap in time;
+//! overlapping ones may interleave.
 //!
 //! Guarantees while the keys live: every pushed element is popped exactly once; none is
 //! lost or duplicated (a consumer that crashes after taking an element loses it:
@@ -140,32 +145,23 @@ impl<M: Memcache> Slots<M> {
         Ok(self.mc.add(&self.slot_key(n), TOMBSTONE, 0, ttl).await?)
     }
 
-    /// Takes the element in claimed slot `n`: `Some(encoded)` if we removed it, `None` if the
-    /// slot is a hole (tombstoned by us or someone) or ends empty or tombstoned after another
-    /// consumer took what was there. Removal is one atomic CAS command, so exactly one taker
-    /// wins: `delete_cas`, or with `mark` a `cas` that replaces the element by a tombstone
-    /// (the queue's record of consumed slots). A lost race reads the slot again.
-    async fn take(&self, n: u64, mark: bool) -> Result<Option<Vec<u8>>> {
+    /// Takes the element in the queue's claimed slot `n`: `Some(encoded)` if we removed it,
+    /// `None` if the slot is a hole (tombstoned by us or someone) or holds the tombstone of
+    /// another consumer that took what was there. Removal is one atomic `cas` that replaces
+    /// the element by a tombstone (the record of consumed slots), so exactly one taker wins.
+    async fn take(&self, n: u64) -> Result<Option<Vec<u8>>> {
         let key = self.slot_key(n);
         let mut waited = Duration::ZERO;
         let mut nap = Duration::from_millis(1);
         for _ in 0..1_000 {
             match self.mc.get(&key).await? {
                 Some(item) if item.value.first() == Some(&ITEM) => {
-                    let won = if mark {
-                        let ttl = Exptime::secs(self.opts.tombstone_ttl.max(1));
-                        self.mc.cas(&key, TOMBSTONE, 0, ttl, item.cas).await?
-                            == StoreOutcome::Stored
-                    } else {
-                        self.mc.delete_cas(&key, item.cas).await? == DeleteOutcome::Deleted
-                    };
-                    if won {
+                    let ttl = Exptime::secs(self.opts.tombstone_ttl.max(1));
+                    if self.mc.cas(&key, TOMBSTONE, 0, ttl, item.cas).await? == StoreOutcome::Stored
+                    {
                         return Ok(Some(item.value[1..].to_vec()));
                     }
-                    // Someone else took that element, but a stack's slot is reused as its top
-                    // moves down and up: a newer element may sit in the slot we still hold the
-                    // claim on, above a top that has already moved below it, where no other
-                    // consumer will look. Read the slot again rather than strand it.
+                    // Another consumer took it: the slot now holds its tombstone.
                 }
                 Some(_) => return Ok(None),
                 None if waited >= self.opts.hole_wait => {
@@ -318,7 +314,7 @@ impl<M: Memcache, T: Serialize + DeserializeOwned> Queue<M, T> {
             if !s.step(&head, ArithMode::Incr, cas).await? {
                 continue;
             }
-            if let Some(bytes) = s.take(h + 1, true).await? {
+            if let Some(bytes) = s.take(h + 1).await? {
                 return decode(&bytes).map(Some);
             }
         }
@@ -420,25 +416,72 @@ impl<M: Memcache, T: Serialize + DeserializeOwned> Stack<M, T> {
         }
     }
 
-    /// Pushes `x`; returns its slot. Two round trips.
+    /// Pushes `x`; returns its slot. Two round trips: reserve a slot, write it.
+    ///
+    /// A reserved slot is empty: a consumer moves the top below a slot only after it removed
+    /// the element there, or closed the slot with a tombstone. So `add` fails only on a
+    /// tombstone (or, after the top was lost, on an element left above the new top, which
+    /// the reservation now covers), and the push reserves again.
     pub async fn push(&self, x: &T) -> Result<u64> {
         let mut body = vec![ITEM];
         body.extend(encode(x)?);
         let s = &self.slots;
-        let top = s.counter_key("top");
+        let mut n = incr_or_create(&s.mc, &s.counter_key("top"), 1, Exptime::NEVER).await?;
         for _ in 0..super::MAX_ATTEMPTS {
-            let n = incr_or_create(&s.mc, &top, 1, Exptime::NEVER).await?;
             if s.put(n, &body).await? {
                 return Ok(n);
+            }
+            n = self.reserve_past(n).await?;
+        }
+        Err(Error::Contended(super::MAX_ATTEMPTS))
+    }
+
+    /// Reserves a slot other than `taken`, which our reservation found occupied (a
+    /// tombstone). Consumers skip a tombstone by moving the top below it, so a plain `incr`
+    /// lands on the same tombstone again whenever a consumer got there in between. Instead
+    /// the top moves up with the CAS it was read with: over the tombstone to the slot above
+    /// it when the top is just below it, else one up. The compare-and-swap fails only if
+    /// another push or pop moved the top meanwhile.
+    async fn reserve_past(&self, taken: u64) -> Result<u64> {
+        let s = &self.slots;
+        let top = s.counter_key("top");
+        for _ in 0..super::MAX_ATTEMPTS {
+            let Some((t, cas)) = s.counter(&top).await? else {
+                return incr_or_create(&s.mc, &top, 1, Exptime::NEVER).await;
+            };
+            let opts = ArithOptions {
+                mode: ArithMode::Incr,
+                delta: if t + 1 == taken { 2 } else { 1 },
+                cas: Some(cas),
+                ..Default::default()
+            };
+            if let ArithOutcome::Value { value, .. } = s.mc.arithmetic(&top, &opts).await? {
+                return Ok(value);
             }
         }
         Err(Error::Contended(super::MAX_ATTEMPTS))
     }
 
-    /// Pops the newest element, `None` when empty. Four round trips.
+    /// Pops the newest element, `None` when empty. Four round trips: read the top, read its
+    /// slot, remove the element, move the top down.
+    ///
+    /// The element is removed first (`delete_cas`: one consumer wins it) and the top moved
+    /// after, with the CAS read with it: no slot above the top holds an element, so a push,
+    /// which reserves the slot just above, never finds it still occupied. If the top moved
+    /// meanwhile (a push above it), the element goes back in its slot, still under the top,
+    /// and the pop starts over; if that slot was closed meanwhile (a consumer gave up
+    /// waiting on it, below), no one else will deliver the element: this pop returns it.
+    ///
+    /// An empty slot under the top is a push between its two commands, or a pop between
+    /// its last two. Consumers wait for it: while the top and its CAS stay unchanged for
+    /// `hole_wait`, one of them closes the slot with a tombstone (the late writer's `add`
+    /// then fails) and moves the top below it. A tombstone under the top is skipped.
     pub async fn pop(&self) -> Result<Option<T>> {
         let s = &self.slots;
         let top = s.counter_key("top");
+        let mut hole = (0, 0);
+        let mut waited = Duration::ZERO;
+        let mut nap = Duration::ZERO;
         for _ in 0..MAX_CLAIMS {
             let Some((n, cas)) = s.counter(&top).await? else {
                 return Ok(None);
@@ -446,11 +489,36 @@ impl<M: Memcache, T: Serialize + DeserializeOwned> Stack<M, T> {
             if n == 0 {
                 return Ok(None);
             }
-            if !s.step(&top, ArithMode::Decr, cas).await? {
-                continue;
-            }
-            if let Some(bytes) = s.take(n, false).await? {
-                return decode(&bytes).map(Some);
+            let key = s.slot_key(n);
+            match s.mc.get(&key).await? {
+                Some(item) if item.value.first() == Some(&ITEM) => {
+                    if s.mc.delete_cas(&key, item.cas).await? != DeleteOutcome::Deleted {
+                        continue; // another consumer took it
+                    }
+                    if s.step(&top, ArithMode::Decr, cas).await? || !s.put(n, &item.value).await? {
+                        return decode(&item.value[1..]).map(Some);
+                    }
+                }
+                Some(_) => {
+                    s.step(&top, ArithMode::Decr, cas).await?;
+                }
+                None => {
+                    if hole != (n, cas) {
+                        (hole, waited, nap) = ((n, cas), Duration::ZERO, Duration::ZERO);
+                    }
+                    if waited >= s.opts.hole_wait {
+                        if s.close(n).await? {
+                            s.step(&top, ArithMode::Decr, cas).await?;
+                        }
+                        continue;
+                    }
+                    // A pop between its last two commands is done in a round trip: look
+                    // again at once, then back off.
+                    let d = nap.min(s.opts.hole_wait - waited);
+                    sleep(d).await;
+                    waited += d;
+                    nap = (nap * 2).clamp(Duration::from_millis(1), Duration::from_millis(50));
+                }
             }
         }
         Err(Error::Contended(MAX_CLAIMS))

@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use memkit_cookbook::testing::{At, Op, Scripted};
+use memkit_cookbook::testing::{At, Gate, Op, Scripted};
 use memkit_cookbook::*;
 use memkit_engine::Embedded;
 use memkit_types::Memcache;
@@ -147,12 +147,13 @@ fn queue_push_checks_its_slot_against_the_head_after_reserving() {
     });
 }
 
-/// Stack slots are reused as the top moves down and up. Consumers C1 and C2 each claim
-/// slot 1 (the top moving back up in between) and read its element B, then stop before
-/// taking it. A producer raises the top to 1 and stops before writing; a third consumer
-/// claims slot 1 and takes B, leaving the top at 0; the producer writes Y into slot 1.
-/// C1 and C2 both lose the take of B. A consumer that gave up there left Y in slot 1 above
-/// a top of 0, where no pop looks; one that reads the slot again takes Y.
+/// Stack slots are reused as the top moves down and up. Consumers C1 and C2 each read B,
+/// the element in slot 1, and stop before removing it (another element is pushed and
+/// popped in between). A producer reserves slot 2 and stops before writing; a third
+/// consumer waits out the empty slot, closes it and pops B; the producer's write fails on
+/// the tombstone and it writes Y in slot 1 instead. C1 and C2 both lose the take of B: a
+/// consumer that gave up there would return nothing; one that starts over from the top
+/// takes Y, which comes out exactly once.
 #[test]
 fn stack_consumer_that_loses_the_take_reads_the_slot_again() {
     rt().block_on(async {
@@ -162,16 +163,16 @@ fn stack_consumer_that_loses_the_take_reads_the_slot_again() {
         let (c1, c2, p) = (store.actor("C1"), store.actor("C2"), store.actor("P"));
         let take1 = c1.pause(At::before(Op::Delete, 1));
         let pop1 = spawn(async move { stack(c1).pop().await });
-        take1.reached().await; // top 0, C1 read B
-        assert_eq!(s.push(&"X".to_string()).await.unwrap(), 2, "slot 1 is busy");
+        take1.reached().await; // top 1, C1 read B
+        assert_eq!(s.push(&"X".to_string()).await.unwrap(), 2, "B is on top");
         assert_eq!(s.pop().await.unwrap().as_deref(), Some("X")); // top 1
         let take2 = c2.pause(At::before(Op::Delete, 1));
         let pop2 = spawn(async move { stack(c2).pop().await });
-        take2.reached().await; // top 0, C2 read B
+        take2.reached().await; // top 1, C2 read B
         let write = p.pause(At::before(Op::Add, 1));
         let push = spawn(async move { stack(p).push(&"Y".to_string()).await });
-        write.reached().await; // top 1, Y not written yet
-        assert_eq!(s.pop().await.unwrap().as_deref(), Some("B")); // top 0
+        write.reached().await; // top 2, Y not written yet
+        assert_eq!(s.pop().await.unwrap().as_deref(), Some("B")); // slot 2 closed, top 0
         write.release();
         assert_eq!(done(push).await, 1);
         take1.release();
@@ -183,6 +184,120 @@ fn stack_consumer_that_loses_the_take_reads_the_slot_again() {
         }
         assert_eq!(popped, ["Y"], "an acknowledged push was stranded");
     });
+}
+
+/// Stack consumers remove an element before they move the top below its slot. Consumer C0
+/// has read X0, the element on top (slot 1), and stops before removing it; push P reserves
+/// a slot. Then, round after round while P stops before each new reservation: the
+/// consumer removes its element, another push puts the next element on top, a new
+/// consumer reads that one and stops before removing it, and P reserves again. Consumers
+/// that moved the top below a slot before removing its element left the slot occupied
+/// just above the top: each reservation of P landed on the element being taken, and the
+/// push failed with `Contended` after 64 of them (the convoy a loaded scheduler repeated
+/// in `races::stack_concurrency`).
+#[test]
+fn stack_push_never_lands_on_an_element_being_taken() {
+    rt().block_on(async {
+        let store = Scripted::new(Embedded::with_defaults());
+        let s = stack(store.clone());
+        s.push(&"X0".to_string()).await.unwrap();
+        let (mut take, mut pop) = stop_before_take(&store, "C0").await;
+        let p = store.actor("P");
+        let mut reserve = p.pause(At::before(Op::Arith, 2));
+        let mut push = push_task(p.clone(), "P");
+        let mut pushed = vec!["X0".to_string()];
+        let mut popped = Vec::new();
+        let result = loop {
+            if let Some(r) = stopped_or_done(&reserve, &mut push).await {
+                break r;
+            }
+            // P's last reservation found the element C is taking.
+            take.release();
+            popped.extend(done(pop).await);
+            let x = format!("X{}", pushed.len());
+            s.push(&x).await.unwrap();
+            (take, pop) = stop_before_take(&store, &format!("C{}", pushed.len())).await;
+            pushed.push(x);
+            let next = p.pause(At::before(Op::Arith, 1));
+            reserve.release();
+            reserve = next;
+        };
+        let rounds = pushed.len() - 1;
+        assert!(result.is_ok(), "after {rounds} rounds: {result:?}");
+        take.release();
+        popped.extend(done(pop).await);
+        while let Some(x) = s.pop().await.unwrap() {
+            popped.push(x);
+        }
+        pushed.push("P".to_string());
+        popped.sort();
+        pushed.sort();
+        assert_eq!(popped, pushed, "every element popped exactly once");
+    });
+}
+
+/// Consumers skip a tombstone by moving the top below it. Push P reserves slot 1 and
+/// stalls past `hole_wait`; consumer C closes the slot with a tombstone and stops before
+/// moving the top; P's write fails on the tombstone and P stops before reserving again;
+/// C moves the top below the tombstone. Then, round after round while P stops before each
+/// reservation, a pop skips the tombstone if the top is on it. A push that reserved with a
+/// plain `incr` landed on the tombstone every round (a consumer had just moved the top
+/// back below it) and failed with `Contended` after 64 rounds.
+#[test]
+fn stack_push_gets_past_a_tombstone_that_consumers_keep_skipping() {
+    rt().block_on(async {
+        let store = Scripted::new(Embedded::with_defaults());
+        let s = stack(store.clone());
+        let (p, c) = (store.actor("P"), store.actor("C"));
+        let write = p.pause(At::before(Op::Add, 1));
+        let mut push = push_task(p.clone(), "P");
+        write.reached().await; // top 1, slot 1 not written
+        let closed = c.pause(At::after(Op::Add, 1));
+        let pop = spawn(async move { stack(c).pop().await });
+        closed.reached().await; // C waited hole_wait and closed slot 1
+        let mut reserve = p.pause(At::before(Op::Arith, 1));
+        write.release();
+        reserve.reached().await; // P's write failed on the tombstone
+        closed.release();
+        assert_eq!(done(pop).await, None);
+        let mut rounds = 0;
+        let result = loop {
+            if let Some(r) = stopped_or_done(&reserve, &mut push).await {
+                break r;
+            }
+            assert_eq!(s.pop().await.unwrap(), None);
+            rounds += 1;
+            let next = p.pause(At::before(Op::Arith, 1));
+            reserve.release();
+            reserve = next;
+        };
+        assert!(result.is_ok(), "after {rounds} rounds: {result:?}");
+        assert_eq!(s.pop().await.unwrap().as_deref(), Some("P"));
+        assert_eq!(s.pop().await.unwrap(), None);
+    });
+}
+
+fn push_task(mc: Scripted<Embedded>, x: &str) -> Task<u64> {
+    let x = x.to_string();
+    spawn(async move { stack(mc).push(&x).await })
+}
+
+/// A pop by a new actor `name`, stopped once it has read the top element, before removing it.
+async fn stop_before_take(store: &Scripted<Embedded>, name: &str) -> (Gate, Task<Option<String>>) {
+    let c = store.actor(name);
+    let take = c.pause(At::before(Op::Delete, 1));
+    let pop = spawn(async move { stack(c).pop().await });
+    take.reached().await;
+    (take, pop)
+}
+
+/// Waits until `gate` stops its actor or `task` ends; the task's result if it ended.
+async fn stopped_or_done<T>(gate: &Gate, task: &mut Task<T>) -> Option<Result<T>> {
+    tokio::select! {
+        biased;
+        r = task => Some(r.unwrap()),
+        () = gate.reached() => None,
+    }
 }
 
 /// The ring of 2 chunks of 10 s wraps: an event of chunk c + 2 is written while the key of
