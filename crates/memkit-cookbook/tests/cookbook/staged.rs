@@ -155,7 +155,7 @@ fn queue_push_checks_its_slot_against_the_head_after_reserving() {
 /// consumer that gave up there would return nothing; one that starts over from the top
 /// takes Y, which comes out exactly once.
 #[test]
-fn stack_consumer_that_loses_the_take_reads_the_slot_again() {
+fn stack_consumer_that_loses_the_take_starts_over_from_the_top() {
     rt().block_on(async {
         let store = Scripted::new(Embedded::with_defaults());
         let s = stack(store.clone());
