@@ -10,6 +10,9 @@
 //! A [`Loc`] names a record: a segment id and a byte offset in it. The arena resolves it to
 //! bytes; it knows nothing of keys, the index or the eviction order.
 
+use std::sync::Arc;
+
+use memkit_flash::{FlashLoc, FlashStore};
 use memkit_types::{Error, Result};
 
 use crate::segment::{Header, ItemAt, LargeBlock, MUTABLE_BITS, Segment, read_item, write_item};
@@ -56,10 +59,34 @@ pub(crate) fn large_cost(len: usize) -> usize {
 /// memcached's hash table takes 512 KiB outside it.
 pub(crate) const STUB_SEGMENTS: usize = 3;
 
+/// An out-of-line value: its bytes in RAM, or where the flash tier wrote them when RAM let
+/// it go (`-o ext_path`). The record's stub, with the key and metadata, stays in a segment
+/// either way, so every command finds and judges the item as before.
+#[derive(Debug)]
+pub(crate) enum Large {
+    Ram(LargeBlock),
+    Flash(FlashLoc),
+}
+
+/// What a value slot is charged beside its bytes: the slot table grows with out-of-line
+/// values (and so with flash-resident ones) and is never shrunk.
+const SLOT_COST: usize = std::mem::size_of::<Option<Large>>();
+
+/// A live item's value as the arena holds it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Value<'a> {
+    Bytes(&'a [u8]),
+    Flash(FlashLoc),
+}
+
 /// A shard's segments, large blocks and budget.
 #[derive(Debug)]
 pub(crate) struct Arena {
     seg_size: usize,
+    /// Values longer than this live out of line (`segment::large_for`).
+    large_at: usize,
+    /// The flash tier, if any: where values RAM lets go are written.
+    flash: Option<Arc<FlashStore>>,
     /// Bytes the shard may hold: segments, large blocks and the charged tables together
     /// ([`Self::limit`] adds segments for the stubs of out-of-line values).
     budget: usize,
@@ -68,18 +95,24 @@ pub(crate) struct Arena {
     free: Vec<u32>,
     /// Segment ids whose memory was given back.
     unmapped: Vec<u32>,
-    large: Vec<Option<LargeBlock>>,
+    large: Vec<Option<Large>>,
     large_free: Vec<u32>,
     /// Bytes held from the OS: mapped segments, large blocks, charged tables.
     mapped: usize,
     /// Budget set aside by `make_room` for a large block about to be allocated.
     reserved: usize,
+    /// Values on flash, and the bytes of their records there.
+    flash_items: usize,
+    flash_bytes: usize,
 }
 
 impl Arena {
-    pub fn new(seg_size: usize, budget: usize) -> Arena {
+    pub fn new(seg_size: usize, budget: usize, flash: Option<(Arc<FlashStore>, usize)>) -> Arena {
+        let large_at = crate::segment::large_threshold(seg_size, flash.as_ref().map(|f| f.1));
         Arena {
             seg_size,
+            large_at,
+            flash: flash.map(|f| f.0),
             budget,
             segs: Vec::new(),
             free: Vec::new(),
@@ -88,6 +121,8 @@ impl Arena {
             large_free: Vec::new(),
             mapped: 0,
             reserved: 0,
+            flash_items: 0,
+            flash_bytes: 0,
         }
     }
 
@@ -95,6 +130,16 @@ impl Arena {
 
     pub fn seg_size(&self) -> usize {
         self.seg_size
+    }
+
+    /// Values longer than this live out of line.
+    pub fn large_at(&self) -> usize {
+        self.large_at
+    }
+
+    /// The flash tier, if the shard has one.
+    pub fn flash(&self) -> Option<&Arc<FlashStore>> {
+        self.flash.as_ref()
     }
 
     /// A smaller budget is reached by eviction as items arrive.
@@ -143,7 +188,7 @@ impl Arena {
     #[inline]
     pub fn item_at(&self, e: Loc) -> ItemAt {
         let s = self.seg(seg_of(e));
-        read_item(s.bytes(), off_of(e), s.base_seq)
+        read_item(s.bytes(), off_of(e), s.base_seq, self.large_at)
     }
 
     /// Starts loading the first two cache lines of the record at `e`: its header and key,
@@ -168,16 +213,85 @@ impl Arena {
         at.key(self.seg(seg_of(e)).bytes())
     }
 
-    /// The value of a live item: inline in its segment, or its large block.
+    /// The value of a live item: inline in its segment, its large block, or where it is
+    /// on flash.
     #[inline]
-    pub fn value_of(&self, e: Loc, at: &ItemAt) -> &[u8] {
+    pub fn value_of(&self, e: Loc, at: &ItemAt) -> Value<'_> {
         let seg = self.seg(seg_of(e)).bytes();
         match at.large_handle(seg) {
             Some(h) => match &self.large[h as usize] {
-                Some(block) => &block[..at.header.vlen as usize],
-                None => &[],
+                Some(Large::Ram(block)) => Value::Bytes(&block[..at.header.vlen as usize]),
+                Some(Large::Flash(loc)) => Value::Flash(*loc),
+                None => Value::Bytes(&[]),
             },
-            None => at.stored_value(seg),
+            None => Value::Bytes(at.stored_value(seg)),
+        }
+    }
+
+    /// Writes the RAM block `handle` to flash and frees it, keeping the location instead:
+    /// `false` if there is no flash tier, the value is not in RAM, or the store refused it
+    /// (full of buffers waiting for the writer, or a failing disk).
+    pub fn demote(&mut self, handle: u32, key: &[u8]) -> bool {
+        let (Some(flash), Some(Some(Large::Ram(block)))) =
+            (&self.flash, self.large.get(handle as usize))
+        else {
+            return false;
+        };
+        let Some(loc) = flash.append(key, block) else {
+            return false;
+        };
+        self.mapped -= large_cost(block.len());
+        self.flash_items += 1;
+        self.flash_bytes += loc.len as usize;
+        self.large[handle as usize] = Some(Large::Flash(loc));
+        true
+    }
+
+    /// Brings a flash value back to RAM in the slot that pointed at `loc` (a recache): the
+    /// budget was made room for by `make_room`. `false` if the slot moved on meanwhile.
+    pub fn recache(&mut self, handle: u32, loc: FlashLoc, value: &[u8]) -> Result<bool> {
+        if !matches!(self.large.get(handle as usize), Some(Some(Large::Flash(l))) if *l == loc) {
+            self.reserved = 0;
+            return Ok(false);
+        }
+        let mut block = Vec::new();
+        block
+            .try_reserve_exact(value.len())
+            .map_err(|_| Error::OutOfMemory)?;
+        block.extend_from_slice(value);
+        self.mapped += large_cost(value.len());
+        self.reserved = 0;
+        self.large[handle as usize] = Some(Large::Ram(block.into_boxed_slice()));
+        self.flash_gone(loc);
+        Ok(true)
+    }
+
+    /// A slot for a value already on flash at `loc` (a warm restart's stub).
+    pub fn adopt_flash(&mut self, loc: FlashLoc) -> u32 {
+        self.flash_items += 1;
+        self.flash_bytes += loc.len as usize;
+        let slot = Some(Large::Flash(loc));
+        match self.large_free.pop() {
+            Some(h) => {
+                self.large[h as usize] = slot;
+                h
+            }
+            None => {
+                self.large.push(slot);
+                self.mapped += SLOT_COST;
+                (self.large.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Points slot `handle` at `to` if it points at `from` (compaction moved the value).
+    pub fn moved(&mut self, handle: u32, from: FlashLoc, to: FlashLoc) -> bool {
+        match self.large.get_mut(handle as usize) {
+            Some(Some(Large::Flash(l))) if *l == from => {
+                *l = to;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -345,7 +459,7 @@ impl Arena {
             .map_err(|_| Error::OutOfMemory)?;
         block.extend_from_slice(parts[0]);
         block.extend_from_slice(parts[1]);
-        let block: LargeBlock = block.into_boxed_slice();
+        let block = Large::Ram(block.into_boxed_slice());
         self.mapped += large_cost(len);
         self.reserved = 0;
         Ok(match self.large_free.pop() {
@@ -355,16 +469,34 @@ impl Arena {
             }
             None => {
                 self.large.push(Some(block));
+                self.mapped += SLOT_COST;
                 (self.large.len() - 1) as u32
             }
         })
     }
 
-    fn free_large(&mut self, handle: u32) {
-        if let Some(block) = self.large.get_mut(handle as usize).and_then(Option::take) {
-            self.mapped -= large_cost(block.len());
-            self.large_free.push(handle);
+    /// A value on flash is no longer pointed at: its bytes there are dead (the file is not
+    /// touched: compaction or the page's reuse takes them back).
+    fn flash_gone(&mut self, loc: FlashLoc) {
+        self.flash_items -= 1;
+        self.flash_bytes -= loc.len as usize;
+        if let Some(flash) = &self.flash {
+            flash.release(loc);
         }
+    }
+
+    /// Values on flash, and the bytes of their records there.
+    pub fn flash_usage(&self) -> (usize, usize) {
+        (self.flash_items, self.flash_bytes)
+    }
+
+    fn free_large(&mut self, handle: u32) {
+        match self.large.get_mut(handle as usize).and_then(Option::take) {
+            Some(Large::Ram(block)) => self.mapped -= large_cost(block.len()),
+            Some(Large::Flash(loc)) => self.flash_gone(loc),
+            None => return,
+        }
+        self.large_free.push(handle);
     }
 }
 

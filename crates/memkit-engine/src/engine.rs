@@ -83,6 +83,9 @@ pub struct EngineConfig {
     pub eviction: EvictionPolicy,
     /// The time source.
     pub clock: Arc<dyn Clock>,
+    /// A flash tier under RAM (memkitd's `-o ext_path`): large values RAM lets go are
+    /// written there and their stubs kept.
+    pub flash: Option<crate::flash::FlashTier>,
 }
 
 impl Default for EngineConfig {
@@ -94,6 +97,7 @@ impl Default for EngineConfig {
             shards: None,
             eviction: EvictionPolicy::default(),
             clock: Arc::new(SystemClock),
+            flash: None,
         }
     }
 }
@@ -184,6 +188,8 @@ pub struct Engine {
     evict_hook: Arc<std::sync::OnceLock<EvictHook>>,
     /// The persistent layer under this engine, if any (see [`crate::hook`]).
     hook: Option<Arc<dyn StoreHook>>,
+    /// The flash tier under RAM, if any (see [`crate::flash`]).
+    pub(crate) flash: Option<crate::flash::FlashTier>,
 }
 
 impl Engine {
@@ -231,6 +237,7 @@ impl Engine {
             item_size_max: cfg.item_size_max,
             evict_hook: Arc::default(),
             policy: cfg.eviction,
+            flash: cfg.flash.clone(),
         };
         let shards_vec: Vec<Padded> = (0..shards)
             .map(|i| {
@@ -254,13 +261,17 @@ impl Engine {
             memory_limit: budget.into(),
             seg_size,
             hook: None,
+            flash: cfg.flash,
         }
     }
 
     /// An engine over a persistent layer: RAM becomes a cache of hot items, a RAM miss is
     /// answered from `hook`, and every change is recorded there before the command returns.
     /// `cas_floor`: every CAS this engine derives is greater (the layer's reservation).
+    /// The flash tier is not used under a persistent layer (whose disk already holds every
+    /// item RAM lets go): `cfg.flash` is ignored.
     pub fn with_hook(cfg: EngineConfig, hook: Arc<dyn StoreHook>, cas_floor: u64) -> Self {
+        let cfg = EngineConfig { flash: None, ..cfg };
         let mut engine = Engine::new(cfg);
         for s in engine.shards.iter() {
             s.0.lock().raise_cas_floor(cas_floor);
@@ -341,7 +352,7 @@ impl Engine {
         r
     }
 
-    fn now(&self) -> u32 {
+    pub(crate) fn now(&self) -> u32 {
         self.clock
             .now_secs()
             .saturating_sub(self.epoch)
@@ -357,7 +368,7 @@ impl Engine {
         }
     }
 
-    fn shard(&self, key: &[u8]) -> (u64, parking_lot::MutexGuard<'_, Shard>) {
+    pub(crate) fn shard(&self, key: &[u8]) -> (u64, parking_lot::MutexGuard<'_, Shard>) {
         let h = self.hasher.hash_one(key);
         // The index finds a key's home bucket from the low 32 bits and tags it with bits 48
         // and up, so the shard is taken from bits 32 and up to keep both uncorrelated with it.
@@ -400,8 +411,30 @@ impl Engine {
     }
 
     /// Reads one key and hands a borrowed view of it to `f` while the shard is locked, so a
-    /// server can copy the value straight into its output buffer.
+    /// server can copy the value straight into its output buffer. A value on flash is read
+    /// first, on this thread, and `f` called once it is in (a server that must not wait
+    /// uses [`Engine::get_or_flash`]).
     pub fn get_view<R>(
+        &self,
+        key: &[u8],
+        opts: &GetOptions,
+        f: impl FnOnce(ItemView<'_>) -> R,
+    ) -> Result<Option<R>> {
+        let mut f = Some(f);
+        let got = self.get_or_flash(key, opts, |v| f.take().map(|f| f(v)))?;
+        Ok(match got {
+            None => None,
+            Some(crate::flash::Got::Now(r)) => r,
+            Some(crate::flash::Got::Flash(read)) => {
+                let value = self.read_flash_now(key, &read);
+                value.and_then(|v| f.take().map(|f| f(read.view(key, &v))))
+            }
+        })
+    }
+
+    /// [`Engine::get_view`] without the flash read: `f` sees the item with the shard
+    /// locked, a value on flash as `ItemView::flash`.
+    pub(crate) fn get_view_locked<R>(
         &self,
         key: &[u8],
         opts: &GetOptions,

@@ -226,7 +226,7 @@ impl Shard {
                 return Ok(false);
             }
             let seg = self.arena.seg(s);
-            let at = read_item(seg.bytes(), off, seg.base_seq);
+            let at = read_item(seg.bytes(), off, seg.base_seq, self.arena.large_at());
             let h = self.hasher.hash_one(at.key(seg.bytes()));
             let e = pack(s, off);
             off += at.len;
@@ -252,6 +252,10 @@ impl Shard {
             }
             if !self.cfg.evict {
                 return Err(Error::OutOfMemory);
+            }
+            // The flash tier may take the value; the stub stays.
+            if kept.is_none() && !compact && self.demote(h, e, &at, now) {
+                continue;
             }
             self.drop_item(h, e, &at, kept.is_some(), now);
             if !compact {
@@ -282,7 +286,7 @@ impl Shard {
 
     /// Copies a live item to the policy's keep head with policy bits `bits`. Never evicts
     /// (this runs inside an eviction): `false` when no segment can be had without one.
-    fn relocate(&mut self, h: u64, e: Loc, at: &ItemAt, bits: u8, now: u32) -> bool {
+    pub(crate) fn relocate(&mut self, h: u64, e: Loc, at: &ItemAt, bits: u8, now: u32) -> bool {
         let hdr = Header { bits, ..at.header };
         let fits = |arena: &Arena, m: u32| {
             let seg = arena.seg(m);
@@ -365,7 +369,7 @@ impl Shard {
         let mut off = 0;
         while off < self.arena.seg(s).write_pos as usize {
             let seg = self.arena.seg(s);
-            let at = read_item(seg.bytes(), off, seg.base_seq);
+            let at = read_item(seg.bytes(), off, seg.base_seq, self.arena.large_at());
             let e = pack(s, off);
             off += at.len;
             let Some(why) = self.dead(&at.header, now) else {

@@ -30,6 +30,10 @@
 //! - [`hook`]: [`StoreHook`], the seam a persistent layer (memkit-persist) plugs into: it
 //!   loads what RAM lost and records every change, under the engine's shard lock.
 //! - [`embedded`]: [`Embedded`], the engine behind the [`memkit_types::Memcache`] trait.
+//! - [`flash`]: the flash tier under RAM ([`FlashTier`], memcached's extstore): values
+//!   eviction lets go written to a [`memkit_flash::FlashStore`] with their stubs kept in
+//!   RAM; reads that find a value there ([`Engine::get_or_flash`], [`FlashRead`]);
+//!   `shard/flash.rs` is a shard's side of it.
 //! - `engine::restart`, `shard::restart`: warm restart ([`Engine::warm_save`],
 //!   [`Engine::warm_restore`]): every live item written to a file and read back, CAS
 //!   values included, by a new process with the same limits.
@@ -47,6 +51,7 @@ mod arena;
 pub mod embedded;
 pub mod engine;
 mod evict;
+pub mod flash;
 pub mod hook;
 mod index;
 mod numeric;
@@ -56,6 +61,8 @@ mod shard;
 pub mod stats;
 
 pub use embedded::Embedded;
+pub use flash::{FlashRead, FlashTier, Got};
+pub use memkit_flash;
 pub use engine::{
     CrawledItem, DumpCursor, Engine, EngineConfig, EvictHook, Evicted, Prefetch, WarmError,
     WarmRestored, WarmSaved,

@@ -44,8 +44,17 @@ pub(crate) const MUTABLE_BITS: u8 = VISITED | FETCHED | STALE | WIN_SENT | HOT;
 /// memcached's items). Up to a 32nd, at most 3% is left over, and an out-of-line value costs
 /// its 4-byte handle and the allocator's 32 bytes. The rule is the record's layout:
 /// `read_item` applies it to the segment it reads instead of a bit.
-pub(crate) fn large_for(vlen: usize, seg_size: usize) -> bool {
-    vlen > seg_size / 32
+pub(crate) fn large_for(vlen: usize, large_at: usize) -> bool {
+    vlen > large_at
+}
+
+/// The longest inline value in segments of `seg_size` bytes: a 32nd of a segment, or with a
+/// flash tier whose `ext_item_size` is `flash_item_size`, that size if it is smaller, so
+/// that every value the tier may take is out of line (only those can leave RAM and keep
+/// their stub).
+pub(crate) fn large_threshold(seg_size: usize, flash_item_size: Option<usize>) -> usize {
+    let inline = seg_size / 32;
+    flash_item_size.map_or(inline, |f| inline.min(f))
 }
 
 /// One segment: an anonymous mapping plus bookkeeping.
@@ -272,10 +281,10 @@ pub(crate) fn write_item(
     p
 }
 
-/// Parses the item starting at `off` of `seg`, a whole segment (its length decides which
-/// values are large). The bytes were written by [`write_item`]; a bad record means memory
+/// Parses the item starting at `off` of `seg`, a whole segment (values longer than
+/// `large_at` are out of line: `large_threshold`). The bytes were written by [`write_item`]; a bad record means memory
 /// corruption, which the `debug_assert`s catch in tests.
-pub(crate) fn read_item(seg: &[u8], off: usize, base_seq: u64) -> ItemAt {
+pub(crate) fn read_item(seg: &[u8], off: usize, base_seq: u64, large_at: usize) -> ItemAt {
     let b = &seg[off..];
     let bits = b[0];
     let klen = b[1];
@@ -313,7 +322,7 @@ pub(crate) fn read_item(seg: &[u8], off: usize, base_seq: u64) -> ItemAt {
         flags,
         exptime,
         ext_cas,
-        large: large_for(vlen as usize, seg.len()),
+        large: large_for(vlen as usize, large_at),
     };
     let len = p + klen as usize + header.stored_vlen();
     ItemAt {
@@ -385,7 +394,7 @@ mod tests {
         let mut buf = vec![0u8; 32 << 10]; // a 32 KiB segment: values over 1 KiB are large
         let n = write_item(&mut buf[3..], base, &h, &key, &[&val]);
         assert_eq!(n, h.total_len(base));
-        let at = read_item(&buf, 3, base);
+        let at = read_item(&buf, 3, base, large_threshold(buf.len(), None));
         assert_eq!(at.header, h);
         assert_eq!(at.len, n);
         assert_eq!(at.key(&buf), &key[..]);

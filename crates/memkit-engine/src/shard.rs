@@ -23,6 +23,7 @@ use std::hash::BuildHasher;
 use memkit_types::{Result, Ttl};
 
 mod commands;
+mod flash;
 pub(crate) mod crawl;
 mod persist;
 pub(crate) mod restart;
@@ -50,6 +51,8 @@ pub(crate) struct ShardConfig {
     pub evict_hook: std::sync::Arc<std::sync::OnceLock<crate::engine::EvictHook>>,
     /// Which segments to empty and which items to keep.
     pub policy: EvictionPolicy,
+    /// The flash tier, if any.
+    pub flash: Option<crate::flash::FlashTier>,
 }
 
 /// The times a write needs, already in engine seconds: the item's expiry (`T`), the vivify
@@ -89,6 +92,8 @@ pub struct ItemView<'a> {
     pub stale: bool,
     /// `Z`.
     pub win_taken: bool,
+    /// The value is on flash (`value` is empty), and whether this read recaches it.
+    pub(crate) flash: Option<(memkit_flash::FlashLoc, bool)>,
 }
 
 pub(crate) enum Dead {
@@ -121,6 +126,8 @@ pub(crate) struct Shard {
     scratch: Vec<u8>,
     /// Where the expiry walk resumes (see `evict::reclaim_expired`).
     pub(crate) reclaim_cursor: usize,
+    /// Reads of values on flash, for `ext_recache_rate`.
+    pub(crate) flash_reads: u32,
 }
 
 /// The index layout for a shard's segment size and budget: segment ids up to what the
@@ -135,7 +142,11 @@ impl Shard {
         Shard {
             index: Index::new(layout_for(cfg.seg_size, cfg.budget)),
             index_bytes: 0,
-            arena: Arena::new(cfg.seg_size, cfg.budget),
+            arena: Arena::new(
+                cfg.seg_size,
+                cfg.budget,
+                (cfg.flash.as_ref()).map(|f| (f.store.clone(), f.item_size)),
+            ),
             policy: ShardPolicy::new(cfg.policy),
             stats: ShardStats::new(cfg.class_sizes.clone()),
             cfg,
@@ -147,6 +158,7 @@ impl Shard {
             flush_at: None,
             scratch: Vec::new(),
             reclaim_cursor: 0,
+            flash_reads: 0,
         }
     }
 
@@ -170,10 +182,6 @@ impl Shard {
     }
 
     // ---- locating items ----
-
-    pub(crate) fn value_of(&self, e: Loc, at: &ItemAt) -> &[u8] {
-        self.arena.value_of(e, at)
-    }
 
     /// [`crate::Engine::prefetch`] in this shard.
     pub(crate) fn prefetch(&self, h: u64, what: Prefetch) {
@@ -254,6 +262,12 @@ impl Shard {
             return Found::Miss;
         };
         match self.dead(&at.header, now) {
+            // A value on a flash page reclaimed since is gone: the item with it.
+            None if self.flash_stale(e, &at) => {
+                self.unlink(h, e, &at, false);
+                self.stats.counters.miss_from_extstore += 1;
+                Found::Miss
+            }
             None => Found::Live(e, at),
             Some(d) => {
                 self.unlink_dead(h, e, &at, &d);
@@ -311,7 +325,7 @@ impl Shard {
         let vlen = value[0].len() + value[1].len();
         hdr.klen = key.len() as u8;
         hdr.vlen = vlen as u32;
-        hdr.large = large_for(vlen, self.arena.seg_size());
+        hdr.large = large_for(vlen, self.arena.large_at());
         hdr.seq = self.seq + 1;
         let base = self.write_base();
         self.make_room(
@@ -401,6 +415,9 @@ impl Shard {
         out.mapped_bytes += self.arena.mapped() as u64;
         out.index_bytes += (self.index_bytes + self.policy.bytes()) as u64;
         out.segments += self.arena.mapped_segments() as u64;
+        let (flash_items, flash_bytes) = self.arena.flash_usage();
+        out.flash_items += flash_items as u64;
+        out.flash_bytes += flash_bytes as u64;
         for s in self.policy.tails().into_iter().flatten() {
             let created = self.arena.seg(s).created;
             out.oldest_age = out.oldest_age.max(now.saturating_sub(created));

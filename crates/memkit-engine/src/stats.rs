@@ -47,6 +47,17 @@ pub struct Counters {
     pub evict_retained: u64,
     /// Segments emptied by eviction or compaction.
     pub segments_evicted: u64,
+    /// The flash tier (memcached's names): reads of a value on flash...
+    pub get_extstore: u64,
+    /// ... that found it gone (its page reclaimed) or unreadable...
+    pub miss_from_extstore: u64,
+    /// ... of which with a bad checksum (or another key, or short);
+    pub badcrc_from_extstore: u64,
+    /// values brought back to RAM by a read (`ext_recache_rate`);
+    pub recache_from_extstore: u64,
+    /// items whose value left RAM for flash, keeping their stub (not a memcached name:
+    /// memcached counts `extstore_objects_written`, which includes compaction's rewrites).
+    pub evicted_to_extstore: u64,
 }
 
 impl Counters {
@@ -72,6 +83,11 @@ impl Counters {
             cas_badval,
             touch_hits,
             touch_misses,
+            get_extstore,
+            miss_from_extstore,
+            badcrc_from_extstore,
+            recache_from_extstore,
+            evicted_to_extstore,
             store_too_large,
             store_no_memory,
             total_items,
@@ -174,6 +190,10 @@ pub struct EngineStats {
     pub shards: u64,
     /// Age in seconds of the oldest item's segment (memcached's `age` of the LRU tail).
     pub oldest_age: u32,
+    /// Items whose value is on flash (their stubs are in RAM; `curr_items` counts them).
+    pub flash_items: u64,
+    /// Bytes of their records on flash (value, key and the record's header).
+    pub flash_bytes: u64,
 }
 
 /// One shard's counters and size classes: what its commands and evictions count, the

@@ -477,7 +477,7 @@ impl Load<'_> {
             for (rec, h, exptime, key_at) in &batch {
                 let (key, value) = self
                     .map
-                    .bytes(*key_at, rec.klen + rec.vlen)
+                    .bytes(*key_at, rec.klen + rec.stored_len())
                     .split_at(rec.klen);
                 match shard.warm_install(*h, rec, *exptime, key, value, now) {
                     Ok(()) => total.items += 1,

@@ -8,7 +8,7 @@ use memkit_types::{
 };
 
 use super::{Dead, Found, ItemView, Shard, Times};
-use crate::arena::{Loc, seg_of};
+use crate::arena::{Loc, Value, seg_of};
 use crate::numeric;
 use crate::policy::Policy;
 use crate::segment::{FETCHED, Header, ItemAt, STALE, VISITED, WIN_SENT};
@@ -82,10 +82,14 @@ impl Shard {
             self.arena.set_bits(e, bits);
         }
         let last_access = now.saturating_sub(self.arena.seg(seg_of(e)).created);
+        let (value, flash) = match self.arena.value_of(e, &at) {
+            Value::Bytes(b) => (b, None),
+            Value::Flash(loc) => (&[][..], Some((loc, self.flash_read()))),
+        };
         // `at` still describes the record: the bits above change in place, not its layout.
         Ok(Some(f(ItemView {
             key,
-            value: self.arena.value_of(e, &at),
+            value,
             flags: hdr.flags,
             cas: self.cas_of(&hdr),
             ttl: ttl_of(hdr.exptime, now),
@@ -96,7 +100,17 @@ impl Shard {
             win,
             stale,
             win_taken,
+            flash,
         })))
+    }
+
+    /// Counts a read of a value on flash; whether it is the one in `ext_recache_rate` that
+    /// brings the value back to RAM.
+    fn flash_read(&mut self) -> bool {
+        self.stats.counters.get_extstore += 1;
+        self.flash_reads = self.flash_reads.wrapping_add(1);
+        let rate = self.cfg.flash.as_ref().map_or(0, |t| t.recache_rate);
+        rate != 0 && self.flash_reads % rate == 0
     }
 
     /// A read that found no live item: counts the miss, and with `N` creates a stub item
@@ -157,6 +171,7 @@ impl Shard {
             win: true,
             stale: false,
             win_taken: false,
+            flash: None,
         })))
     }
 
@@ -303,9 +318,13 @@ impl Shard {
                 }
                 hdr.flags = at.header.flags;
                 hdr.exptime = at.header.exptime;
+                // memcached refuses to append to a value on flash (its `ITEM_HDR` items).
+                let Value::Bytes(old) = self.arena.value_of(e, &at) else {
+                    return not(StoreOutcome::NotStored);
+                };
                 let mut scratch = std::mem::take(&mut self.scratch);
                 scratch.clear();
-                scratch.extend_from_slice(self.arena.value_of(e, &at));
+                scratch.extend_from_slice(old);
                 let parts: [&[u8]; 2] = if opts.mode == StoreMode::Append {
                     [&scratch, value]
                 } else {
@@ -428,7 +447,10 @@ impl Shard {
                 ttl: remaining(exp, now),
             });
         };
-        let value = self.arena.value_of(e, &at);
+        // A value on flash is over `ext_item_size`: never a number memcached would take.
+        let Value::Bytes(value) = self.arena.value_of(e, &at) else {
+            return Ok(ArithOutcome::NonNumeric);
+        };
         // memcached refuses empty values and chunked items (over half the item size limit)
         // before looking at the CAS or the digits.
         let chunked = !item_fits(

@@ -58,7 +58,11 @@ impl Shard {
     ) -> std::result::Result<Option<Snapshot<'_>>, ()> {
         match self.lookup(h, key, now) {
             Found::Live(e, at) => Ok(Some(Snapshot {
-                value: self.value_of(e, &at),
+                // An engine under a persistent layer has no flash tier (`Engine::with_hook`).
+                value: match self.arena.value_of(e, &at) {
+                    crate::arena::Value::Bytes(b) => b,
+                    crate::arena::Value::Flash(_) => &[],
+                },
                 flags: at.header.flags,
                 exptime: at.header.exptime,
                 cas: self.cas_of(&at.header),

@@ -8,15 +8,21 @@
 //!
 //! ```text
 //! bits:u8 | klen:u8 | vlen:u32 | flags:u32 | exptime_unix:u64 (0 = never) | seq:u64
-//!   | [cas:u64 if EXPLICIT_CAS] | key | value
+//!   | [cas:u64 if EXPLICIT_CAS] | key | value, or where it is on flash if FLASH
 //! ```
+//!
+//! A value on flash (the flash tier) is saved as its location, 16 bytes (page, page
+//! version, offset, length): the flash file and its page table survive the restart beside
+//! this file (`memkit_flash::FlashStore::save_state`), and the restored stub points there.
 
 use std::io::{self, Write};
 
 use memkit_types::Result;
 
 use super::Shard;
-use crate::arena::{Loc, seg_of};
+use memkit_flash::FlashLoc;
+
+use crate::arena::{Loc, Value, seg_of};
 use crate::index::Index;
 use crate::policy::Policy;
 use crate::segment::{FETCHED, HOT, Header, STALE, VISITED, WIN_SENT, large_for};
@@ -28,7 +34,10 @@ const R_FETCHED: u8 = 0x04;
 const R_STALE: u8 = 0x08;
 const R_WIN_SENT: u8 = 0x10;
 const R_EXPLICIT_CAS: u8 = 0x20;
-const R_KNOWN: u8 = 0x3f;
+const R_FLASH: u8 = 0x40;
+const R_KNOWN: u8 = 0x7f;
+/// Bytes of a saved flash location.
+const FLASH_LOC_LEN: usize = 16;
 const BIT_MAP: [(u8, u8); 5] = [
     (VISITED, R_VISITED),
     (HOT, R_HOT),
@@ -56,6 +65,8 @@ pub(crate) struct RecordHead {
     pub explicit_cas: bool,
     /// The explicit CAS (`E`), which the reader fills in from the bytes after the head.
     pub cas: Option<u64>,
+    /// The value is on flash: the record holds its location.
+    pub flash: bool,
 }
 
 impl RecordHead {
@@ -73,6 +84,7 @@ impl RecordHead {
             seq: u64_at(18),
             explicit_cas: b[0] & R_EXPLICIT_CAS != 0,
             cas: None,
+            flash: b[0] & R_FLASH != 0,
         };
         let ok = r.bits & !R_KNOWN == 0
             && (1..=memkit_types::MAX_KEY_LEN).contains(&r.klen)
@@ -80,6 +92,29 @@ impl RecordHead {
             && (1..=MAX_SEQ).contains(&r.seq);
         ok.then_some(r)
     }
+
+    /// Bytes of the record after its key: the value, or its location on flash.
+    pub fn stored_len(&self) -> usize {
+        if self.flash { FLASH_LOC_LEN } else { self.vlen }
+    }
+}
+
+fn encode_loc(loc: FlashLoc) -> [u8; FLASH_LOC_LEN] {
+    let mut b = [0u8; FLASH_LOC_LEN];
+    for (i, v) in [loc.page, loc.version, loc.offset, loc.len].into_iter().enumerate() {
+        b[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
+fn decode_loc(b: &[u8]) -> Option<FlashLoc> {
+    let v = |i: usize| Some(u32::from_le_bytes(b.get(i * 4..i * 4 + 4)?.try_into().ok()?));
+    Some(FlashLoc {
+        page: v(0)?,
+        version: v(1)?,
+        offset: v(2)?,
+        len: v(3)?,
+    })
 }
 
 /// What a shard's section records besides its items.
@@ -142,7 +177,7 @@ impl Shard {
             let at = self.arena.item_at(e);
             if self.dead(&at.header, now).is_none() {
                 locs.push(e);
-                bytes += record_len(&at.header) as u64;
+                bytes += record_len(&at.header, self.flash_loc(e, &at).is_some()) as u64;
             }
         }
         (locs, bytes)
@@ -166,6 +201,10 @@ impl Shard {
             if h.ext_cas.is_some() {
                 bits |= R_EXPLICIT_CAS;
             }
+            let value = self.arena.value_of(e, &at);
+            if let Value::Flash(_) = value {
+                bits |= R_FLASH;
+            }
             let exptime_unix = if h.exptime == 0 {
                 0
             } else {
@@ -186,7 +225,10 @@ impl Shard {
             };
             out.write_all(&head[..n])?;
             out.write_all(at.key(self.arena.seg(seg_of(e)).bytes()))?;
-            out.write_all(self.value_of(e, &at))?;
+            match value {
+                Value::Bytes(b) => out.write_all(b)?,
+                Value::Flash(loc) => out.write_all(&encode_loc(loc))?,
+            }
         }
         Ok(())
     }
@@ -251,20 +293,40 @@ impl Shard {
         let hdr = Header {
             bits,
             klen: key.len() as u8,
-            vlen: value.len() as u32,
+            vlen: rec.vlen as u32,
             seq: rec.seq,
             flags: rec.flags,
             exptime,
             ext_cas: rec.cas,
-            large: large_for(value.len(), self.arena.seg_size()),
+            large: large_for(rec.vlen, self.arena.large_at()),
+        };
+        // A value on flash comes back as its stub, if the page still holds it and the
+        // value is one this configuration keeps out of line.
+        let flash = match rec.flash {
+            false => None,
+            true => {
+                let loc = decode_loc(value).ok_or(memkit_types::Error::OutOfMemory)?;
+                let live = self.arena.flash().is_some_and(|f| f.is_live(loc));
+                if !live || !hdr.large {
+                    return Err(memkit_types::Error::OutOfMemory);
+                }
+                Some(loc)
+            }
         };
         // A head opened for this record takes the sequence before it as its base.
         self.seq = rec.seq - 1;
-        let large = if hdr.large { value.len() } else { 0 };
+        let large = if hdr.large && flash.is_none() {
+            value.len()
+        } else {
+            0
+        };
         self.make_room(hdr.total_len(self.write_base()), large, true, now)?;
         self.seq = rec.seq;
         let handle;
-        let stored: [&[u8]; 2] = if hdr.large {
+        let stored: [&[u8]; 2] = if let Some(loc) = flash {
+            handle = self.arena.adopt_flash(loc).to_le_bytes();
+            [&handle, &[]]
+        } else if hdr.large {
             handle = self.arena.alloc_large([value, &[]])?.to_le_bytes();
             [&handle, &[]]
         } else {
@@ -292,7 +354,8 @@ impl Shard {
     }
 }
 
-/// Bytes of an item's record.
-fn record_len(h: &Header) -> usize {
-    RECORD_HEAD + if h.ext_cas.is_some() { 8 } else { 0 } + h.klen as usize + h.vlen as usize
+/// Bytes of an item's record (`flash`: its value is on flash, the record holds where).
+fn record_len(h: &Header, flash: bool) -> usize {
+    let value = if flash { FLASH_LOC_LEN } else { h.vlen as usize };
+    RECORD_HEAD + if h.ext_cas.is_some() { 8 } else { 0 } + h.klen as usize + value
 }

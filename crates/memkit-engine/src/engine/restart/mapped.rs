@@ -117,7 +117,7 @@ impl<'a> Cursor<'a> {
             rec.cas = Some(u64_at(self.map.bytes(self.pos, 8), 0));
             self.pos += 8;
         }
-        let kv = (rec.klen + rec.vlen) as u64;
+        let kv = (rec.klen + rec.stored_len()) as u64;
         if self.end - self.pos < kv {
             return Err(short());
         }

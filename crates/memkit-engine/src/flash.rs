@@ -1,0 +1,219 @@
+//! The flash tier under RAM (memcached's extstore; memkitd's `-o ext_path`).
+//!
+//! When eviction is about to drop an item whose value is out of line and at least
+//! `ext_item_size` long, the value is written to a [`FlashStore`] instead and only its RAM
+//! block is freed: the item's record stays in its segment as a stub (key, flags, TTL, CAS,
+//! policy bits), copied to the policy's keep head, and its value slot holds the value's
+//! location on flash (`arena::Large::Flash`). Every command finds and judges the item in
+//! RAM exactly as before; only the value bytes are elsewhere. So:
+//! - deletes, overwrites, expiry and flushes never touch the disk: the stub goes, and its
+//!   bytes on flash are counted dead for compaction;
+//! - a read of such an item does not block: [`Engine::get_or_flash`] hands back a
+//!   [`FlashRead`] (everything the reply needs but the value), the caller reads the value
+//!   where it likes (memkitd: a reader thread, while the connection is parked) and reports
+//!   with [`Engine::finish_flash_read`]. [`Engine::get_view`] reads synchronously, for the
+//!   embedded engine;
+//! - a read that finds the value gone (its page evicted or reclaimed) or corrupt is a miss
+//!   and a counter (`miss_from_extstore`, `badcrc_from_extstore`), and its stub is unlinked;
+//! - one read in `ext_recache_rate` brings the value back to RAM;
+//! - `append`/`prepend` of an item whose value is on flash answer `NOT_STORED`, and
+//!   `incr`/`decr` a non-numeric value, as memcached does for its extstore items;
+//! - a stub that eviction meets again is judged by the policy like any item: unread, it is
+//!   dropped and its value on flash becomes dead.
+//!
+//! Compaction (in the store's thread) asks the engine, through [`memkit_flash::Owner`],
+//! whether a record it found is still wanted and tells it where a rescued one went.
+
+use std::fmt;
+use std::sync::Arc;
+
+use memkit_flash::{FlashLoc, FlashStore, ReadError};
+use memkit_types::{GetOptions, Result, Ttl};
+
+use crate::engine::Engine;
+use crate::shard::ItemView;
+
+/// The flash tier and the `ext_*` settings the engine applies.
+#[derive(Clone)]
+pub struct FlashTier {
+    /// Where values go.
+    pub store: Arc<FlashStore>,
+    /// `ext_item_size`: values longer than this may go to flash (shorter ones are dropped
+    /// from RAM as without a tier).
+    pub item_size: usize,
+    /// `ext_item_age`: only items whose segment is at least this many seconds old go.
+    pub item_age: u32,
+    /// `ext_low_ttl`: items with less TTL left than this are not worth the write.
+    pub low_ttl: u32,
+    /// `ext_recache_rate`: one flash read in this many brings its value back to RAM (0:
+    /// never).
+    pub recache_rate: u32,
+}
+
+impl FlashTier {
+    /// The tier over `store` with memcached's defaults (`ext_item_size` 512, no age limit,
+    /// no low-TTL rule, recache one read in 2000).
+    pub fn new(store: Arc<FlashStore>) -> FlashTier {
+        FlashTier {
+            store,
+            item_size: 512,
+            item_age: 0,
+            low_ttl: 0,
+            recache_rate: 2000,
+        }
+    }
+}
+
+impl fmt::Debug for FlashTier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlashTier")
+            .field("item_size", &self.item_size)
+            .field("item_age", &self.item_age)
+            .field("low_ttl", &self.low_ttl)
+            .field("recache_rate", &self.recache_rate)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A read whose value is on flash: the item as the read saw it (under the shard lock,
+/// with the read's touches, bumps and win tokens applied), and where its value is.
+#[derive(Debug, Clone)]
+pub struct FlashRead {
+    /// Where the value is.
+    pub loc: FlashLoc,
+    /// The value's length.
+    pub len: usize,
+    flags: u32,
+    cas: u64,
+    ttl: Ttl,
+    ttl_before: Ttl,
+    fetched: bool,
+    last_access: u32,
+    win: bool,
+    stale: bool,
+    win_taken: bool,
+    /// This read brings the value back to RAM.
+    pub(crate) recache: bool,
+}
+
+impl FlashRead {
+    pub(crate) fn new(v: &ItemView<'_>, loc: FlashLoc, len: usize, recache: bool) -> FlashRead {
+        FlashRead {
+            loc,
+            len,
+            flags: v.flags,
+            cas: v.cas,
+            ttl: v.ttl,
+            ttl_before: v.ttl_before,
+            fetched: v.fetched,
+            last_access: v.last_access,
+            win: v.win,
+            stale: v.stale,
+            win_taken: v.win_taken,
+            recache,
+        }
+    }
+
+    /// The view the read would have had with the value in RAM.
+    pub fn view<'a>(&self, key: &'a [u8], value: &'a [u8]) -> ItemView<'a> {
+        ItemView {
+            key,
+            value,
+            flags: self.flags,
+            cas: self.cas,
+            ttl: self.ttl,
+            ttl_before: self.ttl_before,
+            created: false,
+            fetched: self.fetched,
+            last_access: self.last_access,
+            win: self.win,
+            stale: self.stale,
+            win_taken: self.win_taken,
+            flash: None,
+        }
+    }
+}
+
+/// What [`Engine::get_or_flash`] found.
+#[derive(Debug)]
+pub enum Got<R> {
+    /// The item, handed to the caller's function while the shard was locked.
+    Now(R),
+    /// The item, whose value must be read from flash first.
+    Flash(FlashRead),
+}
+
+impl Engine {
+    /// The flash tier's store, if the engine has one.
+    pub fn flash_store(&self) -> Option<&Arc<FlashStore>> {
+        self.flash.as_ref().map(|t| &t.store)
+    }
+
+    /// Lets the flash store's compaction ask this engine about the records it moves.
+    pub fn attach_flash(self: &Arc<Self>) {
+        if let Some(tier) = &self.flash {
+            let me: Arc<dyn memkit_flash::Owner> = self.clone();
+            tier.store.set_owner(Arc::downgrade(&me));
+        }
+    }
+
+    /// [`Engine::get_view`] that does not wait for flash: an item whose value is on flash
+    /// comes back as [`Got::Flash`], for the caller to read ([`FlashStore::submit`] or
+    /// [`FlashStore::read`]) and finish with [`Engine::finish_flash_read`].
+    pub fn get_or_flash<R>(
+        &self,
+        key: &[u8],
+        opts: &GetOptions,
+        f: impl FnOnce(ItemView<'_>) -> R,
+    ) -> Result<Option<Got<R>>> {
+        self.get_view_locked(key, opts, |v| match v.flash {
+            None => Got::Now(f(v)),
+            Some((loc, recache)) => Got::Flash(FlashRead::new(&v, loc, v.value.len(), recache)),
+        })
+    }
+
+    /// Reports how a flash read of `key` ended: counted; a failed one (the value gone or
+    /// corrupt) unlinks the item's stub if it still points there, so later reads miss
+    /// without reading; a good one may bring the value back to RAM. Returns the value if
+    /// the read got it.
+    pub fn finish_flash_read(
+        &self,
+        key: &[u8],
+        read: &FlashRead,
+        result: std::result::Result<Vec<u8>, ReadError>,
+    ) -> Option<Vec<u8>> {
+        let now = self.now();
+        let (h, mut shard) = self.shard(key);
+        match result {
+            Ok(value) => {
+                if read.recache {
+                    shard.recache(h, key, read.loc, &value, now);
+                }
+                Some(value)
+            }
+            Err(e) => {
+                shard.flash_read_failed(h, key, read.loc, matches!(e, ReadError::BadCrc));
+                None
+            }
+        }
+    }
+
+    /// Reads a flash value now, on this thread (the embedded engine's reads).
+    pub(crate) fn read_flash_now(&self, key: &[u8], read: &FlashRead) -> Option<Vec<u8>> {
+        let store = self.flash_store()?;
+        let result = store.read(read.loc, key);
+        self.finish_flash_read(key, read, result)
+    }
+}
+
+impl memkit_flash::Owner for Engine {
+    fn wanted(&self, key: &[u8], at: FlashLoc) -> Option<bool> {
+        let (h, shard) = self.shard(key);
+        shard.flash_wanted(h, key, at)
+    }
+
+    fn moved(&self, key: &[u8], from: FlashLoc, to: FlashLoc) -> bool {
+        let (h, mut shard) = self.shard(key);
+        shard.flash_moved(h, key, from, to)
+    }
+}

@@ -1,0 +1,118 @@
+//! The flash tier in a shard (see `crate::flash`): values eviction lets go written to flash
+//! with their stubs kept, reads of them finished, and compaction's questions answered.
+
+use memkit_flash::FlashLoc;
+
+use super::Shard;
+use crate::arena::{Loc, Value, seg_of};
+use crate::segment::{FETCHED, HOT, ItemAt, VISITED};
+
+impl Shard {
+    /// Eviction is about to drop the item at `e`: if the flash tier takes its value, the
+    /// value leaves RAM and the stub stays, copied to the keep head unvisited (so it lasts
+    /// one more lap in RAM unless read). Returns whether it did.
+    pub(crate) fn demote(&mut self, h: u64, e: Loc, at: &ItemAt, now: u32) -> bool {
+        let Some(tier) = &self.cfg.flash else {
+            return false;
+        };
+        let hdr = &at.header;
+        if !hdr.large || (hdr.vlen as usize) <= tier.item_size {
+            return false;
+        }
+        if hdr.exptime != 0 && hdr.exptime.saturating_sub(now) < tier.low_ttl {
+            return false;
+        }
+        let seg = self.arena.seg(seg_of(e));
+        if now.saturating_sub(seg.created) < tier.item_age {
+            return false;
+        }
+        let Some(handle) = at.large_handle(seg.bytes()) else {
+            return false;
+        };
+        // The key is copied out: the store's write happens with the arena borrowed mutably.
+        let mut key = [0u8; 256];
+        let k = at.key(seg.bytes());
+        key[..k.len()].copy_from_slice(k);
+        if !self.arena.demote(handle, &key[..k.len()]) {
+            return false;
+        }
+        if !self.relocate(h, e, at, hdr.bits & !(VISITED | HOT), now) {
+            return false; // the caller drops the item, and with it the value on flash
+        }
+        self.stats.counters.evicted_to_extstore += 1;
+        true
+    }
+
+    /// Where the value of the record at `e` is on flash, if it is.
+    pub(crate) fn flash_loc(&self, e: Loc, at: &ItemAt) -> Option<FlashLoc> {
+        match self.arena.value_of(e, at) {
+            Value::Flash(loc) => Some(loc),
+            Value::Bytes(_) => None,
+        }
+    }
+
+    /// Whether the record at `e` points at a flash page that has been reclaimed or evicted
+    /// since its value was written there.
+    pub(crate) fn flash_stale(&self, e: Loc, at: &ItemAt) -> bool {
+        let Some(store) = self.arena.flash() else {
+            return false;
+        };
+        at.header.large && self.flash_loc(e, at).is_some_and(|loc| !store.is_live(loc))
+    }
+
+    /// A flash read of `key`'s value at `loc` failed: counted, and the stub unlinked if it
+    /// still points there.
+    pub(crate) fn flash_read_failed(&mut self, h: u64, key: &[u8], loc: FlashLoc, badcrc: bool) {
+        let counters = &mut self.stats.counters;
+        counters.miss_from_extstore += 1;
+        counters.badcrc_from_extstore += u64::from(badcrc);
+        if let Some((e, at)) = self.find(h, key)
+            && self.flash_loc(e, &at) == Some(loc)
+        {
+            self.unlink(h, e, &at, false);
+        }
+    }
+
+    /// Brings `key`'s value, read from flash at `loc`, back into RAM if the item still
+    /// points there and room can be made for it.
+    pub(crate) fn recache(&mut self, h: u64, key: &[u8], loc: FlashLoc, value: &[u8], now: u32) {
+        match self.find(h, key) {
+            Some((e, at)) if self.flash_loc(e, &at) == Some(loc) => {}
+            _ => return,
+        }
+        if self.make_room(0, value.len(), false, now).is_err() {
+            self.arena.reserve(0);
+            return;
+        }
+        // Making room may have moved the stub (or evicted it).
+        let Some((e, at)) = self.find(h, key) else {
+            self.arena.reserve(0);
+            return;
+        };
+        let Some(handle) = self.arena.large_handle(e, &at) else {
+            self.arena.reserve(0);
+            return;
+        };
+        if let Ok(true) = self.arena.recache(handle, loc, value) {
+            self.stats.counters.recache_from_extstore += 1;
+        }
+    }
+
+    /// Compaction asks whether `key`'s value at `at` is still wanted: `Some(read)` if the
+    /// item points there, `read` telling whether it was ever fetched.
+    pub(crate) fn flash_wanted(&self, h: u64, key: &[u8], at: FlashLoc) -> Option<bool> {
+        let (e, item) = self.find(h, key)?;
+        (self.flash_loc(e, &item) == Some(at)).then_some(item.header.bits & FETCHED != 0)
+    }
+
+    /// Compaction rewrote `key`'s value from `from` to `to`.
+    pub(crate) fn flash_moved(&mut self, h: u64, key: &[u8], from: FlashLoc, to: FlashLoc) -> bool {
+        let Some((e, at)) = self.find(h, key) else {
+            return false;
+        };
+        match self.arena.large_handle(e, &at) {
+            Some(handle) => self.arena.moved(handle, from, to),
+            None => false,
+        }
+    }
+}
