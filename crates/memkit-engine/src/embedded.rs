@@ -20,9 +20,7 @@ pub struct Embedded {
 impl Embedded {
     /// A store with `cfg`.
     pub fn new(cfg: EngineConfig) -> Self {
-        Embedded {
-            engine: Arc::new(Engine::new(cfg)),
-        }
+        Self::from(Engine::new(cfg))
     }
 
     /// A store with memcached's defaults (64 MiB, 1 MiB items, evicting).
@@ -57,9 +55,9 @@ impl Default for Embedded {
 
 impl From<Engine> for Embedded {
     fn from(engine: Engine) -> Self {
-        Embedded {
-            engine: Arc::new(engine),
-        }
+        let engine = Arc::new(engine);
+        engine.attach_flash();
+        Embedded { engine }
     }
 }
 

@@ -662,6 +662,21 @@ impl Engine {
             .sum()
     }
 
+    /// The flash tier's housekeeping, for a caller's timer (memkitd's housekeeping tick):
+    /// walks up to `max_segments` segments a shard, unlinking stubs whose value's page was
+    /// reclaimed and writing values idle for `ext_item_age` to flash. Returns the values
+    /// written.
+    pub fn flash_walk(&self, max_segments: usize) -> u64 {
+        if self.flash.is_none() {
+            return 0;
+        }
+        let now = self.now();
+        self.shards
+            .iter()
+            .map(|s| s.0.lock().flash_walk(now, max_segments))
+            .sum()
+    }
+
     /// Changes the memory limit at run time (`cache_memlimit`). A smaller limit is reached
     /// by eviction as new items arrive.
     pub fn set_memory_limit(&self, bytes: usize) {

@@ -41,7 +41,9 @@ pub struct FlashTier {
     /// `ext_item_size`: values longer than this may go to flash (shorter ones are dropped
     /// from RAM as without a tier).
     pub item_size: usize,
-    /// `ext_item_age`: only items whose segment is at least this many seconds old go.
+    /// `ext_item_age`: values idle this many seconds go to flash without memory pressure
+    /// ([`Engine::flash_walk`]); `u32::MAX` (memcached's default): only when eviction
+    /// would drop them.
     pub item_age: u32,
     /// `ext_low_ttl`: items with less TTL left than this are not worth the write.
     pub low_ttl: u32,
@@ -57,7 +59,7 @@ impl FlashTier {
         FlashTier {
             store,
             item_size: 512,
-            item_age: 0,
+            item_age: u32::MAX,
             low_ttl: 0,
             recache_rate: 2000,
         }

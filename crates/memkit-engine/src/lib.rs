@@ -61,13 +61,13 @@ mod shard;
 pub mod stats;
 
 pub use embedded::Embedded;
-pub use flash::{FlashRead, FlashTier, Got};
-pub use memkit_flash;
 pub use engine::{
     CrawledItem, DumpCursor, Engine, EngineConfig, EvictHook, Evicted, Prefetch, WarmError,
     WarmRestored, WarmSaved,
 };
+pub use flash::{FlashRead, FlashTier, Got};
 pub use hook::{Change, Flush, Loaded, Record, StoreHook};
+pub use memkit_flash;
 pub use policy::EvictionPolicy;
 pub use shard::ItemView;
 pub use stats::{ClassCounters, ClassStats, Counters, EngineStats};

@@ -23,8 +23,8 @@ use std::hash::BuildHasher;
 use memkit_types::{Result, Ttl};
 
 mod commands;
-mod flash;
 pub(crate) mod crawl;
+mod flash;
 mod persist;
 pub(crate) mod restart;
 
@@ -128,6 +128,8 @@ pub(crate) struct Shard {
     pub(crate) reclaim_cursor: usize,
     /// Reads of values on flash, for `ext_recache_rate`.
     pub(crate) flash_reads: u32,
+    /// Where the flash tier's walk resumes (see `shard::flash`).
+    pub(crate) flash_cursor: usize,
 }
 
 /// The index layout for a shard's segment size and budget: segment ids up to what the
@@ -159,6 +161,7 @@ impl Shard {
             scratch: Vec::new(),
             reclaim_cursor: 0,
             flash_reads: 0,
+            flash_cursor: 0,
         }
     }
 

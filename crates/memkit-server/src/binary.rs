@@ -13,21 +13,21 @@ use memkit_protocol::binary::{
 use memkit_types::{ArithOutcome, DeleteOutcome, Error, StoreMode, StoreOutcome, Stored};
 
 use crate::exec::{self, Reply};
-use crate::exec::{Action, Step};
+use crate::exec::{Action, Cx, Step};
 use crate::sasl::{Outcome, Session};
 use crate::state::Shared;
 
 /// Handles the frame at the start of `buf`, appending its reply to `out`. `sasl` is the
 /// connection's SASL state, which the SASL commands change.
-pub fn step(buf: &[u8], sh: &Shared, conn_id: u64, sasl: &mut Session, out: &mut Vec<u8>) -> Step {
+pub fn step(buf: &[u8], sh: &Shared, cx: &mut Cx, sasl: &mut Session, out: &mut Vec<u8>) -> Step {
     let auth = binary::Auth {
         sasl: sh.settings.sasl,
         authenticated: sasl.authenticated,
     };
     match binary::decode_request(buf, &sh.limits, auth) {
         Ok((req, used)) => {
-            trace(conn_id, &req);
-            let (action, mutates) = execute(&req, sh, conn_id, sasl, out);
+            trace(cx.id, &req);
+            let (action, mutates) = execute(&req, sh, cx, sasl, out);
             Step::Done {
                 used,
                 swallow: 0,
@@ -86,7 +86,7 @@ fn trace(conn_id: u64, req: &Request<'_>) {
 fn execute(
     req: &Request<'_>,
     sh: &Shared,
-    conn_id: u64,
+    cx: &mut Cx,
     sasl: &mut Session,
     out: &mut Vec<u8>,
 ) -> (Action, bool) {
@@ -115,7 +115,7 @@ fn execute(
             value,
             not_stored,
         };
-        exec::execute(&cmd, sh, conn_id, &mut reply);
+        exec::execute(&cmd, sh, cx, &mut reply);
         return (Action::Continue, cmd.mutates());
     }
     match req.cmd {
@@ -176,10 +176,15 @@ impl BinReply<'_, '_> {
 }
 
 impl Reply for BinReply<'_, '_> {
-    fn hit(&mut self, v: &ItemView<'_>) {
+    fn hit(&mut self, v: &ItemView<'_>) -> Option<usize> {
         let key = self.with_key.then_some(self.key);
         let value = self.value.then_some(v.value);
         write_hit(self.out, self.req, v.flags, v.cas, key, value);
+        self.value.then(|| self.out.len() - v.value.len())
+    }
+
+    fn out(&mut self) -> &mut Vec<u8> {
+        self.out
     }
 
     /// Quiet misses are silent; `GETK`/`GATK` misses carry the key instead of a message.

@@ -14,7 +14,7 @@ use memkit_types::{
     ArithOutcome, DeleteOutcome, Error, Exptime, GetOptions, StoreOutcome, Stored, Ttl,
 };
 
-use crate::exec::{Action, Dump, Reply, execute};
+use crate::exec::{Action, Cx, Dump, Reply, execute};
 use crate::state::Shared;
 use crate::watch;
 
@@ -58,7 +58,7 @@ fn warm<'a>(sh: &Shared, keys: impl Iterator<Item = &'a [u8]> + Clone) {
 const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
 
 /// Handles one request, appending the reply to `out`.
-pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>) -> Action {
+pub fn dispatch(req: &Request<'_>, sh: &Shared, cx: &mut Cx, out: &mut Vec<u8>) -> Action {
     let quiet = req.noreply();
     // With `noreply` the reply is built and then dropped: simpler than threading the flag
     // through every branch, and noreply traffic is not the hot path.
@@ -80,7 +80,7 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
                     key,
                     opts: opts.clone(),
                 };
-                execute(&cmd, sh, conn_id, &mut TextReply { out, key, cas });
+                execute(&cmd, sh, cx, &mut TextReply { out, key, cas });
             }
             render::write_end(out);
             Action::Continue
@@ -88,8 +88,8 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
         Request::Store { key, .. }
         | Request::Arith { key, .. }
         | Request::Touch { key, .. }
-        | Request::Delete { key, .. } => text(sh, conn_id, out, req.command(key)),
-        Request::FlushAll { .. } => text(sh, conn_id, out, req.command(b"")),
+        | Request::Delete { key, .. } => text(sh, cx, out, req.command(key)),
+        Request::FlushAll { .. } => text(sh, cx, out, req.command(b"")),
         Request::Verbosity { level, .. } => {
             let level = level.min(u32::from(u8::MAX)) as u8;
             sh.verbosity
@@ -138,18 +138,12 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
             let args: Vec<&[u8]> = args.iter().collect();
             admin(sh, cmd, &args, out)
         }
-        Request::MetaGet { key, ref flags } => {
-            meta(sh, conn_id, out, req, MetaCmd::Get, key, flags)
-        }
-        Request::MetaSet { key, ref flags, .. } => {
-            meta(sh, conn_id, out, req, MetaCmd::Set, key, flags)
-        }
+        Request::MetaGet { key, ref flags } => meta(sh, cx, out, req, MetaCmd::Get, key, flags),
+        Request::MetaSet { key, ref flags, .. } => meta(sh, cx, out, req, MetaCmd::Set, key, flags),
         Request::MetaDelete { key, ref flags } => {
-            meta(sh, conn_id, out, req, MetaCmd::Delete, key, flags)
+            meta(sh, cx, out, req, MetaCmd::Delete, key, flags)
         }
-        Request::MetaArith { key, ref flags } => {
-            meta(sh, conn_id, out, req, MetaCmd::Arith, key, flags)
-        }
+        Request::MetaArith { key, ref flags } => meta(sh, cx, out, req, MetaCmd::Arith, key, flags),
         Request::MetaNoop => {
             line(out, "MN");
             Action::Continue
@@ -166,7 +160,7 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, conn_id: u64, out: &mut Vec<u8>)
 }
 
 /// Runs a single-key text command and renders it in text.
-fn text(sh: &Shared, conn_id: u64, out: &mut Vec<u8>, cmd: Option<Command<'_>>) -> Action {
+fn text(sh: &Shared, cx: &mut Cx, out: &mut Vec<u8>, cmd: Option<Command<'_>>) -> Action {
     let Some(cmd) = cmd else {
         return Action::Continue;
     };
@@ -174,7 +168,7 @@ fn text(sh: &Shared, conn_id: u64, out: &mut Vec<u8>, cmd: Option<Command<'_>>) 
     execute(
         &cmd,
         sh,
-        conn_id,
+        cx,
         &mut TextReply {
             out,
             key,
@@ -193,9 +187,14 @@ struct TextReply<'o, 'k> {
 }
 
 impl Reply for TextReply<'_, '_> {
-    fn hit(&mut self, v: &ItemView<'_>) {
+    fn hit(&mut self, v: &ItemView<'_>) -> Option<usize> {
         let cas = self.cas.then_some(v.cas);
         render::write_value(self.out, self.key, v.flags, v.value, cas);
+        Some(self.out.len() - 2 - v.value.len())
+    }
+
+    fn out(&mut self) -> &mut Vec<u8> {
+        self.out
     }
 
     fn miss(&mut self) {}
@@ -306,7 +305,7 @@ fn storage_key(out: &mut Vec<u8>, key: &[u8], base64: bool) -> Option<memkit_pro
 /// `mg`, `ms`, `md`, `ma`: the flags become a logical command, its outcome a meta reply.
 fn meta(
     sh: &Shared,
-    conn_id: u64,
+    cx: &mut Cx,
     out: &mut Vec<u8>,
     req: &Request<'_>,
     cmd: MetaCmd,
@@ -331,7 +330,7 @@ fn meta(
         f,
         value_len,
     };
-    execute(&logical, sh, conn_id, &mut reply);
+    execute(&logical, sh, cx, &mut reply);
     Action::Continue
 }
 
@@ -355,7 +354,11 @@ impl MetaReply<'_, '_> {
 }
 
 impl Reply for MetaReply<'_, '_> {
-    fn hit(&mut self, v: &ItemView<'_>) {
+    fn out(&mut self) -> &mut Vec<u8> {
+        self.out
+    }
+
+    fn hit(&mut self, v: &ItemView<'_>) -> Option<usize> {
         let f = self.f;
         let mut meta = meta_of(v);
         let pos = |c: u8| f.order().iter().position(|&x| x == c);
@@ -377,9 +380,13 @@ impl Reply for MetaReply<'_, '_> {
         }
         // `C`: the client already holds this version; skip the value.
         if f.value && f.compare_cas != Some(v.cas) {
+            let before = self.out.len();
             write_meta_value(self.out, MetaCmd::Get, self.key, f, &meta, v.value);
+            let len = v.value.len();
+            (self.out.len() >= before + len + 2).then(|| self.out.len() - 2 - len)
         } else {
             self.status(MetaStatus::Ok, Some(&meta));
+            None
         }
     }
 
@@ -469,14 +476,23 @@ fn meta_debug(sh: &Shared, key: &[u8], base64: bool, out: &mut Vec<u8>) {
         no_bump: true,
         ..Default::default()
     };
-    let info = sh.engine.get_view(&k, &opts, |v| DebugInfo {
+    let info_of = |v: ItemView<'_>, len: usize| DebugInfo {
         exp: ttl_i64(v.ttl),
         la: u64::from(v.last_access),
         cas: v.cas,
         fetched: v.fetched,
-        cls: crate::stats::class_id(sh, k.len() + v.value.len()),
-        size: (k.len() + v.value.len()) as u64,
-    });
+        cls: crate::stats::class_id(sh, k.len() + len),
+        size: (k.len() + len) as u64,
+    };
+    // A value on flash is not read: its length is known.
+    let info = (sh.engine)
+        .get_or_flash(&k, &opts, |v| info_of(v, v.value.len()))
+        .map(|got| {
+            got.map(|got| match got {
+                memkit_engine::Got::Now(d) => d,
+                memkit_engine::Got::Flash(read) => info_of(read.view(&k, &[]), read.len),
+            })
+        });
     match info {
         Ok(Some(d)) => render::write_meta_debug(out, key, base64, &d),
         Ok(None) => line(out, "EN"),

@@ -7,8 +7,15 @@
 //! for all three. A renderer ([`Reply`]) turns outcomes into its encoding's bytes; it
 //! decides nothing about storage. Operator commands with no storage meaning (`stats`,
 //! `watch`, SASL...) stay with their encodings.
+//!
+//! A read whose value is on flash (the flash tier) is rendered at once with the value's
+//! bytes still to come: a reply's framing depends only on the value's length. The request
+//! leaves a [`flash::Hole`] in its connection's [`Cx`]; the session parks until the reads are
+//! done and fills the holes in (or turns them into misses) before the output may leave.
 
-use memkit_engine::ItemView;
+pub mod flash;
+
+use memkit_engine::{Got, ItemView};
 use memkit_protocol::Command;
 use memkit_types::{ArithOutcome, DeleteOutcome, Error, Result, Stored};
 
@@ -64,10 +71,31 @@ pub enum Step {
     },
 }
 
+/// What the executor knows of the connection a request came on.
+#[derive(Debug, Default)]
+pub struct Cx {
+    /// The connection's id (`watch`, `-vv`).
+    pub id: u64,
+    /// Replies rendered with a value still to be read from flash.
+    pub holes: Vec<flash::Hole>,
+}
+
+impl Cx {
+    pub fn new(id: u64) -> Cx {
+        Cx {
+            id,
+            holes: Vec::new(),
+        }
+    }
+}
+
 /// How an encoding writes the outcomes of logical commands.
 pub trait Reply {
-    /// A read found the item; the view lives while the shard is locked.
-    fn hit(&mut self, v: &ItemView<'_>);
+    /// A read found the item; the view lives while the shard is locked. Returns where in
+    /// the output the value's bytes went, if the reply carries them.
+    fn hit(&mut self, v: &ItemView<'_>) -> Option<usize>;
+    /// The output replies are appended to.
+    fn out(&mut self) -> &mut Vec<u8>;
     /// A read found nothing.
     fn miss(&mut self);
     /// A store's outcome, with the new CAS when stored.
@@ -87,14 +115,22 @@ pub trait Reply {
 }
 
 /// Runs `cmd` on the engine, reporting to `reply` and to `watch`.
-pub fn execute(cmd: &Command<'_>, sh: &Shared, conn_id: u64, reply: &mut impl Reply) {
+pub fn execute(cmd: &Command<'_>, sh: &Shared, cx: &mut Cx, reply: &mut impl Reply) {
     let engine = &sh.engine;
+    let conn_id = cx.id;
     match cmd {
         Command::Get { key, opts } => {
-            let r = engine.get_view(key, opts, |v| {
-                reply.hit(&v);
-                v.value.len()
-            });
+            let r = engine
+                .get_or_flash(key, opts, |v| {
+                    reply.hit(&v);
+                    v.value.len()
+                })
+                .map(|got| {
+                    got.map(|got| match got {
+                        Got::Now(len) => len,
+                        Got::Flash(read) => flash::render(cx, key, read, reply),
+                    })
+                });
             sh.detail.record(key, Op::Get(matches!(r, Ok(Some(_)))));
             sh.watchers
                 .emit(|| Event::fetch(key, r.as_ref().ok().copied().flatten(), conn_id));

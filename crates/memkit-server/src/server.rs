@@ -236,7 +236,7 @@ async fn connection_task(moved: std::io::Result<Moved>, reg: Registered, live: A
 }
 
 /// The housekeeping tick, every second: `uptime_secs`, the idle timeout, then proactive
-/// reclamation of expired items (a bounded walk).
+/// reclamation of expired items and the flash tier's walk (bounded walks).
 async fn housekeeping(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -245,7 +245,11 @@ async fn housekeeping(shared: Arc<Shared>) {
         shared.uptime_secs.store(secs, Ordering::Relaxed);
         close_idle(&shared, secs);
         let engine = shared.engine.clone();
-        let _ = tokio::task::spawn_blocking(move || engine.reclaim_expired(16)).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            engine.reclaim_expired(16);
+            engine.flash_walk(16);
+        })
+        .await;
     }
 }
 

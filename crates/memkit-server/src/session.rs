@@ -12,8 +12,9 @@
 //! - `Part`: a multi-get answered in parts, the request kept at the start of the input;
 //! - `Dumping`: `lru_crawler metadump`/`mgdump` listing the cache a bounded batch at a time
 //!   (`Engine::crawl`), as fast as the client reads it;
-//! - `Parked` (conn_io_queue): replies wait for a [`crate::state::gate::Gate`] (a durable commit);
-//!   nothing more of the connection executes until the driver calls [`Session::resume`];
+//! - `Parked` (conn_io_queue): replies wait for a [`crate::state::gate::Gate`] (a durable
+//!   commit) or for values read from flash (`crate::exec::flash`); nothing more of the
+//!   connection executes until the driver calls [`Session::resume`];
 //! - `Ended`: `quit`, `shutdown`, `watch` or a protocol error decided the end; the output
 //!   is written and the driver acts.
 //!
@@ -40,7 +41,8 @@ use crate::config::Protocol;
 use crate::dispatch::{REPLY_CHUNK, dispatch, resume};
 use memkit_engine::DumpCursor;
 
-use crate::exec::{Action, Dump, Step};
+use crate::exec::flash::{Hole, Results};
+use crate::exec::{Action, Cx, Dump, Step};
 use crate::state::{ConnLive, ConnState, Registered, Shared};
 
 mod login;
@@ -123,13 +125,22 @@ struct Part {
     done: usize,
 }
 
-/// A parked connection: the ticket its replies wait for, what it does once they may leave,
-/// and the state it returns to.
+/// A parked connection: what its replies wait for, what it does once they may leave, and
+/// the state it returns to.
 #[derive(Debug)]
 struct Parked {
-    ticket: u64,
+    wait: Wait,
     after: After,
     then: State,
+}
+
+/// What a parked connection waits for.
+#[derive(Debug)]
+enum Wait {
+    /// The gate to pass this ticket.
+    Gate(u64),
+    /// The reads of values on flash its replies hold the place of.
+    Flash(Vec<Hole>, Results),
 }
 
 /// A connection's protocol state from request to request.
@@ -156,6 +167,9 @@ pub struct Session {
     scanned: usize,
     /// The last read left more in the socket: `-R` may make the connection give way.
     more: bool,
+    /// Replies rendered with a value to read from flash: the connection parks before any
+    /// of its output leaves.
+    holes: Vec<Hole>,
     /// Replies to writes wait for the server's gate (`--persist` `sync`)...
     gated: bool,
     /// ... and some such replies are in the output.
@@ -177,6 +191,7 @@ impl Session {
             None => State::Ready,
         };
         Session {
+            holes: Vec::new(),
             gated: sh.gate().is_some(),
             rbuf: bytes::BytesMut::new(),
             out: Vec::new(),
@@ -253,7 +268,12 @@ impl Session {
                 let part = *part;
                 let ticket = self.ticket();
                 let sh = &self.reg.sh;
-                let action = dispatch_rest(&self.rbuf, part.done, sh, self.reg.id, &mut self.out);
+                let mut cx = Cx {
+                    id: self.reg.id,
+                    holes: std::mem::take(&mut self.holes),
+                };
+                let action = dispatch_rest(&self.rbuf, part.done, sh, &mut cx, &mut self.out);
+                self.holes = cx.holes;
                 // A `gat` of many keys touches them part by part.
                 self.unacked |= self.ticket() != ticket;
                 self.book(part, action)
@@ -372,6 +392,10 @@ impl Session {
     /// What the driver does next, once replies to writes may leave: if the gate has not
     /// passed them yet, the connection parks.
     fn settle(&mut self, after: After) -> Next {
+        if !self.holes.is_empty() {
+            let holes = std::mem::take(&mut self.holes);
+            return self.park_on(Wait::Flash(holes, Results::default()), after);
+        }
         if self.unacked && !self.out.is_empty() {
             let gate = self
                 .reg
@@ -380,14 +404,7 @@ impl Session {
                 .expect("a gated session's server has a gate");
             let ticket = gate.ticket();
             if !gate.passed(ticket) {
-                let then = std::mem::replace(&mut self.state, State::Ready);
-                self.state = State::Parked(Box::new(Parked {
-                    ticket,
-                    after,
-                    then,
-                }));
-                self.live.set(ConnState::IoQueue);
-                return Next::Park;
+                return self.park_on(Wait::Gate(ticket), after);
             }
             self.unacked = false;
         }
@@ -409,14 +426,28 @@ impl Session {
         }
     }
 
-    /// Hands the gate the completer of a parked connection ([`Next::Park`]).
+    /// Parks the connection until `wait` is over, then it does `after`.
+    fn park_on(&mut self, wait: Wait, after: After) -> Next {
+        let then = std::mem::replace(&mut self.state, State::Ready);
+        self.state = State::Parked(Box::new(Parked { wait, after, then }));
+        self.live.set(ConnState::IoQueue);
+        Next::Park
+    }
+
+    /// Hands what a parked connection waits for the completer ([`Next::Park`]): the gate,
+    /// or the flash store's readers.
     pub fn park(&mut self, done: Completer) {
-        match &self.state {
-            State::Parked(p) => match self.reg.sh.gate() {
-                Some(gate) => gate.when(p.ticket, done),
+        let State::Parked(p) = &self.state else {
+            return done.complete(Ok(()));
+        };
+        match &p.wait {
+            Wait::Gate(ticket) => match self.reg.sh.gate() {
+                Some(gate) => gate.when(*ticket, done),
                 None => done.complete(Err("no gate".into())),
             },
-            _ => done.complete(Ok(())),
+            Wait::Flash(holes, results) => {
+                crate::exec::flash::submit(&self.reg.sh, holes, results, done)
+            }
         }
     }
 
@@ -427,9 +458,14 @@ impl Session {
         let State::Parked(p) = std::mem::replace(&mut self.state, State::Ready) else {
             return self.pump();
         };
-        let Parked { after, then, .. } = *p;
+        let Parked { wait, after, then } = *p;
         self.state = then;
         self.live.set(ConnState::ParseCmd);
+        // Flash reads that failed are misses, not lost writes: the replies go out either way.
+        if let Wait::Flash(holes, results) = wait {
+            crate::exec::flash::fill(&self.reg.sh, &mut self.out, holes, &results);
+            return self.settle(after);
+        }
         match outcome {
             Ok(()) => {
                 self.unacked = false;
@@ -485,9 +521,21 @@ impl Session {
         } else {
             Wire::Text
         });
-        let (sh, id) = (&self.reg.sh, self.reg.id);
+        // The request's flash reads join those of the requests before it (`Cx::holes`).
+        let mut cx = Cx {
+            id: self.reg.id,
+            holes: std::mem::take(&mut self.holes),
+        };
+        let step = self.step_in(&mut cx, wire);
+        self.holes = cx.holes;
+        step
+    }
+
+    /// [`Self::step`] once the protocol is known.
+    fn step_in(&mut self, cx: &mut Cx, wire: Wire) -> Step {
+        let sh = &self.reg.sh;
         match wire {
-            Wire::Binary => crate::binary::step(&self.rbuf, sh, id, &mut self.sasl, &mut self.out),
+            Wire::Binary => crate::binary::step(&self.rbuf, sh, cx, &mut self.sasl, &mut self.out),
             Wire::Text => {
                 if self.scanned > 0 && !self.rbuf[self.scanned..].contains(&b'\n') {
                     // Still no end of line: only the length decides (a line too long).
@@ -496,7 +544,7 @@ impl Session {
                         return Step::Incomplete;
                     }
                 }
-                let step = text_step(&self.rbuf, sh, id, &mut self.out);
+                let step = text_step(&self.rbuf, sh, cx, &mut self.out);
                 if step == Step::Incomplete && !self.rbuf.contains(&b'\n') {
                     self.scanned = self.rbuf.len();
                 }
@@ -671,14 +719,14 @@ impl Spare {
 }
 
 /// Handles the text or meta request at the start of `buf`, appending its reply to `out`.
-fn text_step(buf: &[u8], sh: &Shared, id: u64, out: &mut Vec<u8>) -> Step {
+fn text_step(buf: &[u8], sh: &Shared, cx: &mut Cx, out: &mut Vec<u8>) -> Step {
     match decode_request(buf, &sh.limits) {
         Ok((req, used)) => {
-            trace_request(sh, id, &req, &buf[..used]);
+            trace_request(sh, cx.id, &req, &buf[..used]);
             Step::Done {
                 used,
                 swallow: 0,
-                action: dispatch(&req, sh, id, out),
+                action: dispatch(&req, sh, cx, out),
                 mutates: req.mutates(),
             }
         }
@@ -709,9 +757,9 @@ fn text_step(buf: &[u8], sh: &Shared, id: u64, out: &mut Vec<u8>) -> Step {
 
 /// The rest of the multi-get at the start of `buf`, from byte `skip` of its key list on
 /// (the parts before it were answered). The request decoded before, so it decodes again.
-fn dispatch_rest(buf: &[u8], skip: usize, sh: &Shared, id: u64, out: &mut Vec<u8>) -> Action {
+fn dispatch_rest(buf: &[u8], skip: usize, sh: &Shared, cx: &mut Cx, out: &mut Vec<u8>) -> Action {
     match decode_request(buf, &sh.limits) {
-        Ok((req, _)) => dispatch(&resume(&req, skip), sh, id, out),
+        Ok((req, _)) => dispatch(&resume(&req, skip), sh, cx, out),
         Err(_) => Action::Close,
     }
 }

@@ -4,28 +4,35 @@
 use memkit_flash::FlashLoc;
 
 use super::Shard;
-use crate::arena::{Loc, Value, seg_of};
-use crate::segment::{FETCHED, HOT, ItemAt, VISITED};
+use std::hash::BuildHasher;
+
+use crate::arena::{Loc, Value, pack, seg_of};
+use crate::policy::Policy;
+use crate::segment::{FETCHED, HOT, ItemAt, VISITED, read_item};
 
 impl Shard {
-    /// Eviction is about to drop the item at `e`: if the flash tier takes its value, the
-    /// value leaves RAM and the stub stays, copied to the keep head unvisited (so it lasts
-    /// one more lap in RAM unless read). Returns whether it did.
-    pub(crate) fn demote(&mut self, h: u64, e: Loc, at: &ItemAt, now: u32) -> bool {
+    /// Whether the item's value may go to flash: out of line, over `ext_item_size`, and
+    /// not about to expire (`ext_low_ttl`).
+    fn flash_worthy(&self, at: &ItemAt, now: u32) -> bool {
         let Some(tier) = &self.cfg.flash else {
             return false;
         };
         let hdr = &at.header;
-        if !hdr.large || (hdr.vlen as usize) <= tier.item_size {
-            return false;
-        }
-        if hdr.exptime != 0 && hdr.exptime.saturating_sub(now) < tier.low_ttl {
+        hdr.large
+            && hdr.vlen as usize > tier.item_size
+            && (hdr.exptime == 0 || hdr.exptime.saturating_sub(now) >= tier.low_ttl)
+    }
+
+    /// Eviction is about to drop the item at `e`: if the flash tier takes its value, the
+    /// value leaves RAM and the stub stays, copied to the keep head unvisited (so it lasts
+    /// one more lap in RAM unless read). Returns whether it did. Under eviction the item's
+    /// age does not matter (memcached pushes out early when memory is short).
+    pub(crate) fn demote(&mut self, h: u64, e: Loc, at: &ItemAt, now: u32) -> bool {
+        let hdr = &at.header;
+        if !self.flash_worthy(at, now) {
             return false;
         }
         let seg = self.arena.seg(seg_of(e));
-        if now.saturating_sub(seg.created) < tier.item_age {
-            return false;
-        }
         let Some(handle) = at.large_handle(seg.bytes()) else {
             return false;
         };
@@ -41,6 +48,58 @@ impl Shard {
         }
         self.stats.counters.evicted_to_extstore += 1;
         true
+    }
+
+    /// The flash tier's walk of up to `max_segments` sealed segments (a cursor goes round
+    /// them): stubs whose value's page was reclaimed since are unlinked (their memory comes
+    /// back without waiting for a read), and with `ext_item_age` set, values idle that
+    /// long go to flash without memory pressure, as memcached's storage thread writes them;
+    /// their stubs stay where they are. Returns the values written.
+    pub(crate) fn flash_walk(&mut self, now: u32, max_segments: usize) -> u64 {
+        let Some(age) = self.cfg.flash.as_ref().map(|t| t.item_age) else {
+            return 0;
+        };
+        let mut written = 0;
+        for _ in 0..max_segments.min(self.policy.sealed_len()) {
+            let pos = self.flash_cursor % self.policy.sealed_len();
+            self.flash_cursor = pos + 1;
+            let s = self.policy.sealed_at(pos);
+            let idle = now.saturating_sub(self.arena.seg(s).created) >= age;
+            let mut off = 0;
+            while off < self.arena.seg(s).write_pos as usize {
+                let seg = self.arena.seg(s);
+                let at = read_item(seg.bytes(), off, seg.base_seq, self.arena.large_at());
+                let e = pack(s, off);
+                off += at.len;
+                if !at.header.large {
+                    continue;
+                }
+                let h = self.hasher.hash_one(at.key(seg.bytes()));
+                if self.index.find(h, |&x| x == e).is_none() {
+                    continue;
+                }
+                if self.flash_stale(e, &at) {
+                    self.unlink(h, e, &at, false);
+                } else if idle && self.flash_worthy(&at, now) && self.write_in_place(e, &at) {
+                    written += 1;
+                }
+            }
+        }
+        written
+    }
+
+    /// Writes the value of the RAM item at `e` to flash, its stub staying where it is.
+    fn write_in_place(&mut self, e: Loc, at: &ItemAt) -> bool {
+        let seg = self.arena.seg(seg_of(e));
+        let Some(handle) = at.large_handle(seg.bytes()) else {
+            return false;
+        };
+        let mut key = [0u8; 256];
+        let k = at.key(seg.bytes());
+        key[..k.len()].copy_from_slice(k);
+        let done = self.arena.demote(handle, &key[..k.len()]);
+        self.stats.counters.evicted_to_extstore += u64::from(done);
+        done
     }
 
     /// Where the value of the record at `e` is on flash, if it is.

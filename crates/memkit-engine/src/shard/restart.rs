@@ -101,14 +101,21 @@ impl RecordHead {
 
 fn encode_loc(loc: FlashLoc) -> [u8; FLASH_LOC_LEN] {
     let mut b = [0u8; FLASH_LOC_LEN];
-    for (i, v) in [loc.page, loc.version, loc.offset, loc.len].into_iter().enumerate() {
+    for (i, v) in [loc.page, loc.version, loc.offset, loc.len]
+        .into_iter()
+        .enumerate()
+    {
         b[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
     }
     b
 }
 
 fn decode_loc(b: &[u8]) -> Option<FlashLoc> {
-    let v = |i: usize| Some(u32::from_le_bytes(b.get(i * 4..i * 4 + 4)?.try_into().ok()?));
+    let v = |i: usize| {
+        Some(u32::from_le_bytes(
+            b.get(i * 4..i * 4 + 4)?.try_into().ok()?,
+        ))
+    };
     Some(FlashLoc {
         page: v(0)?,
         version: v(1)?,
@@ -356,6 +363,10 @@ impl Shard {
 
 /// Bytes of an item's record (`flash`: its value is on flash, the record holds where).
 fn record_len(h: &Header, flash: bool) -> usize {
-    let value = if flash { FLASH_LOC_LEN } else { h.vlen as usize };
+    let value = if flash {
+        FLASH_LOC_LEN
+    } else {
+        h.vlen as usize
+    };
     RECORD_HEAD + if h.ext_cas.is_some() { 8 } else { 0 } + h.klen as usize + value
 }
