@@ -487,6 +487,9 @@ impl Engine {
     /// Every storage command (`set`, `add`, `replace`, `append`, `prepend`, `cas`, `ms`).
     pub fn store(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> Result<Stored> {
         Self::check_key(key)?;
+        if matches!(opts.mode, StoreMode::Append | StoreMode::Prepend) {
+            self.fetch_from_flash(key);
+        }
         let now = self.now();
         let exptime = self.rel_exptime(opts.exptime);
         let vivify = opts.vivify.map(|e| self.rel_exptime(e));
@@ -560,6 +563,7 @@ impl Engine {
     /// `incr`, `decr` and `ma`.
     pub fn arithmetic(&self, key: &[u8], opts: &ArithOptions) -> Result<ArithOutcome> {
         Self::check_key(key)?;
+        self.fetch_from_flash(key);
         let now = self.now();
         let ttl = opts.update_ttl.map(|e| self.rel_exptime(e));
         let vivify = opts.vivify.map(|(_, e)| self.rel_exptime(e));

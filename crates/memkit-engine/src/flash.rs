@@ -16,8 +16,11 @@
 //! - a read that finds the value gone (its page evicted or reclaimed) or corrupt is a miss
 //!   and a counter (`miss_from_extstore`, `badcrc_from_extstore`), and its stub is unlinked;
 //! - one read in `ext_recache_rate` brings the value back to RAM;
-//! - `append`/`prepend` of an item whose value is on flash answer `NOT_STORED`, and
-//!   `incr`/`decr` a non-numeric value, as memcached does for its extstore items;
+//! - `append`, `prepend`, `incr` and `decr` need the value itself: one on flash is brought
+//!   back to RAM first ([`Engine::flash_value`]; memkitd reads it while the connection is
+//!   parked, the embedded engine on the caller's thread). memcached refuses them for its
+//!   extstore items (`NOT_STORED`, non-numeric), which is what they answer here only when
+//!   the value cannot be brought back;
 //! - a stub that eviction meets again is judged by the policy like any item: unread, it is
 //!   dropped and its value on flash becomes dead.
 //!
@@ -174,6 +177,31 @@ impl Engine {
         })
     }
 
+    /// The location of `key`'s value if it is live and on flash, for a command that needs
+    /// the value itself (`append`, `incr`...): read it, bring it back to RAM with
+    /// [`Engine::finish_flash_read`] (the read returned recaches), then run the command.
+    /// Counts nothing and changes nothing.
+    pub fn flash_value(&self, key: &[u8]) -> Option<FlashRead> {
+        self.flash.as_ref()?;
+        let now = self.now();
+        let (h, shard) = self.shard(key);
+        let (loc, len) = shard.flash_value(h, key, now)?;
+        Some(FlashRead {
+            loc,
+            len,
+            flags: 0,
+            cas: 0,
+            ttl: Ttl::Never,
+            ttl_before: Ttl::Never,
+            fetched: false,
+            last_access: 0,
+            win: false,
+            stale: false,
+            win_taken: false,
+            recache: true,
+        })
+    }
+
     /// Reports how a flash read of `key` ended: counted; a failed one (the value gone or
     /// corrupt) unlinks the item's stub if it still points there, so later reads miss
     /// without reading; a good one may bring the value back to RAM. Returns the value if
@@ -197,6 +225,17 @@ impl Engine {
                 shard.flash_read_failed(h, key, read.loc, matches!(e, ReadError::BadCrc));
                 None
             }
+        }
+    }
+
+    /// Brings `key`'s value back to RAM now, on this thread, if it is on flash: what the
+    /// embedded engine does before a command that needs the value (`append`, `incr`...);
+    /// memkitd reads it while the connection is parked instead (`Engine::flash_value`).
+    /// A value that cannot be brought back leaves the command to answer as memcached does
+    /// for its extstore items (`NOT_STORED`, non-numeric).
+    pub(crate) fn fetch_from_flash(&self, key: &[u8]) {
+        if let Some(read) = self.flash_value(key) {
+            self.read_flash_now(key, &read);
         }
     }
 

@@ -116,6 +116,9 @@ fn execute(
             not_stored,
         };
         exec::execute(&cmd, sh, cx, &mut reply);
+        if cx.fetch.is_some() {
+            return (Action::Fetch, false);
+        }
         return (Action::Continue, cmd.mutates());
     }
     match req.cmd {

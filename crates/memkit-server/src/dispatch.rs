@@ -156,6 +156,10 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, cx: &mut Cx, out: &mut Vec<u8>) 
     if quiet {
         out.truncate(mark);
     }
+    // A command that needs its value back from flash first answered nothing yet.
+    if cx.fetch.is_some() {
+        return Action::Fetch;
+    }
     action
 }
 

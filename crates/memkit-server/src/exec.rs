@@ -34,6 +34,9 @@ pub enum Action {
     Watch(u8),
     /// Flush, close, and shut the server down (`shutdown` with `-A`).
     Shutdown,
+    /// The request needs a value that is on flash (`append`, `incr`...): nothing was
+    /// answered; bring [`Cx::fetch`] back to RAM, then run the request again.
+    Fetch,
     /// A multi-get's reply reached [`crate::dispatch::REPLY_CHUNK`] bytes: write out what
     /// is rendered, then go on with [`crate::dispatch::resume`] at this byte offset into
     /// the key list.
@@ -78,6 +81,11 @@ pub struct Cx {
     pub id: u64,
     /// Replies rendered with a value still to be read from flash.
     pub holes: Vec<flash::Hole>,
+    /// The value a request needs in RAM before it can run ([`Action::Fetch`]).
+    pub fetch: Option<(Vec<u8>, memkit_engine::FlashRead)>,
+    /// Whether a request may ask for [`Self::fetch`]: not when it runs again after one
+    /// (the value left RAM again at once), when it answers as memcached does.
+    pub may_fetch: bool,
 }
 
 impl Cx {
@@ -85,6 +93,33 @@ impl Cx {
         Cx {
             id,
             holes: Vec::new(),
+            fetch: None,
+            may_fetch: true,
+        }
+    }
+
+    /// Whether `cmd` needs its item's value and that value is on flash: then it is noted
+    /// in [`Self::fetch`] and the command must not run yet.
+    fn needs_fetch(&mut self, cmd: &Command<'_>, sh: &Shared) -> bool {
+        use memkit_types::StoreMode;
+        let key = match cmd {
+            Command::Store { key, opts, .. }
+                if matches!(opts.mode, StoreMode::Append | StoreMode::Prepend) =>
+            {
+                key
+            }
+            Command::Arith { key, .. } => key,
+            _ => return false,
+        };
+        if !self.may_fetch {
+            return false;
+        }
+        match sh.engine.flash_value(key) {
+            Some(read) => {
+                self.fetch = Some((key.to_vec(), read));
+                true
+            }
+            None => false,
         }
     }
 }
@@ -118,6 +153,9 @@ pub trait Reply {
 pub fn execute(cmd: &Command<'_>, sh: &Shared, cx: &mut Cx, reply: &mut impl Reply) {
     let engine = &sh.engine;
     let conn_id = cx.id;
+    if engine.flash_store().is_some() && cx.needs_fetch(cmd, sh) {
+        return;
+    }
     match cmd {
         Command::Get { key, opts } => {
             let r = engine

@@ -41,7 +41,7 @@ use crate::config::Protocol;
 use crate::dispatch::{REPLY_CHUNK, dispatch, resume};
 use memkit_engine::DumpCursor;
 
-use crate::exec::flash::{Hole, Results};
+use crate::exec::flash::{Hole, Reads, Results};
 use crate::exec::{Action, Cx, Dump, Step};
 use crate::state::{ConnLive, ConnState, Registered, Shared};
 
@@ -139,8 +139,9 @@ struct Parked {
 enum Wait {
     /// The gate to pass this ticket.
     Gate(u64),
-    /// The reads of values on flash its replies hold the place of.
-    Flash(Vec<Hole>, Results),
+    /// Reads of values on flash: those its replies hold the place of, and one a request
+    /// needs in RAM before it runs.
+    Flash(Reads),
 }
 
 /// A connection's protocol state from request to request.
@@ -170,6 +171,12 @@ pub struct Session {
     /// Replies rendered with a value to read from flash: the connection parks before any
     /// of its output leaves.
     holes: Vec<Hole>,
+    /// A value the request at the start of the input needs in RAM first (`append`,
+    /// `incr`... of a value on flash): read and recached while parked, then the request
+    /// runs again...
+    fetch: Option<(Vec<u8>, memkit_engine::FlashRead)>,
+    /// ... once only: `true` while it does.
+    fetched: bool,
     /// Replies to writes wait for the server's gate (`--persist` `sync`)...
     gated: bool,
     /// ... and some such replies are in the output.
@@ -192,6 +199,8 @@ impl Session {
         };
         Session {
             holes: Vec::new(),
+            fetch: None,
+            fetched: false,
             gated: sh.gate().is_some(),
             rbuf: bytes::BytesMut::new(),
             out: Vec::new(),
@@ -267,13 +276,10 @@ impl Session {
             State::Part(part) => {
                 let part = *part;
                 let ticket = self.ticket();
+                let mut cx = self.cx();
                 let sh = &self.reg.sh;
-                let mut cx = Cx {
-                    id: self.reg.id,
-                    holes: std::mem::take(&mut self.holes),
-                };
                 let action = dispatch_rest(&self.rbuf, part.done, sh, &mut cx, &mut self.out);
-                self.holes = cx.holes;
+                self.keep(cx);
                 // A `gat` of many keys touches them part by part.
                 self.unacked |= self.ticket() != ticket;
                 self.book(part, action)
@@ -319,6 +325,12 @@ impl Session {
     /// still to render stays there (a `Request` is not kept across the write: it borrows
     /// the input), anything else is consumed.
     fn book(&mut self, part: Part, action: Action) -> Option<After> {
+        if action == Action::Fetch {
+            // Not consumed: it runs again once its value is back in RAM.
+            self.state = State::Ready;
+            return Some(After::Write);
+        }
+        self.fetched = false;
         if let Action::More(at) = action {
             self.state = State::Part(Part {
                 done: part.done + at,
@@ -336,7 +348,8 @@ impl Session {
         let now = self.reg.sh.uptime_secs.load(Relaxed);
         self.live.last_cmd.store(now, Relaxed);
         match action {
-            Action::Continue | Action::More(_) => {
+            // (`Fetch` returned above.)
+            Action::Continue | Action::More(_) | Action::Fetch => {
                 (self.out.len() >= FLUSH_AT).then_some(After::Write)
             }
             Action::Close => Some(self.end(End::Close)),
@@ -392,9 +405,13 @@ impl Session {
     /// What the driver does next, once replies to writes may leave: if the gate has not
     /// passed them yet, the connection parks.
     fn settle(&mut self, after: After) -> Next {
-        if !self.holes.is_empty() {
-            let holes = std::mem::take(&mut self.holes);
-            return self.park_on(Wait::Flash(holes, Results::default()), after);
+        if !self.holes.is_empty() || self.fetch.is_some() {
+            let reads = Reads {
+                holes: std::mem::take(&mut self.holes),
+                fetch: self.fetch.take(),
+                results: Results::default(),
+            };
+            return self.park_on(Wait::Flash(reads), after);
         }
         if self.unacked && !self.out.is_empty() {
             let gate = self
@@ -445,9 +462,7 @@ impl Session {
                 Some(gate) => gate.when(*ticket, done),
                 None => done.complete(Err("no gate".into())),
             },
-            Wait::Flash(holes, results) => {
-                crate::exec::flash::submit(&self.reg.sh, holes, results, done)
-            }
+            Wait::Flash(reads) => crate::exec::flash::submit(&self.reg.sh, reads, done),
         }
     }
 
@@ -462,8 +477,9 @@ impl Session {
         self.state = then;
         self.live.set(ConnState::ParseCmd);
         // Flash reads that failed are misses, not lost writes: the replies go out either way.
-        if let Wait::Flash(holes, results) = wait {
-            crate::exec::flash::fill(&self.reg.sh, &mut self.out, holes, &results);
+        if let Wait::Flash(reads) = wait {
+            self.fetched = reads.fetch.is_some();
+            crate::exec::flash::fill(&self.reg.sh, &mut self.out, reads);
             return self.settle(after);
         }
         match outcome {
@@ -521,14 +537,26 @@ impl Session {
         } else {
             Wire::Text
         });
-        // The request's flash reads join those of the requests before it (`Cx::holes`).
-        let mut cx = Cx {
-            id: self.reg.id,
-            holes: std::mem::take(&mut self.holes),
-        };
+        let mut cx = self.cx();
         let step = self.step_in(&mut cx, wire);
-        self.holes = cx.holes;
+        self.keep(cx);
         step
+    }
+
+    /// What the executor is to know of the connection for the next request. Its flash
+    /// reads join those of the requests before it (`Cx::holes`).
+    fn cx(&mut self) -> Cx {
+        Cx {
+            holes: std::mem::take(&mut self.holes),
+            may_fetch: !self.fetched,
+            ..Cx::new(self.reg.id)
+        }
+    }
+
+    /// Takes back what the executor left for the connection to wait for.
+    fn keep(&mut self, cx: Cx) {
+        self.holes = cx.holes;
+        self.fetch = cx.fetch;
     }
 
     /// [`Self::step`] once the protocol is known.

@@ -110,7 +110,7 @@ impl Shard {
         self.stats.counters.get_extstore += 1;
         self.flash_reads = self.flash_reads.wrapping_add(1);
         let rate = self.cfg.flash.as_ref().map_or(0, |t| t.recache_rate);
-        rate != 0 && self.flash_reads % rate == 0
+        rate != 0 && self.flash_reads.is_multiple_of(rate)
     }
 
     /// A read that found no live item: counts the miss, and with `N` creates a stub item

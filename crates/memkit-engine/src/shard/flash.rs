@@ -102,6 +102,15 @@ impl Shard {
         done
     }
 
+    /// Where `key`'s value is on flash and its length, if the item is live and it is.
+    pub(crate) fn flash_value(&self, h: u64, key: &[u8], now: u32) -> Option<(FlashLoc, usize)> {
+        let (e, at) = self.find(h, key)?;
+        if self.dead(&at.header, now).is_some() {
+            return None;
+        }
+        Some((self.flash_loc(e, &at)?, at.header.vlen as usize))
+    }
+
     /// Where the value of the record at `e` is on flash, if it is.
     pub(crate) fn flash_loc(&self, e: Loc, at: &ItemAt) -> Option<FlashLoc> {
         match self.arena.value_of(e, at) {

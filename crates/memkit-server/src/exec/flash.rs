@@ -31,8 +31,18 @@ pub struct Hole {
     read: FlashRead,
 }
 
-/// The outcome of a batch of reads, one per hole, once the readers are done.
+/// The outcome of a batch of reads, in the order of [`Reads`], once the readers are done.
 pub type Results = Arc<Mutex<Vec<Result<Vec<u8>, ReadError>>>>;
+
+/// What a parked connection reads from flash.
+#[derive(Debug)]
+pub struct Reads {
+    /// The values its replies hold the place of.
+    pub holes: Vec<Hole>,
+    /// A value a request needs in RAM before it runs again (`Action::Fetch`).
+    pub fetch: Option<(Vec<u8>, FlashRead)>,
+    pub results: Results,
+}
 
 /// Renders the hit of `read` with its value's place held, or nothing more if the reply does
 /// not carry the value. Returns the value's length (what a hit reports to `watch`).
@@ -57,17 +67,17 @@ pub(super) fn render(cx: &mut Cx, key: &[u8], read: FlashRead, reply: &mut impl 
     len
 }
 
-/// Hands the holes' reads to the flash store's readers; `done` fires once all are in
-/// `results`.
-pub fn submit(sh: &Shared, holes: &[Hole], results: &Results, done: Completer) {
+/// Hands the reads to the flash store's readers; `done` fires once all are in.
+pub fn submit(sh: &Shared, reads: &Reads, done: Completer) {
     let Some(store) = sh.engine.flash_store() else {
         done.complete(Err("no flash store".into()));
         return;
     };
-    let reads = holes.iter().map(|h| (h.read.loc, h.key.clone())).collect();
-    let results = results.clone();
+    let holes = reads.holes.iter().map(|h| (h.read.loc, h.key.clone()));
+    let fetch = reads.fetch.iter().map(|(key, read)| (read.loc, key.clone()));
+    let results = reads.results.clone();
     store.submit(
-        reads,
+        holes.chain(fetch).collect(),
         Box::new(move |r| {
             *results.lock() = r;
             done.complete(Ok(()));
@@ -75,19 +85,28 @@ pub fn submit(sh: &Shared, holes: &[Hole], results: &Results, done: Completer) {
     );
 }
 
-/// Fills the holes into `out` with the reads' results (a hole without a result, as after
-/// an abandoned wait, becomes a miss), and reports each read to the engine.
-pub fn fill(sh: &Shared, out: &mut Vec<u8>, holes: Vec<Hole>, results: &Results) {
+/// Fills the holes into `out` with the reads' results (a read without a result, as after
+/// an abandoned wait, failed), reports each read to the engine, and brings the fetched
+/// value back to RAM.
+pub fn fill(sh: &Shared, out: &mut Vec<u8>, reads: Reads) {
+    let Reads {
+        holes,
+        fetch,
+        results,
+    } = reads;
     let mut results = std::mem::take(&mut *results.lock()).into_iter();
+    let mut next = || {
+        results
+            .next()
+            .unwrap_or_else(|| Err(ReadError::Io(std::io::ErrorKind::Interrupted.into())))
+    };
     let mut outcomes: Vec<Option<Vec<u8>>> = holes
         .iter()
-        .map(|h| {
-            let r = results
-                .next()
-                .unwrap_or_else(|| Err(ReadError::Io(std::io::ErrorKind::Interrupted.into())));
-            sh.engine.finish_flash_read(&h.key, &h.read, r)
-        })
+        .map(|h| sh.engine.finish_flash_read(&h.key, &h.read, next()))
         .collect();
+    if let Some((key, read)) = fetch {
+        sh.engine.finish_flash_read(&key, &read, next());
+    }
     // From the last hole back, so that a miss's change of length moves no hole still to do.
     for (h, value) in holes.iter().zip(outcomes.iter_mut()).rev() {
         match value.take() {
