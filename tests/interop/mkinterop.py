@@ -38,6 +38,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def flash_flags(port):
+    """With MEMKITD_FLASH_DIR set (run.sh's second pass), memkitd runs with a flash file there
+    and `ext_item_size=0,ext_item_age=0`: every non-empty value goes to flash as it is stored,
+    so every read of one parks its connection and comes from the flash store."""
+    d = os.environ.get("MEMKITD_FLASH_DIR")
+    if not d:
+        return []
+    path = Path(d) / f"memkitd-{port}.flash"
+    return [
+        "-o",
+        f"ext_page_size=1,ext_wbuf_size=1,ext_item_size=0,ext_item_age=0,ext_path={path}:64m",
+    ]
+
+
 def root_flags():
     """memcached and memkitd refuse to run as root without -u; elsewhere -u is ignored."""
     return ["-u", "root"] if os.geteuid() == 0 else []
@@ -75,7 +89,8 @@ class ServerProcess:
 
     def argv(self, port):
         listen = ["-s", self.unix] if self.unix else ["-p", str(port), "-l", HOST]
-        return [str(self.binary)] + listen + BASE_FLAGS + self.extra_flags + root_flags()
+        flash = flash_flags(port) if self.kind == "memkitd" else []
+        return [str(self.binary)] + listen + BASE_FLAGS + flash + self.extra_flags + root_flags()
 
     def _ready(self, port):
         if self.unix:

@@ -356,6 +356,9 @@ impl Shard {
         let e = self.append_record(key, &hdr, stored);
         self.link(h, e, &hdr, now);
         self.stats.counters.total_items += 1;
+        if hdr.large {
+            self.write_through(e, now);
+        }
         Ok(self.cas_of(&hdr))
     }
 

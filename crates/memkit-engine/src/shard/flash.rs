@@ -88,6 +88,19 @@ impl Shard {
         written
     }
 
+    /// With `ext_item_age=0` (idle for no time at all is idle enough), a value goes to flash
+    /// as it is stored: the limit of memcached's storage thread writing every item old
+    /// enough, and a way to have every read of a large value come from flash.
+    pub(crate) fn write_through(&mut self, e: Loc, now: u32) {
+        if self.cfg.flash.as_ref().is_none_or(|t| t.item_age != 0) {
+            return;
+        }
+        let at = self.arena.item_at(e);
+        if self.flash_worthy(&at, now) {
+            self.write_in_place(e, &at);
+        }
+    }
+
     /// Writes the value of the RAM item at `e` to flash, its stub staying where it is.
     fn write_in_place(&mut self, e: Loc, at: &ItemAt) -> bool {
         let seg = self.arena.seg(seg_of(e));
