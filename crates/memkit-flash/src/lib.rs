@@ -47,6 +47,9 @@ mod state;
 mod store;
 mod writer;
 
+#[cfg(test)]
+mod tests;
+
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::SeqCst;
