@@ -142,6 +142,11 @@ impl Arena {
         self.flash.as_ref()
     }
 
+    /// Bytes the shard may hold (before the stub segments of [`Self::limit`]).
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
     /// A smaller budget is reached by eviction as items arrive.
     pub fn set_budget(&mut self, budget: usize) {
         self.budget = budget;

@@ -31,7 +31,7 @@ use crate::shard::Shard;
 /// unmapped at the end if the shard is over budget. Without it, a victim full of kept items
 /// could not move them all (re-based headers can grow a byte or two) and they would be
 /// dropped.
-const OVERDRAFT_SEGMENTS: usize = 2;
+pub(crate) const OVERDRAFT_SEGMENTS: usize = 2;
 
 impl Shard {
     /// Makes sure a record of `len` bytes fits in the write head and, when `large > 0`, that
@@ -140,11 +140,18 @@ impl Shard {
     /// in the budget: a segment of stubs can stand for many times its size in out-of-line
     /// values, and emptying it whole would drop far more than the write needs.
     pub(crate) fn evict_one(&mut self, want: usize, now: u32) -> Result<()> {
+        // The stubs of values on flash first, when they are what fills the shard.
+        if self.free_flash_segment(false, now) {
+            return Ok(());
+        }
         if let Some(i) = self.sparse_victim() {
             let victim = self.policy.take_sealed(i);
             return self.finish_emptying(victim, true, None, now);
         }
         let Some(victim) = self.policy.next_victim() else {
+            if self.free_flash_segment(true, now) {
+                return Ok(());
+            }
             self.stats.counters.store_no_memory += 1;
             return Err(Error::OutOfMemory);
         };
@@ -267,7 +274,7 @@ impl Shard {
 
     /// Evicts a live item: tells the evict hook, unlinks it, counts it. `active`: the policy
     /// had kept it, but no segment could take it (memcached's `evicted_active`).
-    fn drop_item(&mut self, h: u64, e: Loc, at: &ItemAt, active: bool, now: u32) {
+    pub(crate) fn drop_item(&mut self, h: u64, e: Loc, at: &ItemAt, active: bool, now: u32) {
         let fetched = at.header.bits & FETCHED != 0;
         if let Some(hook) = self.cfg.evict_hook.get() {
             let seg = self.arena.seg(seg_of(e));

@@ -130,6 +130,10 @@ pub(crate) struct Shard {
     pub(crate) flash_reads: u32,
     /// Where the flash tier's walk resumes (see `shard::flash`).
     pub(crate) flash_cursor: usize,
+    /// The segments holding the stubs of values on flash, outside the eviction policy:
+    /// sealed, oldest first, and the one being written.
+    pub(crate) flash_segs: std::collections::VecDeque<u32>,
+    pub(crate) flash_head: Option<u32>,
 }
 
 /// The index layout for a shard's segment size and budget: segment ids up to what the
@@ -162,6 +166,8 @@ impl Shard {
             reclaim_cursor: 0,
             flash_reads: 0,
             flash_cursor: 0,
+            flash_segs: Default::default(),
+            flash_head: None,
         }
     }
 
@@ -357,7 +363,7 @@ impl Shard {
         self.link(h, e, &hdr, now);
         self.stats.counters.total_items += 1;
         if hdr.large {
-            self.write_through(e, now);
+            self.write_through(h, e, now);
         }
         Ok(self.cas_of(&hdr))
     }
@@ -374,7 +380,7 @@ impl Shard {
     /// Rewrites a live item with a changed header (TTL, stale mark, new CAS), keeping its
     /// value (and large block). Returns the header written, or `None` if making room evicted
     /// the item after all.
-    fn rewrite(
+    pub(crate) fn rewrite(
         &mut self,
         h: u64,
         key: &[u8],
@@ -411,7 +417,10 @@ impl Shard {
     /// within a queue), then the open heads.
     pub(crate) fn segments(&self) -> impl Iterator<Item = u32> + '_ {
         let sealed = (0..self.policy.sealed_len()).map(|i| self.policy.sealed_at(i));
-        sealed.chain(self.policy.heads().into_iter().flatten())
+        let flash = self.flash_segs.iter().copied().chain(self.flash_head);
+        sealed
+            .chain(self.policy.heads().into_iter().flatten())
+            .chain(flash)
     }
 
     /// Adds this shard to an engine-wide statistics snapshot: its counters and classes, its

@@ -339,14 +339,22 @@ impl Shard {
         } else {
             [value, &[]]
         };
-        let head = self
-            .policy
-            .write_head()
-            .expect("make_room leaves a write head");
-        if self.arena.seg(head).write_pos == 0 {
-            self.arena.seg(head).populate();
-        }
-        let e = self.append_record(key, &hdr, stored);
+        let e = match flash {
+            // A stub of a value on flash goes where such stubs live (`shard::flash`).
+            Some(_) => self
+                .append_stub(key, &hdr, stored, now)
+                .ok_or(memkit_types::Error::OutOfMemory)?,
+            None => {
+                let head = self
+                    .policy
+                    .write_head()
+                    .expect("make_room leaves a write head");
+                if self.arena.seg(head).write_pos == 0 {
+                    self.arena.seg(head).populate();
+                }
+                self.append_record(key, &hdr, stored)
+            }
+        };
         self.link(h, e, &hdr, now);
         Ok(())
     }

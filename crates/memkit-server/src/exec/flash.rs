@@ -74,7 +74,10 @@ pub fn submit(sh: &Shared, reads: &Reads, done: Completer) {
         return;
     };
     let holes = reads.holes.iter().map(|h| (h.read.loc, h.key.clone()));
-    let fetch = reads.fetch.iter().map(|(key, read)| (read.loc, key.clone()));
+    let fetch = reads
+        .fetch
+        .iter()
+        .map(|(key, read)| (read.loc, key.clone()));
     let results = reads.results.clone();
     store.submit(
         holes.chain(fetch).collect(),
