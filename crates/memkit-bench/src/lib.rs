@@ -17,6 +17,9 @@
 //!   (group commit) and gets/s over a data set 4x the memory budget.
 //! - [`fill`]: `memkit-bench fill`: warm-up fills (10 B to 1 MB values) and a Zipf trace
 //!   with log-normal value sizes, memkitd against memcached.
+//! - [`flash_bench`]: `memkit-bench flash`: memcached's extstore against memkitd's flash tier
+//!   (`-o ext_path`): a fill of 4 KB values read back and checked (hits, RAM per item, write
+//!   amplification), and a cache-aside Zipf trace over 10x the memory.
 //! - [`soak`]: `memkit-bench soak`: a bounded mixed run against memkitd (random requests,
 //!   malformed ones, random sizes, clients leaving mid-request), checking every reply, the
 //!   server's memory bound, that no connection is stuck, and that `stats` adds up.
@@ -33,6 +36,7 @@
 pub mod cpu_sample;
 pub mod engine_bench;
 pub mod fill;
+pub mod flash_bench;
 pub mod loadgen;
 pub mod lru;
 pub mod persist_bench;

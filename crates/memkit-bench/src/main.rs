@@ -7,6 +7,8 @@
 //! - `persist`: memkitd's persistent mode (see [`memkit_bench::persist_bench`]).
 //! - `fill`: warm-up fills and mixed value sizes, memkitd vs memcached (see
 //!   [`memkit_bench::fill`]).
+//! - `flash`: memcached's extstore against memkitd's flash tier (`-o ext_path`): a fill read
+//!   back and checked, and a cache-aside Zipf trace (see [`memkit_bench::flash_bench`]).
 //! - `soak`: a bounded mixed run against memkitd with checks (see [`memkit_bench::soak`]).
 //! - `restart`: warm restart (`-e`) of a full cache, memkitd and memcached (see
 //!   [`memkit_bench::restart_bench`]).
@@ -38,6 +40,9 @@ enum Cmd {
     /// memkitd vs memcached: write-only fills from 10 B to 1 MB values, and a Zipf trace with
     /// log-normal value sizes.
     Fill(memkit_bench::fill::FillArgs),
+    /// memcached's extstore vs memkitd's flash tier (`-o ext_path=FILE:SIZE`): a fill of
+    /// 4 KB values read back and checked, and a cache-aside Zipf trace over 10x the memory.
+    Flash(memkit_bench::flash_bench::FlashArgs),
     /// memkitd and memcached with `-e FILE`: a full cache stopped with SIGUSR1 and started
     /// again: stop and start times, items kept.
     Restart(memkit_bench::restart_bench::RestartArgs),
@@ -92,6 +97,7 @@ fn main() {
         Cmd::Persist(a) => std::process::exit(memkit_bench::persist_bench::main(a)),
         Cmd::Soak(a) => std::process::exit(memkit_bench::soak::main(a)),
         Cmd::Fill(a) => std::process::exit(memkit_bench::fill::main(a)),
+        Cmd::Flash(a) => std::process::exit(memkit_bench::flash_bench::main(a)),
         Cmd::Restart(a) => std::process::exit(memkit_bench::restart_bench::main(a)),
     }
 }
