@@ -1,7 +1,7 @@
 //! memcached reads its numeric flags with C's `atoi`/`atof`/`strtol`: leading digits count,
 //! the rest is ignored, and no digits at all is 0. Reading them the same way keeps a value
 //! memcached takes (`-c 10x`) from being a usage error here, and makes a value it refuses
-//! (`-c abc` is `-c 0`) fail with its message. [`Numbers`] reads the flags that way.
+//! (`-c abc` is `-c 0`) fail with its message. `Numbers` reads the flags that way.
 
 use super::{Args, Refusal};
 
