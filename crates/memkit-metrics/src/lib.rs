@@ -22,6 +22,9 @@
 //! - items, bytes, connections, LRU crawler counters; `memcached_auth_commands_total`,
 //!   `memcached_auth_errors_total` (auth_cmds, auth_errors)
 //! - `memcached_ssl_handshake_errors_total` (ssl_handshake_errors, with `-Z`)
+//! - `memcached_extstore_*` (the exporter's, for memcached's `extstore_*` lines, with
+//!   memkitd's `-o ext_path`) and `memkit_extstore_*` (the read counters the exporter leaves
+//!   out, and memkitd's own lines about the flash tier)
 //! - `memkit_persist_*` (memkitd's `persist_*`, with `--persist`), and
 //!   `memkit_persist_durability_info{durability}`
 //! - per size class, label `slab`: from `stats items` and from `stats slabs`
@@ -36,7 +39,7 @@ use std::fmt::Write;
 
 pub use process::ProcessFigures;
 
-use names::{GENERAL, ITEMS, PERSIST, SLABS};
+use names::{EXTSTORE, GENERAL, ITEMS, PERSIST, SLABS};
 
 /// The Prometheus text format's content type.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -275,7 +278,7 @@ fn collect_general(f: &mut Families, s: &ServerStats<'_>) {
             "1".into(),
         );
     }
-    for (metric, stat, kind, help) in GENERAL {
+    for (metric, stat, kind, help) in GENERAL.iter().chain(EXTSTORE) {
         if let Some(v) = lookup(g, stat).and_then(number) {
             f.push(metric, *kind, help, plain.clone(), v);
         }

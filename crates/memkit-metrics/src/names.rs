@@ -197,6 +197,175 @@ pub(crate) const GENERAL: &[(&str, &str, Kind, &str)] = &[
     ),
 ];
 
+// The flash tier (memkitd's `-o ext_path`, memcached's extstore; its lines are present
+// only with the tier on): the exporter's names, types and help texts for memcached's
+// `extstore_*` (it types `extstore_bytes_used` as a counter; so does this), memkit's own
+// names for the read counters the exporter leaves out and for memkitd's `memkit_*` lines.
+pub(crate) const EXTSTORE: &[(&str, &str, Kind, &str)] = &[
+    (
+        "memcached_extstore_compact_lost_total",
+        "extstore_compact_lost",
+        Kind::Counter,
+        "Total number of items lost because they were locked during extstore compaction.",
+    ),
+    (
+        "memcached_extstore_compact_rescued_total",
+        "extstore_compact_rescues",
+        Kind::Counter,
+        "Total number of items moved to a new page during extstore compaction,",
+    ),
+    (
+        "memcached_extstore_compact_skipped_total",
+        "extstore_compact_skipped",
+        Kind::Counter,
+        "Total number of items dropped due to inactivity during extstore compaction.",
+    ),
+    (
+        "memcached_extstore_pages_allocated_total",
+        "extstore_page_allocs",
+        Kind::Counter,
+        "Total number of times a page was allocated in extstore.",
+    ),
+    (
+        "memcached_extstore_pages_evicted_total",
+        "extstore_page_evictions",
+        Kind::Counter,
+        "Total number of times a page was evicted from extstore.",
+    ),
+    (
+        "memcached_extstore_pages_reclaimed_total",
+        "extstore_page_reclaims",
+        Kind::Counter,
+        "Total number of times an empty extstore page was freed.",
+    ),
+    (
+        "memcached_extstore_pages_free",
+        "extstore_pages_free",
+        Kind::Gauge,
+        "Number of extstore pages not yet containing any items.",
+    ),
+    (
+        "memcached_extstore_pages_used",
+        "extstore_pages_used",
+        Kind::Gauge,
+        "Number of extstore pages containing at least one item.",
+    ),
+    (
+        "memcached_extstore_objects_evicted_total",
+        "extstore_objects_evicted",
+        Kind::Counter,
+        "Total number of items evicted from extstore to free up space.",
+    ),
+    (
+        "memcached_extstore_objects_read_total",
+        "extstore_objects_read",
+        Kind::Counter,
+        "Total number of items read from extstore.",
+    ),
+    (
+        "memcached_extstore_objects_written_total",
+        "extstore_objects_written",
+        Kind::Counter,
+        "Total number of items written to extstore.",
+    ),
+    (
+        "memcached_extstore_objects_used",
+        "extstore_objects_used",
+        Kind::Gauge,
+        "Number of items stored in extstore.",
+    ),
+    (
+        "memcached_extstore_bytes_evicted_total",
+        "extstore_bytes_evicted",
+        Kind::Counter,
+        "Total number of bytes evicted from extstore to free up space.",
+    ),
+    (
+        "memcached_extstore_bytes_written_total",
+        "extstore_bytes_written",
+        Kind::Counter,
+        "Total number of bytes written to extstore.",
+    ),
+    (
+        "memcached_extstore_bytes_read_total",
+        "extstore_bytes_read",
+        Kind::Counter,
+        "Total number of bytes read from extstore.",
+    ),
+    (
+        "memcached_extstore_bytes_used",
+        "extstore_bytes_used",
+        Kind::Counter,
+        "Current number of bytes used to store items in extstore.",
+    ),
+    (
+        "memcached_extstore_bytes_fragmented",
+        "extstore_bytes_fragmented",
+        Kind::Gauge,
+        "Current number of bytes in extstore pages allocated but not used to store an object.",
+    ),
+    (
+        "memcached_extstore_bytes_limit",
+        "extstore_limit_maxbytes",
+        Kind::Gauge,
+        "Number of bytes of external storage allocated for this server.",
+    ),
+    (
+        "memcached_extstore_io_queue_depth",
+        "extstore_io_queue",
+        Kind::Gauge,
+        "Number of items in the I/O queue waiting to be processed.",
+    ),
+    (
+        "memkit_extstore_gets_total",
+        "get_extstore",
+        Kind::Counter,
+        "Reads that found their value on flash (memcached's get_extstore).",
+    ),
+    (
+        "memkit_extstore_get_misses_total",
+        "miss_from_extstore",
+        Kind::Counter,
+        "Flash reads that found the value gone or unreadable: misses (miss_from_extstore).",
+    ),
+    (
+        "memkit_extstore_get_badcrc_total",
+        "badcrc_from_extstore",
+        Kind::Counter,
+        "Flash reads whose bytes failed their checksum (badcrc_from_extstore).",
+    ),
+    (
+        "memkit_extstore_recaches_total",
+        "recache_from_extstore",
+        Kind::Counter,
+        "Values a flash read brought back to RAM (recache_from_extstore).",
+    ),
+    (
+        "memkit_extstore_items",
+        "memkit_extstore_items",
+        Kind::Gauge,
+        "Items whose value is on flash (their keys stay in RAM, and in memcached_current_items).",
+    ),
+    (
+        "memkit_extstore_item_bytes",
+        "memkit_extstore_item_bytes",
+        Kind::Gauge,
+        "Bytes of those items' records on flash.",
+    ),
+    (
+        "memkit_extstore_evicted_total",
+        "memkit_evicted_to_extstore",
+        Kind::Counter,
+        "Values eviction moved from RAM to flash.",
+    ),
+    (
+        "memkit_extstore_write_errors_total",
+        "memkit_extstore_write_errors",
+        Kind::Counter,
+        "Writes to flash that failed (a full or failing disk).",
+    ),
+];
+
 // memkitd's `--persist` store (the `persist_*` stats, present only in persistent mode):
 // memkit's own, so `memkit_` rather than the exporter's `memcached_` namespace.
 // `persist_durability` is a label (`memkit_persist_durability_info`), not a number.

@@ -130,3 +130,42 @@ fn own_endpoint_adds_the_process() {
     assert!(!text.contains("process_max_fds"));
     assert!(!text.contains("process_virtual_memory_bytes"));
 }
+
+#[test]
+fn extstore_lines_take_the_exporters_names_only_when_present() {
+    let g = pairs(&[
+        ("version", "1.6.18"),
+        ("get_extstore", "7"),
+        ("extstore_objects_written", "12"),
+        ("extstore_bytes_used", "4096"),
+        ("extstore_limit_maxbytes", "67108864"),
+        ("extstore_io_queue", "0"),
+        ("memkit_extstore_items", "3"),
+    ]);
+    let a = [("server", "a:1")];
+    let text = render(&[ServerStats {
+        labels: &a,
+        up: true,
+        general: &g,
+        ..Default::default()
+    }]);
+    for line in [
+        "memcached_extstore_objects_written_total{server=\"a:1\"} 12",
+        "# TYPE memcached_extstore_bytes_used counter",
+        "memcached_extstore_bytes_limit{server=\"a:1\"} 67108864",
+        "memcached_extstore_io_queue_depth{server=\"a:1\"} 0",
+        "memkit_extstore_gets_total{server=\"a:1\"} 7",
+        "memkit_extstore_items{server=\"a:1\"} 3",
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+    // Without the tier (no such lines), no such families.
+    let g = pairs(&[("version", "1.6.18")]);
+    let text = render(&[ServerStats {
+        labels: &a,
+        up: true,
+        general: &g,
+        ..Default::default()
+    }]);
+    assert!(!text.contains("extstore"), "{text}");
+}

@@ -8,12 +8,14 @@
 use clap::{ArgAction, Parser};
 
 mod extended;
+mod flash;
 mod io;
 pub mod listen;
 pub mod numbers;
 
+pub use flash::{FLASH_WITH_PERSIST, FlashSettings};
 pub use io::Io;
-use numbers::{atof, atoi, item_size, megabytes, strtol};
+use numbers::{Numbers, strtol};
 
 /// memkitd — a memcached 1.6 compatible server.
 ///
@@ -328,6 +330,9 @@ pub struct Settings {
     pub sasl_pwdb: Option<String>,
     /// `-Z` and `-o ssl_*`.
     pub ssl: SslSettings,
+    /// `-o ext_path=PATH:SIZE` and the other `ext_*`: the flash tier under RAM (memcached's
+    /// extstore); `None` without `ext_path`.
+    pub flash: Option<FlashSettings>,
     /// What memcached checks after reading every flag (see [`Settings::check`]).
     tuning: Tuning,
     /// Refusals met while reading the flags, in memcached's order.
@@ -390,6 +395,10 @@ struct Tuning {
     warm_lru_pct: i32,
     temp_lru: bool,
     protocol_given: bool,
+    /// The `ext_*` options as read; [`Settings::flash`] once `ext_path` is among them.
+    flash: FlashSettings,
+    /// An `ext_*` option was given.
+    flash_given: bool,
 }
 
 impl Tuning {
@@ -470,6 +479,7 @@ impl Settings {
                 min_version: 2,
                 ..SslSettings::default()
             },
+            flash: None,
             tuning: Tuning {
                 port: n.port,
                 udp_port: n.udp_port,
@@ -482,6 +492,8 @@ impl Settings {
                 warm_lru_pct: 40,
                 temp_lru: false,
                 protocol_given: a.protocol.is_some(),
+                flash: FlashSettings::default(),
+                flash_given: false,
             },
             refused,
         };
@@ -509,6 +521,11 @@ impl Settings {
             }
         }
         s.tuning = tuning;
+        if !s.tuning.flash.files.is_empty() {
+            s.flash = Some(s.tuning.flash.clone());
+        } else if s.tuning.flash_given {
+            warn.push("-o ext_*: no effect without ext_path (the flash tier is off)".into());
+        }
         if !s.tuning.protocol_given && s.sasl {
             s.protocol = Protocol::Binary;
         } else if !s.tuning.protocol_given && s.auth_file.is_some() {
@@ -566,6 +583,13 @@ impl Settings {
                 Tuning::SLAB_PAGE
             ));
         }
+        // memcached's storage_check_config, then memkitd's own conflict.
+        if let Some(f) = &self.flash {
+            f.check_usage(t.item_size, t.udp_port)?;
+            if self.persist.is_some() {
+                return usage(FLASH_WITH_PERSIST.into());
+            }
+        }
         if t.hot_lru_pct + t.warm_lru_pct > 80 {
             return usage("hot_lru_pct + warm_lru_pct cannot be more than 80% combined".into());
         }
@@ -588,7 +612,10 @@ impl Settings {
         if self.ssl.enabled && self.port == 0 {
             return usage("ERROR: You cannot enable SSL without a TCP port.".into());
         }
-        Ok(())
+        // What memcached's extstore_init refuses, once the rest has started.
+        self.flash
+            .as_ref()
+            .map_or(Ok(()), FlashSettings::check_init)
     }
 
     /// What no server may serve with, however its settings were built (from the flags, or
@@ -629,90 +656,6 @@ impl Settings {
             ));
         }
         Ok(())
-    }
-}
-
-/// memcached's numeric flags, read as it reads them, with the refusals of its option loop
-/// (exit status 1) in its order.
-struct Numbers {
-    port: i64,
-    udp_port: i64,
-    memory: i64,
-    conns: i32,
-    reqs: i32,
-    factor: f64,
-    min_size: i32,
-    threads: i32,
-    napi_ids: i32,
-    item_size: i64,
-    backlog: i32,
-}
-
-impl Numbers {
-    fn read(a: &Args, warn: &mut Vec<String>, refused: &mut Vec<Refusal>) -> Numbers {
-        let mut refuse = |code: i32, msg: &str| refused.push(Refusal::new(code, msg));
-        let pr = &a.process;
-        let tcp_given = a.port.is_some();
-        let mut port = a.port.as_deref().map_or(11211, |p| i64::from(atoi(p)));
-        let udp_port = a.udp_port.as_deref().map_or(0, |p| i64::from(atoi(p)));
-        if a.udp_port.is_some() && udp_port != 0 && !tcp_given {
-            port = udp_port; // memcached's fallback: -U alone sets the TCP port too
-        }
-        let mut memory = megabytes(&a.memory_limit);
-        if memory < 0 {
-            warn.push(format!(
-                "-m {}: a negative size; using 64 MB",
-                a.memory_limit
-            ));
-            memory = 64 << 20;
-        }
-        let conns = atoi(&a.conn_limit);
-        if conns <= 0 {
-            refuse(1, "Maximum connections must be greater than 0");
-        }
-        let reqs = atoi(&a.reqs_per_event);
-        if reqs == 0 {
-            refuse(1, "Number of requests per event must be greater than 0");
-        }
-        let factor = a.factor.as_deref().map_or(1.25, atof);
-        if factor <= 1.0 {
-            refuse(1, "Factor must be greater than 1");
-        }
-        let min_size = a.min_size.as_deref().map_or(48, atoi);
-        if min_size == 0 {
-            refuse(1, "Chunk size must be greater than 0");
-        }
-        let threads = atoi(&a.threads);
-        if threads <= 0 {
-            refuse(1, "Number of threads must be greater than 0");
-        } else if threads > 64 {
-            warn.push(format!(
-                "-t {threads}: a high number of worker threads is not recommended; set it to \
-                 the number of cores or less"
-            ));
-        }
-        if pr.delimiter.as_deref() == Some("") {
-            refuse(1, "No delimiter specified");
-        }
-        let napi_ids = pr.napi_ids.as_deref().map_or(0, atoi);
-        if pr.napi_ids.is_some() && napi_ids <= 0 {
-            refuse(1, "Maximum number of NAPI IDs must be greater than 0");
-        }
-        let item_size = a.max_item_size.as_deref().map_or(1 << 20, item_size);
-        let backlog = atoi(&a.backlog);
-        Numbers {
-            port,
-            udp_port,
-            memory,
-            conns,
-            reqs,
-            factor,
-            min_size,
-            threads,
-            napi_ids,
-            item_size,
-            backlog,
-        }
     }
 }
 

@@ -31,8 +31,9 @@
 //!   [`server::run`] takes a bound listener and a shutdown future.
 //! - [`metrics`]: Prometheus metrics (memcached_exporter's names) and `--metrics-addr`;
 //!   [`metrics::page`]: the live page for operators on the same address; [`warm`]: warm
-//!   restart (`-e FILE`); [`backend`]: the engine, or the persistent store under it, that
-//!   the settings ask for.
+//!   restart (`-e FILE`); [`flash`]: the flash tier's store (`-o ext_path`) opened, saved
+//!   beside `-e`'s file and stopped; [`backend`]: the engine (over the flash tier), or the
+//!   persistent store under it, that the settings ask for.
 //!
 //! Non-goals: UDP, SASL mechanisms other than PLAIN (see `docs/protocol-notes.md`). Security
 //! (auth, TLS, the defaults): `docs/security.md`.
@@ -46,6 +47,7 @@ pub mod detail;
 pub mod dispatch;
 pub mod evloop;
 pub mod exec;
+pub mod flash;
 pub mod log;
 pub mod metrics;
 pub mod notify;

@@ -1,5 +1,6 @@
 //! `memkitd`: parse memcached's flags, check them as memcached does, bind, give up root,
-//! build the engine (with `-e`, from the warm restart file), serve until SIGINT/SIGTERM or
+//! build the engine (with `-e`, from the warm restart file; with `-o ext_path`, over the
+//! flash tier), serve until SIGINT/SIGTERM or
 //! `shutdown`, or until SIGUSR1 or `shutdown graceful`, which with `-e` save the cache first.
 //!
 //! Start-up order, and why: TCP listeners are bound and the `-Y`/`-Z` files read as root
@@ -157,9 +158,9 @@ fn serve(
         let mut signals = Box::pin(stop.or_usr1(shutdown_signal()));
         let (engine, persist) = match backend_for(&settings) {
             Ok(b) => b,
-            Err(e) => {
-                tracing::error!("persistent store: {e}");
-                return 71;
+            Err(r) => {
+                tracing::error!("{}", r.message);
+                return r.code;
             }
         };
         if let (Some(p), Some(dir)) = (&persist, &settings.persist) {
@@ -176,6 +177,7 @@ fn serve(
         };
         if stop_pending(&mut signals).await {
             memkit_server::warm::save_on_stop(&shared, &stop);
+            memkit_server::flash::stop(&shared.engine);
             return 0;
         }
         if let Some(auth) = shared.auth.clone() {
@@ -210,6 +212,7 @@ fn serve(
         // is saved: a connection still answering would acknowledge writes the file lacks.
         drop(workers);
         memkit_server::warm::save_on_stop(&shared, &stop);
+        memkit_server::flash::stop(&shared.engine);
         0
     });
     // memcached removes its pid file on exit only when it daemonized.

@@ -15,6 +15,8 @@ use memkit_engine::CrawledItem;
 use crate::exec::Dump;
 use crate::state::{ConnAddrs, Shared};
 
+mod flash;
+
 /// Writes the reply to `stats [args]`.
 pub fn write_stats(sh: &Shared, args: &[&[u8]], out: &mut Vec<u8>) {
     match args.first().copied() {
@@ -25,6 +27,7 @@ pub fn write_stats(sh: &Shared, args: &[&[u8]], out: &mut Vec<u8>) {
         Some(b"sizes") => sizes(sh, out),
         Some(b"conns") => conns(sh, out),
         Some(b"cachedump") => cachedump(sh, args, out),
+        Some(b"extstore") if flash::pages(sh, out) => {}
         Some(b"reset") => {
             sh.engine.reset_stats();
             sh.counters.reset();
@@ -75,9 +78,9 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
     let conns = sh.counters.curr_connections.load(Relaxed);
     let n = |v: u64| v.to_string();
     // memcached 1.6.18's names, in its order. Figures about machinery memkitd does not have
-    // (response objects, slab rebalancing, the LRU crawler and maintainer, extstore, NAPI,
-    // segmented LRUs) are left out, as memcached leaves out those of a feature turned off;
-    // the list is in docs/protocol-notes.md.
+    // (response objects, slab rebalancing, the LRU crawler and maintainer, NAPI, segmented
+    // LRUs; the flash tier's without `-o ext_path`) are left out, as memcached leaves out
+    // those of a feature turned off; the list is in docs/protocol-notes.md.
     let mut rows: Vec<(&str, String)> = vec![
         ("pid", n(u64::from(std::process::id()))),
         ("uptime", n(sh.started.elapsed().as_secs())),
@@ -100,6 +103,12 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("connection_structures", n(conns)),
     ];
     rows.extend(command_rows(sh, c));
+    // The flash tier's read counters go after `get_flushed`, as in memcached.
+    let at = rows
+        .iter()
+        .position(|(k, _)| *k == "get_flushed")
+        .map_or(rows.len(), |i| i + 1);
+    rows.splice(at..at, flash::read_rows(sh, c));
     if sh.settings.idle_timeout > 0 {
         rows.push(("idle_kicks", n(sh.counters.idle_kicks.load(Relaxed))));
     }
@@ -135,6 +144,7 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("log_watcher_sent", n(w.log_watcher_sent)),
         ("log_watchers", n(w.log_watchers)),
     ]);
+    rows.extend(flash::store_rows(sh));
     // Only with -Z, where memcached puts them.
     if let Some(tls) = &sh.tls {
         rows.push((
@@ -168,6 +178,7 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ("memkit_detail_untracked", n(sh.detail.untracked())),
         ("memkit_io_moves", n(sh.counters.io_moves.load(Relaxed))),
     ]);
+    rows.extend(flash::memkit_rows(sh, &e));
     for (k, v) in rows {
         write_stat(out, k, v.as_bytes());
     }
@@ -244,8 +255,9 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
     let yes = |b: bool| if b { "yes" } else { "no" };
     let n = |v: u64| v.to_string();
     // memcached 1.6.18's names and order. Settings of machinery memkitd does not have (slab
-    // automove, the LRU crawler, segmented LRUs, extstore, the logger's buffers) are left
-    // out, as are flags accepted without effect; docs/protocol-notes.md lists them.
+    // automove, the LRU crawler, segmented LRUs, the logger's buffers) are left out, as are
+    // flags accepted without effect, and the `ext_*` without the flash tier;
+    // docs/protocol-notes.md lists them.
     let mut rows: Vec<(&str, String)> = vec![
         ("maxbytes", n(sh.engine.stats().limit_maxbytes)),
         ("maxconns", n(st.conn_limit as u64)),
@@ -305,6 +317,7 @@ fn settings(sh: &Shared, out: &mut Vec<u8>) {
         ("track_sizes", "yes".into()),
         ("inline_ascii_response", "no".into()),
     ];
+    rows.extend(flash::settings_rows(st));
     rows.extend(ssl_settings(st));
     rows.extend([
         ("num_napi_ids", "(null)".into()),

@@ -21,13 +21,14 @@ use crate::state::Shared;
 /// default action would kill it).
 static USR1_HANDLED: AtomicBool = AtomicBool::new(false);
 
-/// The engine for a start with `-e`: what the file holds, or an empty one with the reason
-/// logged. Without `-e`, an empty engine.
-pub fn engine_for(settings: &Settings) -> Engine {
+/// The engine of `cfg` for a start with `-e`: what the file holds, or an empty one with the
+/// reason logged. Without `-e`, an empty engine. (With the flash tier, `cfg` holds the store,
+/// already restored: the file's stubs are kept where it still holds their values.)
+pub fn engine_for(settings: &Settings, cfg: memkit_engine::EngineConfig) -> Engine {
     let Some(path) = &settings.memory_file else {
-        return Engine::new(settings.engine_config());
+        return Engine::new(cfg);
     };
-    let (engine, outcome) = Engine::warm_restore(settings.engine_config(), path);
+    let (engine, outcome) = Engine::warm_restore(cfg, path);
     match outcome {
         Ok(r) => tracing::info!(
             target: crate::log::LIFECYCLE,
@@ -90,7 +91,7 @@ impl Stop {
 }
 
 /// After the listeners have stopped: with `-e` and a graceful stop, writes the cache to the
-/// file for the next start.
+/// file for the next start, and the flash tier's state beside it ([`crate::flash::save`]).
 pub fn save_on_stop(shared: &Shared, stop: &Stop) {
     let Some(path) = &shared.settings.memory_file else {
         return;
@@ -99,14 +100,17 @@ pub fn save_on_stop(shared: &Shared, stop: &Stop) {
         return;
     }
     match shared.engine.warm_save_and_clear(path) {
-        Ok(s) => tracing::info!(
-            target: crate::log::LIFECYCLE,
-            "warm restart: saved {} items ({:.1} MiB) to {} in {} ms",
-            s.items,
-            s.bytes as f64 / f64::from(1 << 20),
-            path.display(),
-            s.elapsed.as_millis()
-        ),
+        Ok(s) => {
+            tracing::info!(
+                target: crate::log::LIFECYCLE,
+                "warm restart: saved {} items ({:.1} MiB) to {} in {} ms",
+                s.items,
+                s.bytes as f64 / f64::from(1 << 20),
+                path.display(),
+                s.elapsed.as_millis()
+            );
+            crate::flash::save(&shared.engine, path);
+        }
         Err(e) => tracing::error!(
             "warm restart: could not save to {}: {e}; the next start will be empty",
             path.display()

@@ -61,6 +61,9 @@ pub struct Figures {
     pub bytes: (u64, u64),
     /// Open connections and the limit.
     pub conns: (u64, u64),
+    /// With a flash tier (memcached's extstore, memkitd's `-o ext_path`): items whose value
+    /// is on flash (counted in `items` too), bytes used there, and the flash limit.
+    pub flash: Option<(u64, u64, u64)>,
     /// Servers answering / servers.
     pub up: (usize, usize),
 }
@@ -98,6 +101,16 @@ impl ServerView {
         f.items = s.u("curr_items");
         f.bytes = (s.u("bytes"), s.u("limit_maxbytes"));
         f.conns = (s.u("curr_connections"), s.u("max_connections"));
+        if s.num("extstore_limit_maxbytes").is_some() {
+            // memkitd counts the items; memcached only the objects on flash (the same but
+            // for records compaction has not yet dropped).
+            let items = match s.num("memkit_extstore_items") {
+                Some(_) => s.u("memkit_extstore_items"),
+                None => s.u("extstore_objects_used"),
+            };
+            let used = (s.u("extstore_bytes_used"), s.u("extstore_limit_maxbytes"));
+            f.flash = Some((items, used.0, used.1));
+        }
         if let Some((t0, p)) = &self.prev {
             let dt = t1.duration_since(*t0).as_secs_f64();
             // A restarted server's counters go backwards: no rate for that interval.
@@ -150,6 +163,10 @@ pub fn total(views: &[ServerView]) -> Figures {
         t.bytes.1 += f.bytes.1;
         t.conns.0 += f.conns.0;
         t.conns.1 += f.conns.1;
+        if let Some((i, b, l)) = f.flash {
+            let tf = t.flash.get_or_insert((0, 0, 0));
+            *tf = (tf.0 + i, tf.1 + b, tf.2 + l);
+        }
     }
     t
 }
@@ -418,6 +435,15 @@ fn detail(l: &mut Vec<String>, title: &str, f: &Figures, width: usize) {
         bytes(f.bytes.1),
         100.0 * frac
     ));
+    if let Some((items, used, limit)) = f.flash {
+        l.push(format!(
+            " flash      {} of {}      items {} in RAM, {} on flash",
+            bytes(used),
+            bytes(limit),
+            count(f.items.saturating_sub(items) as f64),
+            count(items as f64)
+        ));
+    }
     l.push(String::new());
 }
 
@@ -668,5 +694,30 @@ mod tests {
         let short = frame(&views, 1, Duration::from_secs(1), 120, 15);
         assert_eq!(short.len(), 15);
         assert!(short.last().unwrap().contains("20 items"), "{short:?}");
+        assert!(!text.contains("flash"), "{text}");
+    }
+
+    #[test]
+    fn flash_tier_splits_items_between_ram_and_flash() {
+        let v = ServerView {
+            addr: "127.0.0.1:11211".into(),
+            cur: Some((
+                Instant::now(),
+                snap(
+                    &[
+                        ("curr_items", "100"),
+                        ("memkit_extstore_items", "30"),
+                        ("extstore_objects_used", "31"),
+                        ("extstore_bytes_used", "1048576"),
+                        ("extstore_limit_maxbytes", "67108864"),
+                    ],
+                    &[],
+                ),
+            )),
+            ..ServerView::default()
+        };
+        assert_eq!(v.figures().flash, Some((30, 1 << 20, 64 << 20)));
+        let text = frame(&[v], 0, Duration::from_secs(1), 120, 40).join("\n");
+        assert!(text.contains("items 70 in RAM, 30 on flash"), "{text}");
     }
 }

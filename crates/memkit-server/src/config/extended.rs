@@ -1,6 +1,7 @@
 //! `-o`: memcached's extended options. Each is taken with memcached's checks and messages
 //! (`return 1` in its `main`, so exit status 1); those that tune machinery memkitd does not
 //! have are accepted with a warning. An option memcached does not know is refused, as it is.
+//! The flash tier's `ext_*` are read in `flash.rs`.
 
 use super::numbers::{atof, atoi};
 use super::{Settings, Tuning};
@@ -57,8 +58,10 @@ pub(super) fn option(
         "resp_obj_mem_limit" => warn
             .push("DEPRECATED: resp_obj_mem_limit no longer used. See read_buf_mem_limit,".into()),
         k if k.starts_with("ssl_") => ssl_option(s, k, v, warn)?,
-        // Extstore's options: memkitd keeps everything in memory (see --persist).
-        k if k.starts_with("ext_") && EXTSTORE.contains(&k) => no_effect(warn),
+        // The flash tier's options (memcached's extstore).
+        k if k.starts_with("ext_") && super::flash::option(&mut t.flash, k, v, warn)? => {
+            t.flash_given = true
+        }
         // Tuning of memcached machinery memkitd does not have, or defaults it already has.
         "maxconns_fast"
         | "no_maxconns_fast"
@@ -185,24 +188,6 @@ fn slab_lru(
     }
     Ok(true)
 }
-
-/// memcached 1.6.18's extstore options (`storage_read_config`).
-const EXTSTORE: &[&str] = &[
-    "ext_path",
-    "ext_page_size",
-    "ext_wbuf_size",
-    "ext_threads",
-    "ext_io_depth",
-    "ext_item_size",
-    "ext_item_age",
-    "ext_low_ttl",
-    "ext_recache_rate",
-    "ext_compact_under",
-    "ext_drop_under",
-    "ext_max_sleep",
-    "ext_max_frag",
-    "ext_drop_unread",
-];
 
 /// One `-o ssl_*` option; memcached's messages for the values it refuses.
 fn ssl_option(

@@ -1,7 +1,9 @@
 //! memcached reads its numeric flags with C's `atoi`/`atof`/`strtol`: leading digits count,
 //! the rest is ignored, and no digits at all is 0. Reading them the same way keeps a value
 //! memcached takes (`-c 10x`) from being a usage error here, and makes a value it refuses
-//! (`-c abc` is `-c 0`) fail with its message.
+//! (`-c abc` is `-c 0`) fail with its message. `Numbers` reads the flags that way.
+
+use super::{Args, Refusal};
 
 /// C's `atoi` as glibc does it: `(int) strtol(s, NULL, 10)` (out-of-range values clamp to
 /// `long` and are then truncated to `int`).
@@ -68,6 +70,90 @@ pub fn megabytes(s: &str) -> i64 {
     match num.parse::<i64>() {
         Ok(n) => n.saturating_mul(1 << shift),
         Err(_) => i64::from(atoi(s)).saturating_mul(1 << 20),
+    }
+}
+
+/// memcached's numeric flags, read as it reads them, with the refusals of its option loop
+/// (exit status 1) in its order.
+pub(super) struct Numbers {
+    pub(super) port: i64,
+    pub(super) udp_port: i64,
+    pub(super) memory: i64,
+    pub(super) conns: i32,
+    pub(super) reqs: i32,
+    pub(super) factor: f64,
+    pub(super) min_size: i32,
+    pub(super) threads: i32,
+    pub(super) napi_ids: i32,
+    pub(super) item_size: i64,
+    pub(super) backlog: i32,
+}
+
+impl Numbers {
+    pub(super) fn read(a: &Args, warn: &mut Vec<String>, refused: &mut Vec<Refusal>) -> Numbers {
+        let mut refuse = |code: i32, msg: &str| refused.push(Refusal::new(code, msg));
+        let pr = &a.process;
+        let tcp_given = a.port.is_some();
+        let mut port = a.port.as_deref().map_or(11211, |p| i64::from(atoi(p)));
+        let udp_port = a.udp_port.as_deref().map_or(0, |p| i64::from(atoi(p)));
+        if a.udp_port.is_some() && udp_port != 0 && !tcp_given {
+            port = udp_port; // memcached's fallback: -U alone sets the TCP port too
+        }
+        let mut memory = megabytes(&a.memory_limit);
+        if memory < 0 {
+            warn.push(format!(
+                "-m {}: a negative size; using 64 MB",
+                a.memory_limit
+            ));
+            memory = 64 << 20;
+        }
+        let conns = atoi(&a.conn_limit);
+        if conns <= 0 {
+            refuse(1, "Maximum connections must be greater than 0");
+        }
+        let reqs = atoi(&a.reqs_per_event);
+        if reqs == 0 {
+            refuse(1, "Number of requests per event must be greater than 0");
+        }
+        let factor = a.factor.as_deref().map_or(1.25, atof);
+        if factor <= 1.0 {
+            refuse(1, "Factor must be greater than 1");
+        }
+        let min_size = a.min_size.as_deref().map_or(48, atoi);
+        if min_size == 0 {
+            refuse(1, "Chunk size must be greater than 0");
+        }
+        let threads = atoi(&a.threads);
+        if threads <= 0 {
+            refuse(1, "Number of threads must be greater than 0");
+        } else if threads > 64 {
+            warn.push(format!(
+                "-t {threads}: a high number of worker threads is not recommended; set it to \
+                 the number of cores or less"
+            ));
+        }
+        if pr.delimiter.as_deref() == Some("") {
+            refuse(1, "No delimiter specified");
+        }
+        let napi_ids = pr.napi_ids.as_deref().map_or(0, atoi);
+        if pr.napi_ids.is_some() && napi_ids <= 0 {
+            refuse(1, "Maximum number of NAPI IDs must be greater than 0");
+        }
+        let item_size = a.max_item_size.as_deref().map_or(1 << 20, item_size);
+        let backlog = atoi(&a.backlog);
+        Numbers {
+            port,
+            udp_port,
+            memory,
+            conns,
+            reqs,
+            factor,
+            min_size,
+            threads,
+            napi_ids,
+            item_size,
+            backlog,
+        }
     }
 }
 
