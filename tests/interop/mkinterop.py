@@ -48,7 +48,7 @@ def flash_flags(port):
     path = Path(d) / f"memkitd-{port}.flash"
     return [
         "-o",
-        f"ext_page_size=1,ext_wbuf_size=1,ext_item_size=0,ext_item_age=0,ext_path={path}:64m",
+        f"ext_page_size=2,ext_wbuf_size=2,ext_item_size=0,ext_item_age=0,ext_path={path}:64m",
     ]
 
 

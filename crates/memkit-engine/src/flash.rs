@@ -173,7 +173,7 @@ impl Engine {
     ) -> Result<Option<Got<R>>> {
         self.get_view_locked(key, opts, |v| match v.flash {
             None => Got::Now(f(v)),
-            Some((loc, recache)) => Got::Flash(FlashRead::new(&v, loc, v.value.len(), recache)),
+            Some((loc, len, recache)) => Got::Flash(FlashRead::new(&v, loc, len, recache)),
         })
     }
 

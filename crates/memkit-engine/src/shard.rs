@@ -92,8 +92,9 @@ pub struct ItemView<'a> {
     pub stale: bool,
     /// `Z`.
     pub win_taken: bool,
-    /// The value is on flash (`value` is empty), and whether this read recaches it.
-    pub(crate) flash: Option<(memkit_flash::FlashLoc, bool)>,
+    /// The value is on flash (`value` is empty): where, its length, and whether this read
+    /// recaches it.
+    pub(crate) flash: Option<(memkit_flash::FlashLoc, usize, bool)>,
 }
 
 pub(crate) enum Dead {

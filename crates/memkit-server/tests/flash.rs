@@ -17,7 +17,7 @@ fn value(i: usize) -> Vec<u8> {
 /// A server of each driver, one worker each, with 2 MiB of RAM over a 64 MiB flash file.
 fn servers(dir: &std::path::Path) -> Vec<(&'static str, TestServer)> {
     let ext = format!(
-        "ext_page_size=1,ext_wbuf_size=1,ext_path={}:64m",
+        "ext_page_size=2,ext_wbuf_size=2,ext_path={}:64m",
         dir.join("flash").display()
     );
     vec![

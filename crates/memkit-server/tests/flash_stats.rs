@@ -96,7 +96,6 @@ async fn fill(c: &mut Wire<tokio::net::TcpStream>) -> String {
 }
 
 #[tokio::test]
-#[ignore = "needs memkit-flash's FlashStore (todo!() in the API skeleton): run once it is written"]
 async fn flash_stats_appear_and_count() {
     let dir = flash_dir("flash-stats");
     let s = flash_server(dir.path());
@@ -198,7 +197,6 @@ async fn no_flash_lines_without_ext_path() {
 
 // Needs memcached too (a failure under CI when it is missing).
 #[tokio::test]
-#[ignore = "needs memkit-flash's FlashStore (todo!() in the API skeleton): run once it is written"]
 async fn extstore_stat_names_match_memcached() {
     let mc_dir = flash_dir("flash-names-mc");
     let mc_path = format!(

@@ -84,7 +84,7 @@ impl Shard {
         let last_access = now.saturating_sub(self.arena.seg(seg_of(e)).created);
         let (value, flash) = match self.arena.value_of(e, &at) {
             Value::Bytes(b) => (b, None),
-            Value::Flash(loc) => (&[][..], Some((loc, self.flash_read()))),
+            Value::Flash(loc) => (&[][..], Some((loc, hdr.vlen as usize, self.flash_read()))),
         };
         // `at` still describes the record: the bits above change in place, not its layout.
         Ok(Some(f(ItemView {

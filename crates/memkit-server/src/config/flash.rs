@@ -37,8 +37,8 @@ pub struct FlashSettings {
     pub io_depth: u32,
     /// `ext_item_size`: values longer than this may go to flash (default 512).
     pub item_size: u32,
-    /// `ext_item_age`: only items idle at least this many seconds go (default `u32::MAX`,
-    /// shown as 4294967295: no age rule).
+    /// `ext_item_age`: values idle at least this many seconds go to flash without memory
+    /// pressure (default `u32::MAX`, shown as 4294967295: only under pressure).
     pub item_age: u32,
     /// `ext_low_ttl`: items with less TTL left than this stay out of flash (default 0).
     pub low_ttl: u32,
@@ -123,19 +123,15 @@ impl FlashSettings {
         }
     }
 
-    /// The engine's side of the tier: `ext_item_age` unset (or 0) is no age rule, the
-    /// engine's 0.
+    /// The engine's side of the tier, `ext_item_age` as it is (memcached's `u32::MAX`: no
+    /// value goes before eviction would drop it; 0: every value goes as it is stored).
     pub fn tier(
         &self,
         store: std::sync::Arc<memkit_engine::memkit_flash::FlashStore>,
     ) -> memkit_engine::FlashTier {
         memkit_engine::FlashTier {
             item_size: self.item_size as usize,
-            item_age: if self.item_age == u32::MAX {
-                0
-            } else {
-                self.item_age
-            },
+            item_age: self.item_age,
             low_ttl: self.low_ttl,
             recache_rate: self.recache_rate,
             ..memkit_engine::FlashTier::new(store)

@@ -369,7 +369,7 @@ fn flash_options_take_memcached_defaults_and_values() {
 
 #[test]
 fn flash_tier_maps_to_the_engine() {
-    // ext_item_age unset is no age rule: the engine's 0.
+    // ext_item_age unset: only under memory pressure, as memcached (its u32::MAX).
     let (s, _) = flash_of("ext_path=/x:1g");
     let f = s.flash.unwrap();
     assert_eq!(f.item_age, u32::MAX);
