@@ -41,7 +41,7 @@ use crate::config::Protocol;
 use crate::dispatch::{REPLY_CHUNK, dispatch, resume};
 use memkit_engine::DumpCursor;
 
-use crate::exec::flash::{Hole, Reads, Results};
+use crate::exec::flash::{Reads, Results};
 use crate::exec::{Action, Cx, Dump, Step};
 use crate::state::{ConnLive, ConnState, Registered, Shared};
 
@@ -141,7 +141,7 @@ enum Wait {
     Gate(u64),
     /// Reads of values on flash: those its replies hold the place of, and one a request
     /// needs in RAM before it runs.
-    Flash(Reads),
+    Flash(Box<Reads>),
 }
 
 /// A connection's protocol state from request to request.
@@ -168,14 +168,12 @@ pub struct Session {
     scanned: usize,
     /// The last read left more in the socket: `-R` may make the connection give way.
     more: bool,
-    /// Replies rendered with a value to read from flash: the connection parks before any
-    /// of its output leaves.
-    holes: Vec<Hole>,
-    /// A value the request at the start of the input needs in RAM first (`append`,
-    /// `incr`... of a value on flash): read and recached while parked, then the request
-    /// runs again...
-    fetch: Option<(Vec<u8>, memkit_engine::FlashRead)>,
-    /// ... once only: `true` while it does.
+    /// Reads from flash the output waits for: replies rendered with a value's place held,
+    /// and a value the request at the start of the input needs in RAM first (`append`,
+    /// `incr`... of a value on flash, run again once it is back). The connection parks
+    /// before any of its output leaves. Boxed: rare, and a connection's slot stays small.
+    flash: Option<Box<Reads>>,
+    /// The request at the start of the input runs again after a fetch: once only.
     fetched: bool,
     /// Replies to writes wait for the server's gate (`--persist` `sync`)...
     gated: bool,
@@ -198,8 +196,7 @@ impl Session {
             None => State::Ready,
         };
         Session {
-            holes: Vec::new(),
-            fetch: None,
+            flash: None,
             fetched: false,
             gated: sh.gate().is_some(),
             rbuf: bytes::BytesMut::new(),
@@ -405,12 +402,7 @@ impl Session {
     /// What the driver does next, once replies to writes may leave: if the gate has not
     /// passed them yet, the connection parks.
     fn settle(&mut self, after: After) -> Next {
-        if !self.holes.is_empty() || self.fetch.is_some() {
-            let reads = Reads {
-                holes: std::mem::take(&mut self.holes),
-                fetch: self.fetch.take(),
-                results: Results::default(),
-            };
+        if let Some(reads) = self.flash.take() {
             return self.park_on(Wait::Flash(reads), after);
         }
         if self.unacked && !self.out.is_empty() {
@@ -479,7 +471,7 @@ impl Session {
         // Flash reads that failed are misses, not lost writes: the replies go out either way.
         if let Wait::Flash(reads) = wait {
             self.fetched = reads.fetch.is_some();
-            crate::exec::flash::fill(&self.reg.sh, &mut self.out, reads);
+            crate::exec::flash::fill(&self.reg.sh, &mut self.out, *reads);
             return self.settle(after);
         }
         match outcome {
@@ -547,7 +539,7 @@ impl Session {
     /// reads join those of the requests before it (`Cx::holes`).
     fn cx(&mut self) -> Cx {
         Cx {
-            holes: std::mem::take(&mut self.holes),
+            holes: self.flash.take().map(|r| r.holes).unwrap_or_default(),
             may_fetch: !self.fetched,
             ..Cx::new(self.reg.id)
         }
@@ -555,8 +547,13 @@ impl Session {
 
     /// Takes back what the executor left for the connection to wait for.
     fn keep(&mut self, cx: Cx) {
-        self.holes = cx.holes;
-        self.fetch = cx.fetch;
+        if !cx.holes.is_empty() || cx.fetch.is_some() {
+            self.flash = Some(Box::new(Reads {
+                holes: cx.holes,
+                fetch: cx.fetch,
+                results: Results::default(),
+            }));
+        }
     }
 
     /// [`Self::step`] once the protocol is known.
