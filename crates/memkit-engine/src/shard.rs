@@ -129,8 +129,10 @@ pub(crate) struct Shard {
     pub(crate) reclaim_cursor: usize,
     /// Reads of values on flash, for `ext_recache_rate`.
     pub(crate) flash_reads: u32,
-    /// Where the flash tier's walk resumes (see `shard::flash`).
+    /// Where the flash tier's walks resume, in the policy's segments and in the stubs' (see
+    /// `shard::flash`).
     pub(crate) flash_cursor: usize,
+    pub(crate) stub_cursor: usize,
     /// The segments holding the stubs of values on flash, outside the eviction policy:
     /// sealed, oldest first, and the one being written.
     pub(crate) flash_segs: std::collections::VecDeque<u32>,
@@ -167,6 +169,7 @@ impl Shard {
             reclaim_cursor: 0,
             flash_reads: 0,
             flash_cursor: 0,
+            stub_cursor: 0,
             flash_segs: Default::default(),
             flash_head: None,
         }

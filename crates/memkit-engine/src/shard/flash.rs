@@ -175,10 +175,11 @@ impl Shard {
 
     /// The flash tier's walk of up to `max_segments` sealed segments of the policy (a
     /// cursor goes round them): with `ext_item_age` set, values idle that long go to flash
-    /// without memory pressure, as memcached's storage thread writes them. Then the stub
-    /// segments: stubs whose value's page was reclaimed since, or that expired, are
-    /// unlinked (their memory comes back without waiting for a read), and a segment left
-    /// half dead is compacted. Returns the values written.
+    /// without memory pressure, as memcached's storage thread writes them. Then as many
+    /// stub segments (another cursor) and the stub head: stubs whose value's page was
+    /// reclaimed since, or that expired, are unlinked (their memory comes back without
+    /// waiting for a read), and segments left half dead are compacted. Returns the values
+    /// written.
     pub(crate) fn flash_walk(&mut self, now: u32, max_segments: usize) -> u64 {
         let Some(age) = self.cfg.flash.as_ref().map(|t| t.item_age) else {
             return 0;
@@ -195,14 +196,14 @@ impl Shard {
                 }
             }
         }
-        let stubs: Vec<u32> = self
-            .flash_segs
-            .iter()
-            .copied()
-            .chain(self.flash_head)
-            .collect();
-        for s in stubs {
+        let stubs = self.flash_segs.len();
+        for _ in 0..max_segments.min(stubs) {
+            let s = self.flash_segs[self.stub_cursor % stubs];
+            self.stub_cursor = (self.stub_cursor + 1) % stubs;
             self.unlink_gone_stubs(s, now);
+        }
+        if let Some(head) = self.flash_head {
+            self.unlink_gone_stubs(head, now);
         }
         while self.free_flash_segment(false, now) {}
         written
