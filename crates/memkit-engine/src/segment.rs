@@ -51,10 +51,10 @@ pub(crate) fn large_for(vlen: usize, large_at: usize) -> bool {
 /// The longest inline value in segments of `seg_size` bytes: a 32nd of a segment, or with a
 /// flash tier whose `ext_item_size` is `flash_item_size`, that size if it is smaller, so
 /// that every value the tier may take is out of line (only those can leave RAM and keep
-/// their stub).
+/// their stub). Never under 4 bytes: a value out of line is longer than its handle.
 pub(crate) fn large_threshold(seg_size: usize, flash_item_size: Option<usize>) -> usize {
     let inline = seg_size / 32;
-    flash_item_size.map_or(inline, |f| inline.min(f))
+    flash_item_size.map_or(inline, |f| inline.min(f).max(4))
 }
 
 /// One segment: an anonymous mapping plus bookkeeping.
