@@ -15,10 +15,12 @@ use parking_lot::Mutex;
 
 use crate::hook::{Change, Flush, Record, StoreHook};
 use crate::policy::EvictionPolicy;
-use crate::shard::{ItemView, Shard, ShardConfig, Times};
+use crate::shard::{Shard, ShardConfig, Times};
 use crate::stats::{EngineStats, class_sizes};
+use crate::view::ItemView;
 
 mod crawl;
+mod flash;
 mod restart;
 pub use crawl::{CrawledItem, DumpCursor};
 pub use restart::{WarmError, WarmRestored, WarmSaved};

@@ -32,8 +32,11 @@
 //! - [`embedded`]: [`Embedded`], the engine behind the [`memkit_types::Memcache`] trait.
 //! - [`flash`]: the flash tier under RAM ([`FlashTier`], memcached's extstore): values
 //!   eviction lets go written to a [`memkit_flash::FlashStore`] with their stubs kept in
-//!   RAM; reads that find a value there ([`Engine::get_or_flash`], [`FlashRead`]);
-//!   `shard/flash.rs` is a shard's side of it.
+//!   RAM, and what a read that finds a value there hands back ([`FlashRead`], [`Got`]);
+//!   `engine/flash.rs` is the engine's side ([`Engine::get_or_flash`], the fetch of a
+//!   value a command needs, compaction's questions), `shard/flash.rs` a shard's (the stub
+//!   segments).
+//! - `view`: [`ItemView`], what a read sees of an item while its shard is locked.
 //! - `engine::restart`, `shard::restart`: warm restart ([`Engine::warm_save`],
 //!   [`Engine::warm_restore`]): every live item written to a file and read back, CAS
 //!   values included, by a new process with the same limits.
@@ -59,6 +62,7 @@ mod policy;
 mod segment;
 mod shard;
 pub mod stats;
+mod view;
 
 pub use embedded::Embedded;
 pub use engine::{
@@ -69,5 +73,5 @@ pub use flash::{FlashRead, FlashTier, Got};
 pub use hook::{Change, Flush, Loaded, Record, StoreHook};
 pub use memkit_flash;
 pub use policy::EvictionPolicy;
-pub use shard::ItemView;
 pub use stats::{ClassCounters, ClassStats, Counters, EngineStats};
+pub use view::ItemView;

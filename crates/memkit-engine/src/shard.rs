@@ -20,7 +20,7 @@
 use std::cell::Cell;
 use std::hash::BuildHasher;
 
-use memkit_types::{Result, Ttl};
+use memkit_types::Result;
 
 mod commands;
 pub(crate) mod crawl;
@@ -34,6 +34,7 @@ use crate::index::{Index, Layout};
 use crate::policy::{EvictionPolicy, Policy, ShardPolicy};
 use crate::segment::{FETCHED, Header, ItemAt, VISITED, large_for};
 use crate::stats::{EngineStats, ShardStats};
+pub(crate) use crate::view::ItemView;
 
 /// What a shard needs to know of the engine's configuration.
 #[derive(Debug, Clone)]
@@ -62,39 +63,6 @@ pub(crate) struct Times {
     pub exptime: u32,
     pub vivify: Option<u32>,
     pub now: u32,
-}
-
-/// A borrowed view of an item during a read, before the shard lock is released.
-#[derive(Debug, Clone, Copy)]
-pub struct ItemView<'a> {
-    /// The key.
-    pub key: &'a [u8],
-    /// The value bytes.
-    pub value: &'a [u8],
-    /// Client flags.
-    pub flags: u32,
-    /// CAS token.
-    pub cas: u64,
-    /// Remaining TTL.
-    pub ttl: Ttl,
-    /// Remaining TTL before this read's `T` (for a vivified item: `Never`, as memcached's
-    /// stub starts without one): what `mg` reports when its `t` comes before `T`/`N`.
-    pub ttl_before: Ttl,
-    /// This read created the item (`N` on a miss).
-    pub created: bool,
-    /// Fetched before this request (`h`).
-    pub fetched: bool,
-    /// Seconds since last access (`l`); see `docs/protocol-notes.md` for how it is derived.
-    pub last_access: u32,
-    /// `W`.
-    pub win: bool,
-    /// `X`.
-    pub stale: bool,
-    /// `Z`.
-    pub win_taken: bool,
-    /// The value is on flash (`value` is empty): where, its length, and whether this read
-    /// recaches it.
-    pub(crate) flash: Option<(memkit_flash::FlashLoc, usize, bool)>,
 }
 
 pub(crate) enum Dead {

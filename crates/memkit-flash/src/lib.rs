@@ -11,6 +11,8 @@
 //! record.rs   the record format: crc32 | key_len u8 | value_len u32 | key | value
 //! page.rs     the page size rule; per page: version and live counts (lock-free release)
 //! store.rs    `Inner`, what the handle and the threads share; settings; stats
+//! buffers.rs  the state under its locks: write buffers and the appender's (`WriteState`),
+//!             the readers' queue; data only, so writer.rs and reader.rs need not each other
 //! writer.rs   append into write buffers, the writer thread, write failures, flush
 //! reader.rs   read (pread or a buffer not yet written), submitted batches, reader threads
 //! compact.rs  the compactor thread: rescue what the owner wants, reclaim pages
@@ -39,6 +41,7 @@
 //! **Memory.** The store's RAM is its write buffers (`wbufs + 1` of `wbuf_size`), one more
 //! buffer's worth while the compactor reads a page, and a few dozen bytes per page.
 
+mod buffers;
 mod compact;
 mod page;
 mod reader;

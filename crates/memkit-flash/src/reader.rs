@@ -5,31 +5,16 @@
 //! one record); the pread itself runs under no lock. The page's version is checked before
 //! and after it, because the page may be evicted and rewritten while the read is under way.
 
-use std::collections::VecDeque;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::buffers::ReadJob;
 use crate::record;
 use crate::store::{Inner, bump};
 use crate::{FlashLoc, ReadDone, ReadError};
-
-/// One submitted batch.
-pub(crate) struct ReadJob {
-    reads: Vec<(FlashLoc, Vec<u8>)>,
-    done: ReadDone,
-}
-
-/// Batches waiting for a reader thread.
-#[derive(Default)]
-pub(crate) struct ReadQueue {
-    jobs: VecDeque<ReadJob>,
-    /// Set under this lock at shutdown: a batch submitted after it runs on the caller's
-    /// thread, so that every `done` is called exactly once.
-    stopped: bool,
-}
 
 impl Inner {
     pub(crate) fn read(&self, at: FlashLoc, key: &[u8]) -> Result<Vec<u8>, ReadError> {

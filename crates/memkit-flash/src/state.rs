@@ -13,9 +13,9 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 
+use crate::buffers::WriteState;
 use crate::page::{PageMeta, PageState};
 use crate::store::{Inner, Settings};
-use crate::writer::WriteState;
 
 const MAGIC: &[u8; 8] = b"MKFLASH\0";
 const FORMAT: u32 = 1;

@@ -11,9 +11,8 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::buffers::{ReadQueue, WriteState};
 use crate::page::{self, Page, PageMeta, PageState};
-use crate::reader::ReadQueue;
-use crate::writer::WriteState;
 use crate::{FileSpec, FlashConfig, FlashStats, Owner, PageStats};
 
 /// Event counters, bumped without a lock.

@@ -6,7 +6,6 @@
 //! writer lags (`wbufs` buffers queued), or writes failed less than a second ago, it refuses
 //! and the cache keeps the value in RAM only.
 
-use std::collections::VecDeque;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
@@ -16,85 +15,13 @@ use std::time::{Duration, Instant};
 use parking_lot::MutexGuard;
 
 use crate::FlashLoc;
+use crate::buffers::{Buf, WriteState};
 use crate::page::{PageMeta, PageState};
 use crate::record;
 use crate::store::{Inner, bump};
 
 /// How long appends are refused after a failed write.
 const DEGRADED_FOR: Duration = Duration::from_secs(1);
-
-/// A write buffer: the bytes of one region of one page's incarnation.
-#[derive(Debug)]
-pub(crate) struct Buf {
-    pub(crate) page: u32,
-    pub(crate) version: u32,
-    /// Page offset of `data[0]`.
-    pub(crate) base: u32,
-    /// Bytes the region may hold: the buffer size or what is left of the page.
-    cap: u32,
-    pub(crate) data: Vec<u8>,
-}
-
-impl Buf {
-    /// The bytes of `at` if this buffer holds them.
-    pub(crate) fn find(&self, at: FlashLoc) -> Option<&[u8]> {
-        if self.page != at.page || self.version != at.version || at.offset < self.base {
-            return None;
-        }
-        let start = (at.offset - self.base) as usize;
-        self.data.get(start..start.checked_add(at.len as usize)?)
-    }
-}
-
-/// The appender's state, under `Inner::ws`.
-#[derive(Debug)]
-pub(crate) struct WriteState {
-    pub(crate) meta: Vec<PageMeta>,
-    pub(crate) free: VecDeque<u32>,
-    pub(crate) next_seq: u64,
-    pub(crate) open: Option<u32>,
-    pub(crate) cur: Option<Buf>,
-    /// Handed to the writer, oldest first; the front one may be being written.
-    pub(crate) queued: VecDeque<Arc<Buf>>,
-    /// Written buffers' allocations, reused so the store's RAM stays `wbufs + 1` buffers.
-    spare: Vec<Vec<u8>>,
-    /// Buffers handed to the writer, and buffers it finished (written, skipped or failed).
-    handed: u64,
-    written: u64,
-    degraded_until: Option<Instant>,
-    pub(crate) stopped: bool,
-    writer_alive: bool,
-}
-
-impl WriteState {
-    pub(crate) fn new(meta: Vec<PageMeta>, free: VecDeque<u32>, next_seq: u64) -> WriteState {
-        WriteState {
-            meta,
-            free,
-            next_seq,
-            open: None,
-            cur: None,
-            queued: VecDeque::new(),
-            spare: Vec::new(),
-            handed: 0,
-            written: 0,
-            degraded_until: None,
-            stopped: false,
-            writer_alive: true,
-        }
-    }
-
-    /// A buffer's record and its location, if any buffer in memory holds it.
-    pub(crate) fn lookup(&self, at: FlashLoc) -> Option<Result<Vec<u8>, Arc<Buf>>> {
-        if let Some(b) = self.cur.as_ref().and_then(|b| b.find(at)) {
-            return Some(Ok(b.to_vec()));
-        }
-        self.queued
-            .iter()
-            .find(|b| b.find(at).is_some())
-            .map(|b| Err(Arc::clone(b)))
-    }
-}
 
 impl Inner {
     pub(crate) fn append(&self, key: &[u8], value: &[u8]) -> Option<FlashLoc> {
