@@ -8,16 +8,16 @@
 //! RAM exactly as before; only the value bytes are elsewhere. So:
 //! - deletes, overwrites, expiry and flushes never touch the disk: the stub goes, and its
 //!   bytes on flash are counted dead for compaction;
-//! - a read of such an item does not block: [`Engine::get_or_flash`] hands back a
+//! - a read of such an item does not block: [`crate::Engine::get_or_flash`] hands back a
 //!   [`FlashRead`] (everything the reply needs but the value), the caller reads the value
 //!   where it likes (memkitd: a reader thread, while the connection is parked) and reports
-//!   with [`Engine::finish_flash_read`]. [`Engine::get_view`] reads synchronously, for the
+//!   with [`crate::Engine::finish_flash_read`]. [`crate::Engine::get_view`] reads synchronously, for the
 //!   embedded engine;
 //! - a read that finds the value gone (its page evicted or reclaimed) or corrupt is a miss
 //!   and a counter (`miss_from_extstore`, `badcrc_from_extstore`), and its stub is unlinked;
 //! - one read in `ext_recache_rate` brings the value back to RAM;
 //! - `append`, `prepend`, `incr` and `decr` need the value itself: one on flash is brought
-//!   back to RAM first ([`Engine::flash_value`]; memkitd reads it while the connection is
+//!   back to RAM first ([`crate::Engine::flash_value`]; memkitd reads it while the connection is
 //!   parked, the embedded engine on the caller's thread). memcached refuses them for its
 //!   extstore items (`NOT_STORED`, non-numeric), which is what they answer here only when
 //!   the value cannot be brought back;
@@ -44,7 +44,7 @@ pub struct FlashTier {
     /// from RAM as without a tier).
     pub item_size: usize,
     /// `ext_item_age`: values idle this many seconds go to flash without memory pressure
-    /// ([`Engine::flash_walk`]); `u32::MAX` (memcached's default): only when eviction
+    /// ([`crate::Engine::flash_walk`]); `u32::MAX` (memcached's default): only when eviction
     /// would drop them.
     pub item_age: u32,
     /// `ext_low_ttl`: items with less TTL left than this are not worth the write.
@@ -157,7 +157,7 @@ impl FlashRead {
     }
 }
 
-/// What [`Engine::get_or_flash`] found.
+/// What [`crate::Engine::get_or_flash`] found.
 #[derive(Debug)]
 pub enum Got<R> {
     /// The item, handed to the caller's function while the shard was locked.
