@@ -36,6 +36,47 @@ fn embedded_store_with_one_shard_and_tiny_segments_passes_too() {
     }
 }
 
+/// A store whose every value longer than 4 bytes goes to a flash file as it is stored
+/// (`ext_item_size=0,ext_item_age=0`): every read of one, every append and incr of one, goes
+/// through the flash tier.
+fn flash_store(clock: &ManualClock, dir: &std::path::Path) -> Embedded {
+    use memkit_engine::FlashTier;
+    use memkit_engine::memkit_flash::{FileSpec, FlashConfig, FlashStore};
+    let store = FlashStore::open(FlashConfig {
+        files: vec![FileSpec {
+            path: dir.join("flash"),
+            size: 16 << 20,
+        }],
+        page_size: 1 << 20,
+        wbuf_size: 256 << 10,
+        ..FlashConfig::default()
+    })
+    .expect("a flash file");
+    let tier = FlashTier {
+        item_size: 0,
+        item_age: 0,
+        ..FlashTier::new(store)
+    };
+    let cfg = EngineConfig {
+        flash: Some(tier),
+        ..EngineConfig::with_memory(64 << 20)
+    };
+    Embedded::new(cfg.clock(Arc::new(clock.clone())))
+}
+
+#[test]
+fn embedded_store_with_every_value_on_flash_passes_the_conformance_suite() {
+    let dir = memkit_testkit::tempdir("conformance-flash");
+    let clock = ManualClock::default();
+    let s = flash_store(&clock, dir.path());
+    block_on(memkit_testkit::suite::run(&s, &clock)).assert_all_passed();
+    let stats = s.engine().stats().counters;
+    assert!(
+        stats.get_extstore > 0 && stats.recache_from_extstore > 0,
+        "{stats:?}"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -43,6 +84,16 @@ proptest! {
     fn embedded_store_agrees_with_the_model(ops in memkit_testkit::ops::ops(1..80)) {
         let clock = ManualClock::default();
         let s = store(&clock);
+        block_on(memkit_testkit::ops::compare(&s, &clock, &ops)).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn embedded_store_with_every_value_on_flash_agrees_with_the_model(
+        ops in memkit_testkit::ops::ops(1..80),
+    ) {
+        let dir = memkit_testkit::tempdir("model-flash");
+        let clock = ManualClock::default();
+        let s = flash_store(&clock, dir.path());
         block_on(memkit_testkit::ops::compare(&s, &clock, &ops)).map_err(TestCaseError::fail)?;
     }
 }
