@@ -149,19 +149,28 @@ impl Shard {
         true
     }
 
+    /// The next record of segment `s` from `*off` on that the index still points to (its
+    /// key hash, location and parse), moving `*off` past it; `None` at the segment's end.
+    /// Records are read again after each call, so the caller may unlink or move them.
+    fn next_live(&self, s: u32, off: &mut usize) -> Option<(u64, Loc, ItemAt)> {
+        while *off < self.arena.seg(s).write_pos as usize {
+            let seg = self.arena.seg(s);
+            let at = read_item(seg.bytes(), *off, seg.base_seq, self.arena.large_at());
+            let e = pack(s, *off);
+            *off += at.len;
+            let h = self.hasher.hash_one(at.key(seg.bytes()));
+            if self.index.find(h, |&x| x == e).is_some() {
+                return Some((h, e, at));
+            }
+        }
+        None
+    }
+
     /// Moves (`keep`) or drops every live stub of segment `s`. A move that finds no room
     /// stops and says so, leaving the segment as it was from there on.
     fn empty_stub_segment(&mut self, s: u32, keep: bool, now: u32) -> bool {
         let mut off = 0;
-        while off < self.arena.seg(s).write_pos as usize {
-            let seg = self.arena.seg(s);
-            let at = read_item(seg.bytes(), off, seg.base_seq, self.arena.large_at());
-            let e = pack(s, off);
-            off += at.len;
-            let h = self.hasher.hash_one(at.key(seg.bytes()));
-            if self.index.find(h, |&x| x == e).is_none() {
-                continue;
-            }
+        while let Some((h, e, at)) = self.next_live(s, &mut off) {
             if let Some(why) = self.dead(&at.header, now) {
                 self.unlink_dead(h, e, &at, &why);
             } else if !keep {
@@ -213,16 +222,9 @@ impl Shard {
     fn write_idle(&mut self, s: u32, now: u32) -> u64 {
         let mut written = 0;
         let mut off = 0;
-        while off < self.arena.seg(s).write_pos as usize {
-            let seg = self.arena.seg(s);
-            let at = read_item(seg.bytes(), off, seg.base_seq, self.arena.large_at());
-            let e = pack(s, off);
-            off += at.len;
-            if !at.header.large || self.flash_loc(e, &at).is_some() {
-                continue;
-            }
-            let h = self.hasher.hash_one(at.key(seg.bytes()));
-            if self.index.find(h, |&x| x == e).is_some()
+        while let Some((h, e, at)) = self.next_live(s, &mut off) {
+            if at.header.large
+                && self.flash_loc(e, &at).is_none()
                 && self.dead(&at.header, now).is_none()
                 && self.flash_worthy(&at, now)
                 && self.write_in_place(h, e, &at, now)
@@ -236,15 +238,7 @@ impl Shard {
     /// Unlinks the stubs of segment `s` whose value's page is gone, or that are dead.
     fn unlink_gone_stubs(&mut self, s: u32, now: u32) {
         let mut off = 0;
-        while off < self.arena.seg(s).write_pos as usize {
-            let seg = self.arena.seg(s);
-            let at = read_item(seg.bytes(), off, seg.base_seq, self.arena.large_at());
-            let e = pack(s, off);
-            off += at.len;
-            let h = self.hasher.hash_one(at.key(seg.bytes()));
-            if self.index.find(h, |&x| x == e).is_none() {
-                continue;
-            }
+        while let Some((h, e, at)) = self.next_live(s, &mut off) {
             if let Some(why) = self.dead(&at.header, now) {
                 self.unlink_dead(h, e, &at, &why);
             } else if self.flash_stale(e, &at) {
