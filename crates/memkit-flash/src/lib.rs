@@ -329,6 +329,13 @@ impl FlashStore {
     pub fn fail_next_writes(&self, n: u32) {
         self.inner.fail_writes.store(n, SeqCst);
     }
+
+    /// Makes every reader thread wait `millis` before each batch from now on, as a slow
+    /// disk would (for tests that a wait for flash holds up only its own connection).
+    #[doc(hidden)]
+    pub fn slow_reads(&self, millis: u64) {
+        self.inner.slow_reads.store(millis, SeqCst);
+    }
 }
 
 impl Drop for FlashStore {

@@ -99,6 +99,10 @@ pub(crate) fn run(inner: Arc<Inner>) {
                 inner.read_cv.wait(&mut q);
             }
         };
+        let slow = inner.slow_reads.load(Relaxed);
+        if slow > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(slow));
+        }
         inner.run_job(job);
     }
 }

@@ -145,6 +145,8 @@ pub(crate) struct Inner {
     pub(crate) c: Counters,
     /// Writes still to fail on purpose (`FlashStore::fail_next_writes`).
     pub(crate) fail_writes: AtomicU32,
+    /// Milliseconds each reader waits before a batch (a test's slow disk).
+    pub(crate) slow_reads: AtomicU64,
     /// Holds the writer back while set, so tests can see buffers queued.
     #[cfg(test)]
     pub(crate) stall: AtomicBool,
@@ -178,6 +180,7 @@ impl Inner {
             stop: AtomicBool::new(false),
             c: Counters::default(),
             fail_writes: AtomicU32::new(0),
+            slow_reads: AtomicU64::new(0),
             #[cfg(test)]
             stall: AtomicBool::new(false),
         })

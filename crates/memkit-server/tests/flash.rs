@@ -1,7 +1,7 @@
 //! The flash tier served (`-o ext_path`): with RAM far smaller than the data, values come
 //! back from flash through every protocol and every driver, in order behind and ahead of
 //! other requests, while the connection waits parked; a multi-get's values on flash are read
-//! together.
+//! together; a slow read holds up its own connection only.
 
 use memkit_protocol::binary::{encode_request, op};
 use memkit_testkit::wire::{Until, Wire};
@@ -135,6 +135,50 @@ async fn values_on_flash_come_back_through_text_meta_and_binary_under_every_driv
                 "{name}: binary k{i}"
             );
         }
+        s.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_slow_flash_read_holds_up_its_own_connection_only() {
+    let dir = tempdir("flash-slow");
+    for (name, s) in servers(dir.path()) {
+        let mut c = s.wire().await;
+        fill(&mut c).await;
+        let store = s.shared().engine.flash_store().unwrap().clone();
+        store.slow_reads(600);
+        // Keys 0..50 went to flash first; one of them is still there.
+        let key = (0..50)
+            .find(|&i| {
+                s.shared()
+                    .engine
+                    .flash_value(format!("k{i}").as_bytes())
+                    .is_some()
+            })
+            .expect("a value on flash");
+        let start = std::time::Instant::now();
+        c.send(format!("get k{key}\r\nmn\r\n").as_bytes()).await;
+        // The worker (one per server here) serves another connection meanwhile.
+        let mut other = s.wire().await;
+        assert_eq!(other.ask(b"mn\r\n", Until::LINE).await, "MN\r\n");
+        let conns = other.ask(b"stats conns\r\n", Until::END).await;
+        assert!(conns.contains("conn_io_queue"), "{name}: {conns}");
+        // ... while this one still waits for its value.
+        assert!(
+            c.pending(std::time::Duration::from_millis(20))
+                .await
+                .is_empty(),
+            "{name}: replied before its read was done"
+        );
+        let got = c.read(Until::End(b"MN\r\n")).await;
+        let mut want = text_value(key);
+        want.extend_from_slice(b"END\r\nMN\r\n");
+        assert_eq!(got, want, "{name}");
+        assert!(
+            start.elapsed() >= std::time::Duration::from_millis(600),
+            "{name}"
+        );
+        store.slow_reads(0);
         s.stop().await;
     }
 }
