@@ -134,7 +134,8 @@ impl Shard {
         }
         let held = (self.flash_segs.len() + usize::from(self.flash_head.is_some())) * seg_size;
         let (num, den) = FLASH_STUB_SHARE;
-        if !force && held * den <= self.arena.budget() * num {
+        // With `-M` nothing live is dropped, stubs included.
+        if !self.cfg.evict || (!force && held * den <= self.arena.budget() * num) {
             return false;
         }
         let Some(s) = self
