@@ -298,3 +298,39 @@ fn a_warm_restart_keeps_what_is_on_flash() {
     }
     assert!(hits * 100 >= n * 95, "{hits} of {n} back after the restart");
 }
+
+#[test]
+fn with_no_eviction_every_stored_value_stays_readable_through_flash() {
+    let dir = tempdir("flash-noevict");
+    let store = FlashStore::open(flash_config(dir.path(), 64)).expect("flash file");
+    let tier = FlashTier {
+        item_age: 0,
+        ..FlashTier::new(store)
+    };
+    let cfg = EngineConfig {
+        flash: Some(tier),
+        evict: false,
+        ..EngineConfig::with_memory(2 << 20)
+    };
+    let e = Arc::new(Engine::new(cfg));
+    e.attach_flash();
+    // Stubs fill RAM long after the values would have: stores are refused then, as `-M`
+    // refuses them, and nothing stored is ever dropped.
+    let mut stored = Vec::new();
+    for i in 0..12_000 {
+        match e.store(&key(i), &value_for(i), &StoreOptions::default()) {
+            Ok(r) if r.outcome == StoreOutcome::Stored => stored.push(i),
+            Ok(r) => panic!("{r:?}"),
+            Err(_) => {}
+        }
+    }
+    assert!(stored.len() > 2000, "{} stored", stored.len());
+    for &i in &stored {
+        assert_eq!(
+            get(&e, &key(i)),
+            Some(value_for(i)),
+            "key {i} lost under -M"
+        );
+    }
+    assert_eq!(e.stats().counters.evictions, 0);
+}
