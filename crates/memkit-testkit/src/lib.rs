@@ -30,6 +30,10 @@
 //!   terminator, a count of lines or bytes, a binary frame or the close, every read bounded
 //!   in time ([`TestServer::wire`] opens one); [`wire::BlockingWire`] for synchronous
 //!   tests. The one way tests talk to a server byte for byte.
+//! - [`relay`]: [`relay::Relay`], a TCP relay on 127.0.0.1 between two peers that cuts
+//!   them off (both ways or one way, new connections held or refused), delays them or
+//!   resets their connections at the test's word, on threads of its own joined on drop.
+//!   The one way tests put a network fault between peers.
 //!
 //! Entry points for a backend's own tests:
 //!
@@ -69,6 +73,7 @@ pub mod interop;
 pub mod memcached;
 pub mod model;
 pub mod ops;
+pub mod relay;
 pub mod server;
 pub mod suite;
 pub mod tempdir;
