@@ -22,8 +22,16 @@
 //!   leader), linearizable reads, metrics, snapshot, shutdown.
 //! - [`error`]: [`ClusterError`]: why the group did not answer, and whether a retry is safe.
 //!
-//! Dependencies point one way: `types <- clock, error <- log_store, snapshot <-
-//! state_machine <- network <- leader <- server <- node`.
+//! Dependencies point one way: `types` and `error` under everything; `clock` and
+//! `snapshot` under `state_machine`; `network` and `leader` under `server`; `node` on top.
+//!
+//! Semantics in one sentence: a write is acknowledged once a majority has it in its log on
+//! disk and the leader has applied it; its outcome and its CAS (the log index) are the same
+//! on every node, and its times are the leader's, absolute.
+
+// openraft's `StorageError` (224 bytes) is the error its storage traits return; the helpers
+// that feed them return it too, rather than a box every caller would unwrap again.
+#![allow(clippy::result_large_err)]
 
 pub mod clock;
 pub mod error;
