@@ -28,6 +28,10 @@ use crate::server::{Service, serve};
 use crate::state_machine::{StateMachine, Store};
 use crate::types::{ExptimeUnix, NodeId, Raft, Reply, Write};
 
+/// How long [`Node::snapshot`] waits for a snapshot before triggering one again (a
+/// trigger that meets a build under way is dropped).
+const SNAPSHOT_RETRIGGER: Duration = Duration::from_millis(200);
+
 /// How a node runs. `Default` suits a LAN; tests shorten the timeouts.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -108,7 +112,10 @@ pub struct Metrics {
     pub last_log_index: Option<u64>,
     /// The last index it knows committed.
     pub commit_index: Option<u64>,
-    /// The last index its state machine applied.
+    /// The last index its state machine applied. openraft publishes it after answering the
+    /// entries' clients: right after [`Node::write`] returns, even on the leader, it may
+    /// still name an earlier entry. To wait for a write's own entry, use its index (a stored
+    /// item's CAS is that index).
     pub applied_index: Option<u64>,
     /// The last index its latest snapshot covers.
     pub snapshot_index: Option<u64>,
@@ -339,23 +346,42 @@ impl Node {
         }
     }
 
-    /// Takes a snapshot now and waits (up to `timeout`) until it is saved.
+    /// Takes a snapshot now and waits (up to `timeout`) until one covering at least what
+    /// was applied when it was called is saved. Returns the last index the snapshot covers.
+    ///
+    /// Two things make "the snapshot at exactly the index read here" the wrong thing to wait
+    /// for. openraft builds the snapshot at whatever the state machine has applied when it
+    /// gets to it: later than the `applied_index` metric read here whenever entries are
+    /// applied meanwhile (or the metric lags, see [`Metrics::applied_index`]). And it drops a
+    /// trigger that arrives while a build is under way, whose snapshot may stop short of
+    /// that index: so the trigger is sent again until a snapshot covers it.
     pub async fn snapshot(&self, timeout: Duration) -> Result<u64, ClusterError> {
         let applied = self.raft.metrics().borrow().last_applied;
         let Some(applied) = applied else {
             return Err(ClusterError::Stopped("nothing applied yet".into()));
         };
-        self.raft
-            .trigger()
-            .snapshot()
-            .await
-            .map_err(|e| ClusterError::Stopped(e.to_string()))?;
-        self.raft
-            .wait(Some(timeout))
-            .snapshot(applied, "snapshot")
-            .await
-            .map_err(|_| ClusterError::Timeout)?;
-        Ok(applied.index)
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.raft
+                .trigger()
+                .snapshot()
+                .await
+                .map_err(|e| ClusterError::Stopped(e.to_string()))?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let covered = self
+                .raft
+                .wait(Some(left.min(SNAPSHOT_RETRIGGER)))
+                .metrics(
+                    |m| m.snapshot.is_some_and(|s| s.index >= applied.index),
+                    "snapshot",
+                )
+                .await;
+            match covered {
+                Ok(m) => return Ok(m.snapshot.map_or(applied.index, |s| s.index)),
+                Err(_) if Instant::now() >= deadline => return Err(ClusterError::Timeout),
+                Err(_) => {}
+            }
+        }
     }
 
     /// Stops the node: its Raft, its port and every connection to it. The directory keeps

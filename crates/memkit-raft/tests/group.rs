@@ -15,11 +15,16 @@ use tokio::time::{Instant, sleep, timeout};
 /// Whole-test bound: a hung election fails the test instead of the run.
 const TEST_LIMIT: Duration = Duration::from_secs(40);
 
+/// Timeouts with room for a loaded two-core machine (twelve nodes of four tests at once,
+/// each syncing its log): a follower waits ten heartbeats or more before it stands, so a
+/// busy scheduler or a slow fsync does not depose a healthy leader. Nothing waits on an
+/// election finishing within a tight time: `Group::leader` allows 10 s, writes and reads
+/// retry until `request_timeout`.
 fn config() -> Config {
     Config {
         memory_limit: 8 << 20,
-        heartbeat_ms: 50,
-        election_timeout_ms: (250, 500),
+        heartbeat_ms: 100,
+        election_timeout_ms: (1000, 2000),
         request_timeout: Duration::from_secs(5),
         ..Config::default()
     }
@@ -119,7 +124,10 @@ impl Group {
         }
     }
 
-    /// Waits until every running node has applied `index`.
+    /// Waits until every running node has applied `index`: pass a write's own log index
+    /// (see [`entry_index`]), not a node's `applied_index` metric. openraft publishes that
+    /// metric after it has answered the client, so right after a write returns, even on the
+    /// leader, it may still name the entry before the write's.
     async fn applied_everywhere(&self, index: u64) {
         for n in self.nodes.values() {
             n.raft()
@@ -128,10 +136,6 @@ impl Group {
                 .await
                 .expect("applied in time");
         }
-    }
-
-    async fn last_applied(&self, id: NodeId) -> u64 {
-        self.node(id).metrics().await.applied_index.unwrap_or(0)
     }
 }
 
@@ -212,6 +216,12 @@ fn stored_cas(r: Reply) -> u64 {
     }
 }
 
+/// The log index of a write's entry, from its reply: a stored item's CAS is the index of
+/// the entry that stored it (see `state_machine.rs`).
+fn entry_index(r: Reply) -> u64 {
+    stored_cas(r)
+}
+
 async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
     timeout(TEST_LIMIT, f).await.expect("test took too long");
 }
@@ -220,7 +230,7 @@ async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
 async fn writes_replicate_with_one_cas_and_one_expiry() {
     bounded(async {
         let g = Group::start("replicate").await;
-        let leader = g.leader().await;
+        g.leader().await;
         // Through every node, the leader and the followers (forwarded).
         let mut cas = BTreeMap::new();
         for id in 1..=3 {
@@ -232,8 +242,7 @@ async fn writes_replicate_with_one_cas_and_one_expiry() {
                 .unwrap();
             cas.insert(key, stored_cas(r));
         }
-        let applied = g.last_applied(leader).await;
-        g.applied_everywhere(applied).await;
+        g.applied_everywhere(*cas.values().max().unwrap()).await;
         for id in 1..=3 {
             for (key, c) in &cas {
                 let (item, _) = g.node(id).read_local(key.as_bytes()).unwrap().unwrap();
@@ -273,12 +282,12 @@ async fn writes_replicate_with_one_cas_and_one_expiry() {
 
         // A TTL: one absolute expiry on every node.
         let at = SystemClock.now_secs() + 100;
-        g.node(1)
+        let r = g
+            .node(1)
             .write(store("ttl", "x", Mode::Set, Some(at)))
             .await
             .unwrap();
-        let applied = g.last_applied(leader).await;
-        g.applied_everywhere(applied).await;
+        g.applied_everywhere(entry_index(r)).await;
         for id in 1..=3 {
             let (item, exp) = g.node(id).read_local(b"ttl").unwrap().unwrap();
             assert_eq!(exp, Some(at), "node {id}");
@@ -386,11 +395,14 @@ async fn leader_killed_then_writes_continue_and_nothing_acknowledged_is_lost() {
         let new = g.leader().await;
         assert_ne!(new, old);
         let survivor = *g.nodes.keys().find(|id| **id != new).unwrap();
+        let mut last = 0;
         for i in 20..30 {
-            g.node(survivor)
+            let r = g
+                .node(survivor)
                 .write(set(&format!("a{i}"), &format!("{i}")))
                 .await
                 .unwrap();
+            last = entry_index(r);
         }
         for id in g.nodes.keys() {
             for i in 0..30 {
@@ -404,8 +416,7 @@ async fn leader_killed_then_writes_continue_and_nothing_acknowledged_is_lost() {
         }
         // The old leader comes back from its directory and catches up by log replay.
         g.boot(old, config()).await;
-        let applied = g.last_applied(new).await;
-        g.applied_everywhere(applied).await;
+        g.applied_everywhere(last).await;
         let (item, _) = g.node(old).read_local(b"a29").unwrap().unwrap();
         assert_eq!(&item.value[..], b"29");
         for (_, n) in g.nodes {
@@ -426,35 +437,41 @@ async fn restarted_follower_catches_up_and_wiped_one_gets_a_snapshot() {
         .await;
         let leader = g.leader().await;
         let follower = (1..=3).find(|id| *id != leader).unwrap();
+        let mut cas = Vec::new();
         for i in 0..10 {
-            g.node(leader)
+            let r = g
+                .node(leader)
                 .write(set(&format!("s{i}"), "before"))
                 .await
                 .unwrap();
+            cas.push(stored_cas(r));
         }
         // Restart: down while writes go on, then back from its directory.
         g.kill(follower).await;
         for i in 10..20 {
-            g.node(leader)
+            let r = g
+                .node(leader)
                 .write(set(&format!("s{i}"), "during"))
                 .await
                 .unwrap();
+            cas.push(stored_cas(r));
         }
         g.boot(follower, config()).await;
-        let applied = g.last_applied(leader).await;
-        g.applied_everywhere(applied).await;
+        g.applied_everywhere(cas[19]).await;
         let (item, _) = g.node(follower).read_local(b"s19").unwrap().unwrap();
         assert_eq!(&item.value[..], b"during");
 
         // A snapshot on every node, and the logs behind it purged.
         let at = SystemClock.now_secs() + 500;
-        g.node(leader)
+        let r = g
+            .node(leader)
             .write(store("exp", "e", Mode::Set, Some(at)))
             .await
             .unwrap();
-        let cas_before = g.node(leader).read_local(b"s3").unwrap().unwrap().0.cas;
-        let applied = g.last_applied(leader).await;
+        let applied = entry_index(r);
         g.applied_everywhere(applied).await;
+        let cas_before = g.node(leader).read_local(b"s3").unwrap().unwrap().0.cas;
+        assert_eq!(cas_before, cas[3], "s3's CAS is its write's");
         for n in g.nodes.values() {
             n.snapshot(Duration::from_secs(10)).await.unwrap();
             n.raft().trigger().purge_log(applied).await.unwrap();
@@ -469,9 +486,8 @@ async fn restarted_follower_catches_up_and_wiped_one_gets_a_snapshot() {
             ..config()
         };
         g.boot(follower, cfg).await;
-        g.node(leader).write(set("after", "wipe")).await.unwrap();
-        let applied = g.last_applied(leader).await;
-        g.applied_everywhere(applied).await;
+        let r = g.node(leader).write(set("after", "wipe")).await.unwrap();
+        g.applied_everywhere(entry_index(r)).await;
         let m = g.node(follower).metrics().await;
         assert!(m.snapshot_index.is_some(), "installed a snapshot: {m:?}");
         for i in 0..20 {
@@ -498,6 +514,51 @@ async fn restarted_follower_catches_up_and_wiped_one_gets_a_snapshot() {
             .unwrap()
             .unwrap();
         assert_eq!(&c.value[..], b"1");
+        for (_, n) in g.nodes {
+            n.shutdown().await;
+        }
+    })
+    .await;
+}
+
+/// `Node::snapshot` while writes go on: the snapshot openraft builds covers whatever is
+/// applied by then, later than the index the call read first, and a trigger that meets a
+/// build still under way (one an earlier call started) is dropped. The call must return
+/// once a snapshot covering its index is saved: it used to wait for one at exactly that
+/// index, which never came, and timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_taken_while_writes_go_on_is_reported() {
+    bounded(async {
+        let g = Group::start("snapshot-busy").await;
+        let leader = g.leader().await;
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        // A writer through every node, so entries are applied all the time.
+        let writers = futures_join((1..=3).map(|id| {
+            let (node, stop) = (g.node(id), &stop);
+            async move {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    node.write(set(&format!("w{id}-{i}"), "x")).await.unwrap();
+                    i += 1;
+                }
+            }
+        }));
+        let snapshots = async {
+            let mut last = 0;
+            for _ in 0..12 {
+                // Applied when the call starts: the snapshot covers at least this much.
+                let before = g.node(leader).metrics().await.applied_index.unwrap();
+                let at = g
+                    .node(leader)
+                    .snapshot(Duration::from_secs(2))
+                    .await
+                    .expect("snapshot reported in time");
+                assert!(at >= before && at >= last, "{at} >= {before}, {last}");
+                last = at;
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        };
+        tokio::join!(writers, snapshots);
         for (_, n) in g.nodes {
             n.shutdown().await;
         }
