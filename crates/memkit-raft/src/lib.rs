@@ -1,0 +1,54 @@
+//! memkit-raft: memcached's writes replicated through a Raft log (openraft 0.9), so a
+//! group of nodes keeps every acknowledged write while a majority of them is up, and
+//! every command means the same on every node. The core library: not yet wired into
+//! memkitd.
+//!
+//! Map:
+//! - [`types`]: the log's vocabulary: [`Write`] (a mutation with absolute times),
+//!   [`Proposal`] (a write and the leader's time stamp: one entry), [`Reply`] (the
+//!   engine's outcome), openraft's [`TypeConfig`].
+//! - [`clock`]: [`LogClock`], the time the state machine runs at: the largest leader stamp
+//!   applied, so expiry is judged alike on every node (and why reads use it too).
+//! - [`log_store`]: the Raft log on fjall, synced before openraft counts on it.
+//! - [`state_machine`]: committed writes applied to a non-evicting engine, each CAS the
+//!   entry's log index; [`Store`], what reads share with it.
+//! - [`snapshot`]: the engine's items (CAS and absolute expiry kept) as a snapshot, saved
+//!   in the node's directory and sent to peers.
+//! - [`network`]: the peer protocol (length-prefixed JSON over TCP) and its client side:
+//!   openraft's network factory, a pool for forwarded requests.
+//! - [`server`]: the peer protocol's server side, refusing senders outside the group.
+//! - [`leader`]: what only the leader does: propose with its stamp, confirm a read index.
+//! - [`node`]: [`Node`], the façade: start (bootstrap or rejoin), write (forwarded to the
+//!   leader), linearizable reads, metrics, snapshot, shutdown.
+//! - [`error`]: [`ClusterError`]: why the group did not answer, and whether a retry is safe.
+//!
+//! Dependencies point one way: `types` and `error` under everything; `clock` and
+//! `snapshot` under `state_machine`; `network` and `leader` under `server`; `node` on top.
+//!
+//! Semantics in one sentence: a write is acknowledged once a majority has it in its log on
+//! disk and the leader has applied it; its outcome and its CAS (the log index) are the same
+//! on every node, and its times are the leader's, absolute.
+
+// openraft's `StorageError` (224 bytes) is the error its storage traits return; the helpers
+// that feed them return it too, rather than a box every caller would unwrap again.
+#![allow(clippy::result_large_err)]
+
+pub mod clock;
+pub mod error;
+pub mod leader;
+pub mod log_store;
+pub mod network;
+pub mod node;
+pub mod server;
+pub mod snapshot;
+pub mod state_machine;
+pub mod types;
+
+pub use clock::LogClock;
+pub use error::{ClusterError, ReadError, WriteError};
+pub use node::{Config, Metrics, Node, Role, StartError};
+pub use state_machine::{StateMachine, Store};
+pub use types::{
+    ArithResult, DeleteResult, ExptimeUnix, Mode, NodeId, Proposal, Refusal, Reply, SetExptime,
+    StoreResult, TypeConfig, Vivify, Write, exptime_unix,
+};

@@ -1,0 +1,417 @@
+//! [`Node`]: one member of a replicated group, ready to take writes and reads.
+//!
+//! A node's directory holds its log (`DIR/log`, fjall) and its last snapshot
+//! (`DIR/snapshot`). The group is a fixed list of `id -> HOST:PORT` given to every node,
+//! itself included. A node started on an empty directory with the lowest id bootstraps the
+//! group (openraft's `initialize`); every other start rejoins: the leader brings it up to
+//! date from its log, or with a snapshot when the log no longer reaches back far enough.
+//! A wiped node with the lowest id must not bootstrap a second group: start it with
+//! [`Config::bootstrap`] off.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use memkit_types::Item;
+use openraft::{BasicNode, ServerState, SnapshotPolicy};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::error::{ClusterError, ReadError, WriteError};
+use crate::leader;
+use crate::log_store::LogStore;
+use crate::network::{CallError, Network, Pool, Request, Response};
+use crate::server::{Service, serve};
+use crate::state_machine::{StateMachine, Store};
+use crate::types::{ExptimeUnix, NodeId, Raft, Reply, Write};
+
+/// How long [`Node::snapshot`] waits for a snapshot before triggering one again (a
+/// trigger that meets a build under way is dropped).
+const SNAPSHOT_RETRIGGER: Duration = Duration::from_millis(200);
+
+/// How a node runs. `Default` suits a LAN; tests shorten the timeouts.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The engine's memory limit in bytes (it never evicts: see `state_machine.rs`).
+    pub memory_limit: usize,
+    /// Heartbeat period, milliseconds.
+    pub heartbeat_ms: u64,
+    /// Election timeout range, milliseconds.
+    pub election_timeout_ms: (u64, u64),
+    /// A snapshot is taken after this many entries since the last one.
+    pub snapshot_after: u64,
+    /// Entries kept in the log behind a snapshot (for followers slightly behind).
+    pub keep_behind_snapshot: u64,
+    /// How long [`Node::write`] and the reads keep trying (retrying only what surely was
+    /// not proposed) before they give up.
+    pub request_timeout: Duration,
+    /// Whether a fresh directory and the lowest id bootstrap the group.
+    pub bootstrap: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            memory_limit: 64 << 20,
+            heartbeat_ms: 100,
+            election_timeout_ms: (500, 1000),
+            snapshot_after: 10_000,
+            keep_behind_snapshot: 1_000,
+            request_timeout: Duration::from_secs(5),
+            bootstrap: true,
+        }
+    }
+}
+
+/// Why a node could not start.
+#[derive(Debug)]
+pub struct StartError(pub String);
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot start the node: {}", self.0)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+fn start_err(what: &str) -> impl FnOnce(&dyn std::fmt::Display) -> StartError + '_ {
+    move |e| StartError(format!("{what}: {e}"))
+}
+
+/// A node's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Leads the group.
+    Leader,
+    /// Follows a leader.
+    Follower,
+    /// Standing for election.
+    Candidate,
+    /// Not a voter (not yet part of a membership).
+    Learner,
+    /// Shut down.
+    Shutdown,
+}
+
+/// What [`Node::metrics`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metrics {
+    /// This node.
+    pub id: NodeId,
+    /// Its role.
+    pub role: Role,
+    /// The leader it knows of.
+    pub leader: Option<NodeId>,
+    /// The current term.
+    pub term: u64,
+    /// The last index in its log.
+    pub last_log_index: Option<u64>,
+    /// The last index it knows committed.
+    pub commit_index: Option<u64>,
+    /// The last index its state machine applied. openraft publishes it after answering the
+    /// entries' clients: right after [`Node::write`] returns, even on the leader, it may
+    /// still name an earlier entry. To wait for a write's own entry, use its index (a stored
+    /// item's CAS is that index).
+    pub applied_index: Option<u64>,
+    /// The last index its latest snapshot covers.
+    pub snapshot_index: Option<u64>,
+}
+
+/// One running member of a group.
+pub struct Node {
+    id: NodeId,
+    raft: Raft,
+    store: Arc<Store>,
+    pool: Arc<Pool>,
+    stop: watch::Sender<bool>,
+    server: JoinHandle<()>,
+    addr: std::net::SocketAddr,
+    request_timeout: Duration,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.id)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// Starts node `id` with its data in `dir`, listening for peers on `listen_addr`, in
+    /// the group `peers` (every node's id and `HOST:PORT`, this one's included), with the
+    /// default [`Config`].
+    pub async fn start(
+        id: NodeId,
+        dir: &Path,
+        listen_addr: &str,
+        peers: BTreeMap<NodeId, String>,
+    ) -> Result<Node, StartError> {
+        Node::start_with(id, dir, listen_addr, peers, Config::default()).await
+    }
+
+    /// [`Node::start`] with a [`Config`].
+    pub async fn start_with(
+        id: NodeId,
+        dir: &Path,
+        listen_addr: &str,
+        peers: BTreeMap<NodeId, String>,
+        cfg: Config,
+    ) -> Result<Node, StartError> {
+        let log_dir = dir.join("log");
+        let fresh = !log_dir.exists();
+        std::fs::create_dir_all(dir).map_err(|e| start_err("directory")(&e))?;
+        let log = LogStore::open(&log_dir).map_err(|e| start_err("log")(&e))?;
+        let sm = StateMachine::open(dir, cfg.memory_limit)
+            .map_err(|e| start_err("state machine")(&e))?;
+        let store = sm.store();
+        let raft_cfg = openraft::Config {
+            cluster_name: "memkit".into(),
+            heartbeat_interval: cfg.heartbeat_ms,
+            election_timeout_min: cfg.election_timeout_ms.0,
+            election_timeout_max: cfg.election_timeout_ms.1,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(cfg.snapshot_after),
+            max_in_snapshot_log_to_keep: cfg.keep_behind_snapshot,
+            // Bounds a frame (see `network::MAX_FRAME`).
+            max_payload_entries: 16,
+            snapshot_max_chunk_size: 1 << 20,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| start_err("config")(&e))?;
+        let raft = Raft::new(id, Arc::new(raft_cfg), Network::new(id), log, sm)
+            .await
+            .map_err(|e| start_err("raft")(&e))?;
+        let listener = TcpListener::bind(listen_addr)
+            .await
+            .map_err(|e| start_err("listen")(&e))?;
+        let addr = listener.local_addr().map_err(|e| start_err("listen")(&e))?;
+        let (stop, stop_rx) = watch::channel(false);
+        let svc = Arc::new(Service {
+            raft: raft.clone(),
+            peers: peers.clone(),
+            request_timeout: cfg.request_timeout,
+        });
+        let server = tokio::spawn(serve(listener, svc, stop_rx));
+        if fresh && cfg.bootstrap && peers.keys().next() == Some(&id) {
+            let members: BTreeMap<NodeId, BasicNode> = peers
+                .iter()
+                .map(|(id, addr)| (*id, BasicNode::new(addr)))
+                .collect();
+            raft.initialize(members)
+                .await
+                .map_err(|e| start_err("initialize")(&e))?;
+        }
+        Ok(Node {
+            id,
+            raft,
+            store,
+            pool: Pool::new(id, peers),
+            stop,
+            server,
+            addr,
+            request_timeout: cfg.request_timeout,
+        })
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The address the peer protocol listens on.
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// openraft's handle, for what this façade does not cover (membership changes,
+    /// triggering a snapshot, waiting on metrics).
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// The local state: the engine and the log clock (for local, non-linearizable reads).
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The leader this node knows of.
+    fn leader(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    /// Applies `write` through the group: proposed here if this node leads, else forwarded
+    /// to the leader. Answers once a majority holds it durably and it is applied (on the
+    /// leader). Retries, until the request timeout, only what surely was not proposed.
+    pub async fn write(&self, write: Write) -> Result<Reply, WriteError> {
+        let deadline = Instant::now() + self.request_timeout;
+        retry(deadline, || self.write_once(write.clone(), deadline)).await
+    }
+
+    async fn write_once(&self, write: Write, deadline: Instant) -> Result<Reply, WriteError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.leader() {
+            None => Err(ClusterError::NoLeader),
+            Some(l) if l == self.id => {
+                tokio::time::timeout(left, leader::propose(&self.raft, write))
+                    .await
+                    .unwrap_or_else(|_| Err(ClusterError::Indeterminate("timed out".into())))
+            }
+            Some(l) => match self.pool.call(l, Request::Write(write), left).await {
+                Ok(Response::Write(r)) => r,
+                Ok(other) => Err(ClusterError::Unreachable(format!("{other:?}"))),
+                Err(CallError::NotSent(e)) => Err(ClusterError::Unreachable(e.to_string())),
+                Err(e @ CallError::Lost(_)) => Err(ClusterError::Indeterminate(e.to_string())),
+            },
+        }
+    }
+
+    /// Reads `key` linearizably: the leader confirms it still leads and names the last
+    /// committed index; this node waits until it has applied that far, then reads its own
+    /// engine. So a read anywhere sees every write acknowledged before it began.
+    pub async fn read_linearizable(&self, key: &[u8]) -> Result<Option<Item>, ReadError> {
+        Ok(self.read_with_expiry(key).await?.map(|(item, _)| item))
+    }
+
+    /// [`Node::read_linearizable`], with the item's absolute expiry.
+    pub async fn read_with_expiry(
+        &self,
+        key: &[u8],
+    ) -> Result<Option<(Item, ExptimeUnix)>, ReadError> {
+        let deadline = Instant::now() + self.request_timeout;
+        let index = retry(deadline, || self.read_index_once(deadline)).await?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.raft
+            .wait(Some(left))
+            .applied_index_at_least(Some(index), "linearizable read")
+            .await
+            .map_err(|_| ClusterError::Timeout)?;
+        self.store
+            .read(key)
+            .map_err(|e| ClusterError::Engine(e.into()))
+    }
+
+    async fn read_index_once(&self, deadline: Instant) -> Result<u64, ReadError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.leader() {
+            None => Err(ClusterError::NoLeader),
+            Some(l) if l == self.id => tokio::time::timeout(left, leader::read_index(&self.raft))
+                .await
+                .unwrap_or(Err(ClusterError::Timeout)),
+            Some(l) => match self.pool.call(l, Request::ReadIndex, left).await {
+                Ok(Response::ReadIndex(r)) => r,
+                Ok(other) => Err(ClusterError::Unreachable(format!("{other:?}"))),
+                // A read changes nothing: asking again is always safe.
+                Err(e) => Err(ClusterError::Unreachable(e.to_string())),
+            },
+        }
+    }
+
+    /// Reads `key` from this node's engine as it stands, without asking the leader (may
+    /// miss the latest writes).
+    pub fn read_local(&self, key: &[u8]) -> Result<Option<(Item, ExptimeUnix)>, ReadError> {
+        self.store
+            .read(key)
+            .map_err(|e| ClusterError::Engine(e.into()))
+    }
+
+    /// Role, leader, term, log, commit and applied indexes.
+    pub async fn metrics(&self) -> Metrics {
+        let m = self.raft.metrics().borrow().clone();
+        let commit_index = self
+            .raft
+            .with_raft_state(|st| st.committed.map(|l| l.index))
+            .await
+            .unwrap_or(None);
+        Metrics {
+            id: self.id,
+            role: match m.state {
+                ServerState::Leader => Role::Leader,
+                ServerState::Follower => Role::Follower,
+                ServerState::Candidate => Role::Candidate,
+                ServerState::Learner => Role::Learner,
+                ServerState::Shutdown => Role::Shutdown,
+            },
+            leader: m.current_leader,
+            term: m.current_term,
+            last_log_index: m.last_log_index,
+            commit_index,
+            applied_index: m.last_applied.map(|l| l.index),
+            snapshot_index: m.snapshot.map(|l| l.index),
+        }
+    }
+
+    /// Takes a snapshot now and waits (up to `timeout`) until one covering at least what
+    /// was applied when it was called is saved. Returns the last index the snapshot covers.
+    ///
+    /// Two things make "the snapshot at exactly the index read here" the wrong thing to wait
+    /// for. openraft builds the snapshot at whatever the state machine has applied when it
+    /// gets to it: later than the `applied_index` metric read here whenever entries are
+    /// applied meanwhile (or the metric lags, see [`Metrics::applied_index`]). And it drops a
+    /// trigger that arrives while a build is under way, whose snapshot may stop short of
+    /// that index: so the trigger is sent again until a snapshot covers it.
+    pub async fn snapshot(&self, timeout: Duration) -> Result<u64, ClusterError> {
+        let applied = self.raft.metrics().borrow().last_applied;
+        let Some(applied) = applied else {
+            return Err(ClusterError::Stopped("nothing applied yet".into()));
+        };
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.raft
+                .trigger()
+                .snapshot()
+                .await
+                .map_err(|e| ClusterError::Stopped(e.to_string()))?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let covered = self
+                .raft
+                .wait(Some(left.min(SNAPSHOT_RETRIGGER)))
+                .metrics(
+                    |m| m.snapshot.is_some_and(|s| s.index >= applied.index),
+                    "snapshot",
+                )
+                .await;
+            match covered {
+                Ok(m) => return Ok(m.snapshot.map_or(applied.index, |s| s.index)),
+                Err(_) if Instant::now() >= deadline => return Err(ClusterError::Timeout),
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Stops the node: its Raft, its port and every connection to it. The directory keeps
+    /// what it held; [`Node::start`] on it rejoins.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.raft.shutdown().await;
+        let _ = self.server.await;
+        self.pool.clear();
+    }
+}
+
+/// Runs `once` until it succeeds, fails with an error that is not safe to retry, or the
+/// deadline passes, pausing briefly between tries (an election takes a few hundred ms).
+async fn retry<T, F, Fut>(deadline: Instant, mut once: F) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClusterError>>,
+{
+    let mut pause = Duration::from_millis(10);
+    loop {
+        match once().await {
+            Err(e) if e.is_retryable() => {
+                if Instant::now() + pause >= deadline {
+                    return Err(e);
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            r => return r,
+        }
+    }
+}

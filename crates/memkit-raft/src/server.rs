@@ -1,0 +1,124 @@
+//! The peer protocol's server side ([`serve`]): answers openraft's RPCs, forwarded writes
+//! and read-index questions, one request at a time per connection.
+//!
+//! A sender must be one of the group's nodes: the current membership's, or, before this
+//! node has learned one (a fresh or wiped node), the configured peer list. Openraft's RPCs
+//! must also carry the sender's own vote (a node may not speak for another). This is a
+//! sanity check against misdirected traffic, not authentication: the peer port belongs on a
+//! private network.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::error::ClusterError;
+use crate::leader;
+use crate::network::{Envelope, Request, Response, read_frame, write_frame};
+use crate::types::{NodeId, Raft};
+
+/// What a node's server needs.
+pub struct Service {
+    /// This node's Raft.
+    pub raft: Raft,
+    /// The configured group: id -> peer address.
+    pub peers: BTreeMap<NodeId, String>,
+    /// How long a forwarded write or a read-index question may take here.
+    pub request_timeout: Duration,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("peers", &self.peers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Service {
+    fn admits(&self, from: NodeId) -> bool {
+        let m = self.raft.metrics().borrow().membership_config.clone();
+        let mut nodes = m.membership().nodes().peekable();
+        if nodes.peek().is_none() {
+            return self.peers.contains_key(&from);
+        }
+        nodes.any(|(id, _)| *id == from)
+    }
+
+    /// The sender named in an RPC's vote, if the request is one of openraft's.
+    fn claimed(req: &Request) -> Option<Option<NodeId>> {
+        match req {
+            Request::Append(r) => Some(r.vote.leader_id().voted_for()),
+            Request::Vote(r) => Some(r.vote.leader_id().voted_for()),
+            Request::Snapshot(r) => Some(r.vote.leader_id().voted_for()),
+            Request::Write(_) | Request::ReadIndex => None,
+        }
+    }
+
+    /// Answers one request.
+    pub async fn handle(&self, env: Envelope) -> Response {
+        if !self.admits(env.from) {
+            return Response::Refused(format!("node {} is not in the group", env.from));
+        }
+        if Self::claimed(&env.req).is_some_and(|v| v != Some(env.from)) {
+            return Response::Refused(format!("node {} sent another node's vote", env.from));
+        }
+        let timeout = self.request_timeout;
+        match env.req {
+            Request::Append(r) => Response::Append(self.raft.append_entries(r).await),
+            Request::Vote(r) => Response::Vote(self.raft.vote(r).await),
+            Request::Snapshot(r) => Response::Snapshot(self.raft.install_snapshot(r).await),
+            Request::Write(w) => Response::Write(
+                tokio::time::timeout(timeout, leader::propose(&self.raft, w))
+                    .await
+                    .unwrap_or(Err(ClusterError::Timeout)),
+            ),
+            Request::ReadIndex => Response::ReadIndex(
+                tokio::time::timeout(timeout, leader::read_index(&self.raft))
+                    .await
+                    .unwrap_or(Err(ClusterError::Timeout)),
+            ),
+        }
+    }
+}
+
+/// Accepts peers on `listener` until `stop` turns true; each connection is served by its
+/// own task, which also ends then (so a node that shuts down closes its port and every
+/// connection to it).
+pub async fn serve(listener: TcpListener, svc: Arc<Service>, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => {
+                    let _ = s.set_nodelay(true);
+                    tokio::spawn(connection(s, svc.clone(), stop.clone()));
+                }
+                // Out of descriptors and the like: wait rather than spin.
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+async fn connection(mut s: TcpStream, svc: Arc<Service>, mut stop: watch::Receiver<bool>) {
+    loop {
+        let env = tokio::select! {
+            r = read_frame::<Envelope>(&mut s) => match r {
+                Ok(env) => env,
+                // Closed, or a frame that does not parse: nothing to answer on.
+                Err(_) => return,
+            },
+            _ = stop.changed() => return,
+        };
+        let resp = tokio::select! {
+            r = svc.handle(env) => r,
+            _ = stop.changed() => return,
+        };
+        if write_frame(&mut s, &resp).await.is_err() {
+            return;
+        }
+    }
+}

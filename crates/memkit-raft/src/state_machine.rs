@@ -1,0 +1,329 @@
+//! The state machine: committed [`Proposal`]s applied to an in-memory engine.
+//!
+//! The engine never evicts (`EngineConfig::evict = false`): a replicated store must not
+//! lose an acknowledged write silently. A write that meets a full memory is answered with
+//! the engine's refusal ([`Reply::Refused`]), which is then that entry's outcome.
+//!
+//! CAS: every write that gives an item a new CAS passes the engine its `E` option
+//! (`new_cas`) set to the entry's log index, so every replica, and every replay after a
+//! restart, gives the item the same CAS. Store, arith and delete-with-invalidate take it;
+//! `touch` and `flush_all` keep CAS values as memcached does, so need none; the engine's own
+//! CAS counter is never used.
+//!
+//! Time: see [`crate::clock`]. Snapshots: see [`crate::snapshot`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memkit_engine::{Engine, EngineConfig};
+use memkit_types::{
+    ArithMode, ArithOptions, Clock, DeleteOptions, Error as EngineError, GetOptions, Item,
+    StoreOptions, SystemClock, Ttl,
+};
+use openraft::storage::RaftStateMachine;
+use openraft::{EntryPayload, OptionalSend, Snapshot};
+use parking_lot::RwLock;
+
+use crate::clock::LogClock;
+use crate::snapshot::{self, SnapState, SnapshotBuilder};
+use crate::types::{
+    Entry, ExptimeUnix, LogId, Proposal, Refusal, Reply, SnapshotMeta, StorageError,
+    StoredMembership, TypeConfig, Write, to_exptime,
+};
+
+/// The log clock's start: 2 s after the epoch, so the first engine's epoch (its clock's
+/// time at construction less 2 s) is 0 and lies before every stamp it will apply.
+const START_MS: u64 = 2_000;
+
+/// What reads share with the state machine: the engine (replaced whole by a snapshot
+/// install) and the log clock it runs on.
+#[derive(Debug)]
+pub struct Store {
+    engine: RwLock<Arc<Engine>>,
+    clock: LogClock,
+    memory_limit: usize,
+}
+
+impl Store {
+    fn new(memory_limit: usize) -> Store {
+        let clock = LogClock::at(START_MS);
+        let engine = Arc::new(Engine::new(engine_config(memory_limit, &clock)));
+        Store {
+            engine: RwLock::new(engine),
+            clock,
+            memory_limit,
+        }
+    }
+
+    /// The engine as it stands (a snapshot install may replace it after this returns).
+    pub fn engine(&self) -> Arc<Engine> {
+        self.engine.read().clone()
+    }
+
+    /// The log clock: the largest leader stamp applied, Unix milliseconds.
+    pub fn log_time_ms(&self) -> u64 {
+        self.clock.now_millis()
+    }
+
+    /// Reads `key` from this node's engine, with its absolute expiry. Run at the log
+    /// clock (see [`crate::clock`]); expiry is then judged against this node's own clock,
+    /// never earlier than the log clock. `Item::ttl` is filled in against that time.
+    pub fn read(&self, key: &[u8]) -> Result<Option<(Item, ExptimeUnix)>, EngineError> {
+        let engine = self.engine();
+        let opts = GetOptions {
+            meta: true,
+            no_bump: true,
+            ..Default::default()
+        };
+        // The engine reports the remaining TTL against the log clock; an entry applied
+        // meanwhile could move that clock, so read again until it stood still (a few
+        // tries: entries arrive at most every few milliseconds per key).
+        let mut tries = 0;
+        let (item, log_now) = loop {
+            let before = self.clock.now_secs();
+            let item = engine.get(key, &opts)?;
+            tries += 1;
+            if self.clock.now_secs() == before || tries >= 8 {
+                break (item, before);
+            }
+        };
+        let Some(mut item) = item else {
+            return Ok(None);
+        };
+        let exptime = match item.ttl {
+            Some(Ttl::Secs(s)) => Some(log_now + u64::from(s)),
+            _ => None,
+        };
+        let local_now = SystemClock.now_secs().max(log_now);
+        if exptime.is_some_and(|t| t <= local_now) {
+            return Ok(None);
+        }
+        item.ttl = Some(exptime.map_or(Ttl::Never, |t| {
+            Ttl::Secs((t - local_now).min(u64::from(u32::MAX)) as u32)
+        }));
+        Ok(Some((item, exptime)))
+    }
+}
+
+fn engine_config(memory_limit: usize, clock: &LogClock) -> EngineConfig {
+    EngineConfig {
+        memory_limit,
+        evict: false,
+        clock: Arc::new(clock.clone()),
+        ..Default::default()
+    }
+}
+
+/// The state machine of one node.
+#[derive(Debug)]
+pub struct StateMachine {
+    store: Arc<Store>,
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    /// The most recent delayed flush, as the engine records it (items written up to and
+    /// during this Unix second go): a snapshot must carry it.
+    pending_flush: Option<u64>,
+    dir: PathBuf,
+}
+
+impl StateMachine {
+    /// The state machine in `dir`: from the last snapshot saved there, if any (openraft
+    /// then re-applies the committed entries after it), else empty.
+    pub fn open(dir: &Path, memory_limit: usize) -> Result<StateMachine, StorageError> {
+        let mut sm = StateMachine {
+            store: Arc::new(Store::new(memory_limit)),
+            last_applied: None,
+            membership: StoredMembership::default(),
+            pending_flush: None,
+            dir: dir.to_path_buf(),
+        };
+        if let Some((meta, data)) = snapshot::load(dir)? {
+            sm.restore(&meta, &data)?;
+        }
+        Ok(sm)
+    }
+
+    /// The handle reads use.
+    pub fn store(&self) -> Arc<Store> {
+        self.store.clone()
+    }
+
+    /// Replaces the engine's contents with a snapshot's.
+    fn restore(&mut self, meta: &SnapshotMeta, data: &[u8]) -> Result<(), StorageError> {
+        let state: SnapState = serde_json::from_slice(data).map_err(snapshot::read_err)?;
+        // The new engine's epoch must lie before every stamp still to come: build it with
+        // the clock at the snapshot's time, which every later entry's time is at or after.
+        self.store.clock.set(state.clock_ms);
+        let engine = Engine::new(engine_config(self.store.memory_limit, &self.store.clock));
+        state.fill(&engine).map_err(snapshot::read_err)?;
+        *self.store.engine.write() = Arc::new(engine);
+        self.pending_flush = state.pending_flush;
+        self.last_applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        Ok(())
+    }
+
+    fn apply_entry(&mut self, entry: Entry) -> Reply {
+        self.last_applied = Some(entry.log_id);
+        match entry.payload {
+            EntryPayload::Blank => Reply::None,
+            EntryPayload::Membership(m) => {
+                self.membership = StoredMembership::new(Some(entry.log_id), m);
+                Reply::None
+            }
+            EntryPayload::Normal(p) => self.apply_proposal(p, entry.log_id.index),
+        }
+    }
+
+    fn apply_proposal(&mut self, p: Proposal, index: u64) -> Reply {
+        self.store.clock.advance_to(p.stamp_ms);
+        let engine = self.store.engine();
+        // Index 0 is the group's first membership entry, so a write's CAS is never 0
+        // (which memcached reads as "no CAS").
+        let cas = index.max(1);
+        let r = match p.write {
+            Write::Flush { at_unix } => self.flush(&engine, at_unix).map(|()| Reply::Flushed),
+            w => apply_write(&engine, w, cas),
+        };
+        r.unwrap_or_else(|e| Reply::Refused(Refusal::from(e)))
+    }
+
+    fn flush(&mut self, engine: &Engine, at_unix: Option<u64>) -> Result<(), EngineError> {
+        let now = self.store.clock.now_secs();
+        let delay = at_unix.map_or(0, |t| t.saturating_sub(now).min(u64::from(u32::MAX)) as u32);
+        engine.try_flush_all(delay)?;
+        // The engine's mark: `now + delay - 1` (memcached's), in Unix seconds.
+        self.pending_flush = (delay > 0).then(|| now + u64::from(delay) - 1);
+        Ok(())
+    }
+}
+
+/// Applies every write but a flush, with `cas` as the CAS of whatever it creates.
+fn apply_write(engine: &Engine, w: Write, cas: u64) -> Result<Reply, EngineError> {
+    Ok(match w {
+        Write::Store {
+            key,
+            value,
+            flags,
+            exptime_unix,
+            mode,
+            cas: compare,
+            invalidate,
+            vivify,
+        } => {
+            let opts = StoreOptions {
+                mode: mode.into(),
+                flags,
+                exptime: to_exptime(exptime_unix),
+                cas: compare,
+                invalidate,
+                vivify: vivify.map(|v| to_exptime(v.exptime_unix)),
+                new_cas: Some(cas),
+            };
+            let s = engine.store(&key, &value, &opts)?;
+            Reply::Stored {
+                outcome: s.outcome.into(),
+                cas: s.cas,
+            }
+        }
+        Write::Delete {
+            key,
+            cas: compare,
+            invalidate,
+            stale_exptime,
+            remove_value,
+        } => {
+            let opts = DeleteOptions {
+                cas: compare,
+                invalidate,
+                stale_ttl: stale_exptime.map(|s| to_exptime(s.exptime_unix)),
+                remove_value,
+                new_cas: Some(cas),
+            };
+            Reply::Deleted(engine.delete(&key, &opts)?.into())
+        }
+        Write::Arith {
+            key,
+            incr,
+            delta,
+            cas: compare,
+            vivify,
+            set_exptime,
+        } => {
+            let opts = ArithOptions {
+                mode: if incr {
+                    ArithMode::Incr
+                } else {
+                    ArithMode::Decr
+                },
+                delta,
+                vivify: vivify.map(|v| (v.initial, to_exptime(v.exptime_unix))),
+                cas: compare,
+                update_ttl: set_exptime.map(|s| to_exptime(s.exptime_unix)),
+                new_cas: Some(cas),
+            };
+            Reply::Arith(engine.arithmetic(&key, &opts)?.into())
+        }
+        Write::Touch { key, exptime_unix } => {
+            Reply::Touched(engine.touch(&key, to_exptime(exptime_unix))?)
+        }
+        Write::Flush { .. } => Reply::None,
+    })
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        Ok((self.last_applied, self.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Reply>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        Ok(entries.into_iter().map(|e| self.apply_entry(e)).collect())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        // Captured here, where no entry can be applied meanwhile (openraft holds the state
+        // machine for this call): the copy is exactly the state at `last_applied`.
+        let state = SnapState::capture(
+            &self.store.engine(),
+            self.store.clock.now_millis(),
+            self.pending_flush,
+        );
+        SnapshotBuilder::new(
+            self.dir.clone(),
+            self.last_applied,
+            self.membership.clone(),
+            state,
+        )
+    }
+
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<std::io::Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::default())
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<std::io::Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let data = snapshot.into_inner();
+        self.restore(meta, &data)?;
+        // Saved after it is installed: a crash in between restarts from the older
+        // snapshot and the log, which the leader then brings up to date again.
+        snapshot::save(&self.dir, meta, &data)
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        Ok(snapshot::load(&self.dir)?.map(|(meta, data)| Snapshot {
+            meta,
+            snapshot: Box::new(std::io::Cursor::new(data)),
+        }))
+    }
+}

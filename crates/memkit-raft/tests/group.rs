@@ -1,0 +1,567 @@
+//! A three-node group on 127.0.0.1: election, replication with identical CAS values,
+//! `add` and `incr` decided once, TTLs identical everywhere, a leader killed, a node
+//! restarted, a node wiped and rebuilt from a snapshot. Every wait is bounded.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use memkit_raft::{
+    ArithResult, Config, Mode, Node, NodeId, Reply, Role, StoreResult, Vivify, Write,
+};
+use memkit_types::{Clock, SystemClock};
+use tokio::time::{Instant, sleep, timeout};
+
+/// Whole-test bound: a hung election fails the test instead of the run.
+const TEST_LIMIT: Duration = Duration::from_secs(40);
+
+/// Timeouts with room for a loaded two-core machine (twelve nodes of four tests at once,
+/// each syncing its log): a follower waits ten heartbeats or more before it stands, so a
+/// busy scheduler or a slow fsync does not depose a healthy leader. Nothing waits on an
+/// election finishing within a tight time: `Group::leader` allows 10 s, writes and reads
+/// retry until `request_timeout`.
+fn config() -> Config {
+    Config {
+        memory_limit: 8 << 20,
+        heartbeat_ms: 100,
+        election_timeout_ms: (1000, 2000),
+        request_timeout: Duration::from_secs(5),
+        ..Config::default()
+    }
+}
+
+struct Group {
+    dirs: Vec<PathBuf>,
+    peers: BTreeMap<NodeId, String>,
+    nodes: BTreeMap<NodeId, Node>,
+    _tmp: Tmp,
+}
+
+/// A temporary directory removed at the end.
+struct Tmp(PathBuf);
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+impl Group {
+    async fn start(name: &str) -> Group {
+        Group::start_with(name, config).await
+    }
+
+    async fn start_with(name: &str, cfg: impl Fn() -> Config) -> Group {
+        let root = std::env::temp_dir().join(format!(
+            "memkit-raft-{name}-{}-{}",
+            std::process::id(),
+            SystemClock.now_millis()
+        ));
+        let peers: BTreeMap<NodeId, String> = (1..=3)
+            .map(|id| (id, format!("127.0.0.1:{}", free_port())))
+            .collect();
+        let dirs: Vec<PathBuf> = (1..=3).map(|id| root.join(format!("n{id}"))).collect();
+        let mut g = Group {
+            dirs,
+            peers,
+            nodes: BTreeMap::new(),
+            _tmp: Tmp(root),
+        };
+        for id in 1..=3 {
+            g.boot(id, cfg()).await;
+        }
+        g
+    }
+
+    fn dir(&self, id: NodeId) -> &Path {
+        &self.dirs[id as usize - 1]
+    }
+
+    async fn boot(&mut self, id: NodeId, cfg: Config) {
+        let addr = self.peers[&id].clone();
+        let dir = self.dir(id).to_path_buf();
+        let node = Node::start_with(id, &dir, &addr, self.peers.clone(), cfg)
+            .await
+            .expect("node starts");
+        self.nodes.insert(id, node);
+    }
+
+    async fn kill(&mut self, id: NodeId) {
+        let node = self.nodes.remove(&id).expect("running");
+        node.shutdown().await;
+    }
+
+    fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[&id]
+    }
+
+    /// Waits until the running nodes agree on one leader among them.
+    async fn leader(&self) -> NodeId {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut leaders = Vec::new();
+            for n in self.nodes.values() {
+                let m = n.metrics().await;
+                if m.role == Role::Leader {
+                    leaders.push(m.id);
+                }
+            }
+            if let [l] = leaders[..]
+                && self
+                    .nodes
+                    .values()
+                    .all(|n| n.raft().metrics().borrow().current_leader == Some(l))
+            {
+                return l;
+            }
+            assert!(Instant::now() < until, "no leader elected");
+            sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Waits until every running node has applied `index`: pass a write's own log index
+    /// (see [`entry_index`]), not a node's `applied_index` metric. openraft publishes that
+    /// metric after it has answered the client, so right after a write returns, even on the
+    /// leader, it may still name the entry before the write's.
+    async fn applied_everywhere(&self, index: u64) {
+        for n in self.nodes.values() {
+            n.raft()
+                .wait(Some(Duration::from_secs(10)))
+                .applied_index_at_least(Some(index), "test")
+                .await
+                .expect("applied in time");
+        }
+    }
+}
+
+fn set(key: &str, value: &str) -> Write {
+    store(key, value, Mode::Set, None)
+}
+
+fn store(key: &str, value: &str, mode: Mode, exptime_unix: Option<u64>) -> Write {
+    Write::Store {
+        key: key.into(),
+        value: value.into(),
+        flags: 7,
+        exptime_unix,
+        mode,
+        cas: None,
+        invalidate: false,
+        vivify: None,
+    }
+}
+
+fn cas_set(key: &str, value: &str, cas: u64) -> Write {
+    match set(key, value) {
+        Write::Store {
+            key,
+            value,
+            flags,
+            exptime_unix,
+            mode,
+            ..
+        } => Write::Store {
+            key,
+            value,
+            flags,
+            exptime_unix,
+            mode,
+            cas: Some(cas),
+            invalidate: false,
+            vivify: None,
+        },
+        _ => unreachable!(),
+    }
+}
+
+fn incr(key: &str) -> Write {
+    Write::Arith {
+        key: key.into(),
+        incr: true,
+        delta: 1,
+        cas: None,
+        vivify: Some(Vivify {
+            initial: 0,
+            exptime_unix: None,
+        }),
+        set_exptime: None,
+    }
+}
+
+/// `incr` without auto-create (which, as memcached's `ma N`, creates the item holding its
+/// initial value rather than adding to it).
+fn incr_existing(key: &str) -> Write {
+    Write::Arith {
+        key: key.into(),
+        incr: true,
+        delta: 1,
+        cas: None,
+        vivify: None,
+        set_exptime: None,
+    }
+}
+
+fn stored_cas(r: Reply) -> u64 {
+    match r {
+        Reply::Stored {
+            outcome: StoreResult::Stored,
+            cas,
+        } => cas,
+        other => panic!("not stored: {other:?}"),
+    }
+}
+
+/// The log index of a write's entry, from its reply: a stored item's CAS is the index of
+/// the entry that stored it (see `state_machine.rs`).
+fn entry_index(r: Reply) -> u64 {
+    stored_cas(r)
+}
+
+async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
+    timeout(TEST_LIMIT, f).await.expect("test took too long");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_replicate_with_one_cas_and_one_expiry() {
+    bounded(async {
+        let g = Group::start("replicate").await;
+        g.leader().await;
+        // Through every node, the leader and the followers (forwarded).
+        let mut cas = BTreeMap::new();
+        for id in 1..=3 {
+            let key = format!("k{id}");
+            let r = g
+                .node(id)
+                .write(set(&key, &format!("v{id}")))
+                .await
+                .unwrap();
+            cas.insert(key, stored_cas(r));
+        }
+        g.applied_everywhere(*cas.values().max().unwrap()).await;
+        for id in 1..=3 {
+            for (key, c) in &cas {
+                let (item, _) = g.node(id).read_local(key.as_bytes()).unwrap().unwrap();
+                assert_eq!(item.cas, *c, "node {id}, {key}");
+                assert_eq!(item.flags, 7);
+                let lin = g.node(id).read_linearizable(key.as_bytes()).await.unwrap();
+                assert_eq!(lin.unwrap().cas, *c);
+            }
+        }
+        // CAS values are log indexes: distinct, and a `cas` with one works on all nodes.
+        let k1 = cas["k1"];
+        let r = g.node(2).write(cas_set("k1", "v1b", k1)).await.unwrap();
+        let new = stored_cas(r);
+        assert!(new > k1);
+        let stale = g.node(3).write(cas_set("k1", "v1c", k1)).await.unwrap();
+        assert!(matches!(
+            stale,
+            Reply::Stored {
+                outcome: StoreResult::Exists,
+                ..
+            }
+        ));
+
+        // add of an existing key: refused, and the same everywhere (nothing changed).
+        let r = g
+            .node(3)
+            .write(store("k2", "other", Mode::Add, None))
+            .await
+            .unwrap();
+        assert!(matches!(
+            r,
+            Reply::Stored {
+                outcome: StoreResult::NotStored,
+                ..
+            }
+        ));
+
+        // A TTL: one absolute expiry on every node.
+        let at = SystemClock.now_secs() + 100;
+        let r = g
+            .node(1)
+            .write(store("ttl", "x", Mode::Set, Some(at)))
+            .await
+            .unwrap();
+        g.applied_everywhere(entry_index(r)).await;
+        for id in 1..=3 {
+            let (item, exp) = g.node(id).read_local(b"ttl").unwrap().unwrap();
+            assert_eq!(exp, Some(at), "node {id}");
+            assert_eq!(&item.value[..], b"x");
+            let (k2, _) = g.node(id).read_local(b"k2").unwrap().unwrap();
+            assert_eq!(&k2.value[..], b"v2");
+            let (k1, _) = g.node(id).read_local(b"k1").unwrap().unwrap();
+            assert_eq!((&k1.value[..], k1.cas), (&b"v1b"[..], new));
+        }
+        // An expiry already past: gone everywhere.
+        g.node(2)
+            .write(store(
+                "old",
+                "x",
+                Mode::Set,
+                Some(SystemClock.now_secs() - 5),
+            ))
+            .await
+            .unwrap();
+        for id in 1..=3 {
+            assert!(
+                g.node(id)
+                    .read_linearizable(b"old")
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+        }
+        for (_, n) in g.nodes {
+            n.shutdown().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_incr_from_every_node_counts_exactly() {
+    bounded(async {
+        let g = Group::start("incr").await;
+        g.leader().await;
+        g.node(2).write(set("n", "0")).await.unwrap();
+        let tasks = (1..=3).map(|id| {
+            let node = g.node(id);
+            async move {
+                for _ in 0..50 {
+                    let r = node.write(incr_existing("n")).await.unwrap();
+                    assert!(
+                        matches!(r, Reply::Arith(ArithResult::Value { .. })),
+                        "{r:?}"
+                    );
+                }
+            }
+        });
+        futures_join(tasks).await;
+        for id in 1..=3 {
+            let item = g.node(id).read_linearizable(b"n").await.unwrap().unwrap();
+            assert_eq!(&item.value[..], b"150", "node {id}");
+        }
+        for (_, n) in g.nodes {
+            n.shutdown().await;
+        }
+    })
+    .await;
+}
+
+/// Runs the futures together on this task (no extra dependency for `join_all`).
+async fn futures_join<F: std::future::Future<Output = ()>>(fs: impl Iterator<Item = F>) {
+    let mut set = Vec::new();
+    for f in fs {
+        set.push(Box::pin(f));
+    }
+    let mut pending: Vec<_> = set.iter_mut().map(Some).collect();
+    std::future::poll_fn(|cx| {
+        let mut left = 0;
+        for slot in pending.iter_mut() {
+            if let Some(f) = slot {
+                if f.as_mut().poll(cx).is_ready() {
+                    *slot = None;
+                } else {
+                    left += 1;
+                }
+            }
+        }
+        if left == 0 {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_then_writes_continue_and_nothing_acknowledged_is_lost() {
+    bounded(async {
+        let mut g = Group::start("failover").await;
+        let old = g.leader().await;
+        for i in 0..20 {
+            g.node(1 + i % 3)
+                .write(set(&format!("a{i}"), &format!("{i}")))
+                .await
+                .unwrap();
+        }
+        g.kill(old).await;
+        let new = g.leader().await;
+        assert_ne!(new, old);
+        let survivor = *g.nodes.keys().find(|id| **id != new).unwrap();
+        let mut last = 0;
+        for i in 20..30 {
+            let r = g
+                .node(survivor)
+                .write(set(&format!("a{i}"), &format!("{i}")))
+                .await
+                .unwrap();
+            last = entry_index(r);
+        }
+        for id in g.nodes.keys() {
+            for i in 0..30 {
+                let item = g
+                    .node(*id)
+                    .read_linearizable(format!("a{i}").as_bytes())
+                    .await
+                    .unwrap();
+                assert_eq!(item.unwrap().value, format!("{i}").into_bytes(), "a{i}");
+            }
+        }
+        // The old leader comes back from its directory and catches up by log replay.
+        g.boot(old, config()).await;
+        g.applied_everywhere(last).await;
+        let (item, _) = g.node(old).read_local(b"a29").unwrap().unwrap();
+        assert_eq!(&item.value[..], b"29");
+        for (_, n) in g.nodes {
+            n.shutdown().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_follower_catches_up_and_wiped_one_gets_a_snapshot() {
+    bounded(async {
+        // Nothing kept behind a snapshot, so a purge reaches it.
+        let mut g = Group::start_with("snapshot", || Config {
+            keep_behind_snapshot: 0,
+            ..config()
+        })
+        .await;
+        let leader = g.leader().await;
+        let follower = (1..=3).find(|id| *id != leader).unwrap();
+        let mut cas = Vec::new();
+        for i in 0..10 {
+            let r = g
+                .node(leader)
+                .write(set(&format!("s{i}"), "before"))
+                .await
+                .unwrap();
+            cas.push(stored_cas(r));
+        }
+        // Restart: down while writes go on, then back from its directory.
+        g.kill(follower).await;
+        for i in 10..20 {
+            let r = g
+                .node(leader)
+                .write(set(&format!("s{i}"), "during"))
+                .await
+                .unwrap();
+            cas.push(stored_cas(r));
+        }
+        g.boot(follower, config()).await;
+        g.applied_everywhere(cas[19]).await;
+        let (item, _) = g.node(follower).read_local(b"s19").unwrap().unwrap();
+        assert_eq!(&item.value[..], b"during");
+
+        // A snapshot on every node, and the logs behind it purged.
+        let at = SystemClock.now_secs() + 500;
+        let r = g
+            .node(leader)
+            .write(store("exp", "e", Mode::Set, Some(at)))
+            .await
+            .unwrap();
+        let applied = entry_index(r);
+        g.applied_everywhere(applied).await;
+        let cas_before = g.node(leader).read_local(b"s3").unwrap().unwrap().0.cas;
+        assert_eq!(cas_before, cas[3], "s3's CAS is its write's");
+        for n in g.nodes.values() {
+            n.snapshot(Duration::from_secs(10)).await.unwrap();
+            n.raft().trigger().purge_log(applied).await.unwrap();
+        }
+        // Wiped: its directory deleted, started again (not bootstrapping: the group
+        // exists). The leader's log no longer reaches back: it must send the snapshot.
+        g.kill(follower).await;
+        std::fs::remove_dir_all(g.dir(follower)).unwrap();
+        let cfg = Config {
+            bootstrap: false,
+            keep_behind_snapshot: 0,
+            ..config()
+        };
+        g.boot(follower, cfg).await;
+        let r = g.node(leader).write(set("after", "wipe")).await.unwrap();
+        g.applied_everywhere(entry_index(r)).await;
+        let m = g.node(follower).metrics().await;
+        assert!(m.snapshot_index.is_some(), "installed a snapshot: {m:?}");
+        for i in 0..20 {
+            assert!(
+                g.node(follower)
+                    .read_local(format!("s{i}").as_bytes())
+                    .unwrap()
+                    .is_some()
+            );
+        }
+        let (s3, _) = g.node(follower).read_local(b"s3").unwrap().unwrap();
+        assert_eq!(s3.cas, cas_before, "CAS kept through the snapshot");
+        let (_, exp) = g.node(follower).read_local(b"exp").unwrap().unwrap();
+        assert_eq!(exp, Some(at), "absolute expiry kept through the snapshot");
+        assert!(g.node(follower).read_local(b"after").unwrap().is_some());
+        // And it serves linearizable reads and forwards writes like the others.
+        // Auto-create, as memcached's `ma N J0`: the first creates 0, the second adds 1.
+        g.node(follower).write(incr("c")).await.unwrap();
+        g.node(follower).write(incr("c")).await.unwrap();
+        let c = g
+            .node(leader)
+            .read_linearizable(b"c")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&c.value[..], b"1");
+        for (_, n) in g.nodes {
+            n.shutdown().await;
+        }
+    })
+    .await;
+}
+
+/// `Node::snapshot` while writes go on: the snapshot openraft builds covers whatever is
+/// applied by then, later than the index the call read first, and a trigger that meets a
+/// build still under way (one an earlier call started) is dropped. The call must return
+/// once a snapshot covering its index is saved: it used to wait for one at exactly that
+/// index, which never came, and timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_taken_while_writes_go_on_is_reported() {
+    bounded(async {
+        let g = Group::start("snapshot-busy").await;
+        let leader = g.leader().await;
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        // A writer through every node, so entries are applied all the time.
+        let writers = futures_join((1..=3).map(|id| {
+            let (node, stop) = (g.node(id), &stop);
+            async move {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    node.write(set(&format!("w{id}-{i}"), "x")).await.unwrap();
+                    i += 1;
+                }
+            }
+        }));
+        let snapshots = async {
+            let mut last = 0;
+            for _ in 0..12 {
+                // Applied when the call starts: the snapshot covers at least this much.
+                let before = g.node(leader).metrics().await.applied_index.unwrap();
+                let at = g
+                    .node(leader)
+                    .snapshot(Duration::from_secs(2))
+                    .await
+                    .expect("snapshot reported in time");
+                assert!(at >= before && at >= last, "{at} >= {before}, {last}");
+                last = at;
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        };
+        tokio::join!(writers, snapshots);
+        for (_, n) in g.nodes {
+            n.shutdown().await;
+        }
+    })
+    .await;
+}
