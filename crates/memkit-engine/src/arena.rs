@@ -518,3 +518,13 @@ pub(crate) fn prefetch_line(p: *const u8) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }
+
+#[cfg(test)]
+mod tests {
+    /// A value slot (RAM block or flash location) is what `docs/flash.md` charges a value on
+    /// flash beside its stub: 24 bytes.
+    #[test]
+    fn a_value_slot_is_24_bytes() {
+        assert_eq!(super::SLOT_COST, 24);
+    }
+}

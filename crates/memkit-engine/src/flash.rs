@@ -1,28 +1,30 @@
 //! The flash tier under RAM (memcached's extstore; memkitd's `-o ext_path`).
 //!
-//! When eviction is about to drop an item whose value is out of line and at least
-//! `ext_item_size` long, the value is written to a [`FlashStore`] instead and only its RAM
-//! block is freed: the item's record stays in its segment as a stub (key, flags, TTL, CAS,
-//! policy bits), copied to the policy's keep head, and its value slot holds the value's
-//! location on flash (`arena::Large::Flash`). Every command finds and judges the item in
-//! RAM exactly as before; only the value bytes are elsewhere. So:
+//! When eviction is about to drop an item whose value is out of line and longer than
+//! `ext_item_size`, the value is written to a [`FlashStore`] instead and only its RAM block
+//! is freed: the item's record stays as a stub (key, flags, TTL, CAS, policy bits), moved to
+//! the segments of stubs beside the eviction policy (`shard/flash.rs`), and its value slot
+//! holds the value's location on flash (`arena::Large::Flash`). Every command finds and
+//! judges the item in RAM exactly as before; only the value bytes are elsewhere. So:
 //! - deletes, overwrites, expiry and flushes never touch the disk: the stub goes, and its
 //!   bytes on flash are counted dead for compaction;
 //! - a read of such an item does not block: [`crate::Engine::get_or_flash`] hands back a
 //!   [`FlashRead`] (everything the reply needs but the value), the caller reads the value
 //!   where it likes (memkitd: a reader thread, while the connection is parked) and reports
-//!   with [`crate::Engine::finish_flash_read`]. [`crate::Engine::get_view`] reads synchronously, for the
-//!   embedded engine;
+//!   with [`crate::Engine::finish_flash_read`]. [`crate::Engine::get_view`] reads
+//!   synchronously, for the embedded engine;
 //! - a read that finds the value gone (its page evicted or reclaimed) or corrupt is a miss
 //!   and a counter (`miss_from_extstore`, `badcrc_from_extstore`), and its stub is unlinked;
-//! - one read in `ext_recache_rate` brings the value back to RAM;
+//! - one read in `ext_recache_rate` brings the value back to RAM, and its stub back into the
+//!   policy's segments;
 //! - `append`, `prepend`, `incr` and `decr` need the value itself: one on flash is brought
-//!   back to RAM first ([`crate::Engine::flash_value`]; memkitd reads it while the connection is
-//!   parked, the embedded engine on the caller's thread). memcached refuses them for its
-//!   extstore items (`NOT_STORED`, non-numeric), which is what they answer here only when
-//!   the value cannot be brought back;
-//! - a stub that eviction meets again is judged by the policy like any item: unread, it is
-//!   dropped and its value on flash becomes dead.
+//!   back to RAM first ([`crate::Engine::flash_value`]; memkitd reads it while the
+//!   connection is parked, the embedded engine on the caller's thread). memcached refuses
+//!   them for its extstore items (`NOT_STORED`, non-numeric), which is what they answer here
+//!   only when the value cannot be brought back;
+//! - stubs are paid for in the budget: a segment of them left half dead is compacted, and
+//!   the oldest segment is dropped (its values with it) when stubs hold more than half the
+//!   budget or nothing else is left to evict.
 //!
 //! Compaction (in the store's thread) asks the engine, through [`memkit_flash::Owner`],
 //! whether a record it found is still wanted and tells it where a rescued one went.

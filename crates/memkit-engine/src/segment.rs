@@ -282,8 +282,9 @@ pub(crate) fn write_item(
 }
 
 /// Parses the item starting at `off` of `seg`, a whole segment (values longer than
-/// `large_at` are out of line: `large_threshold`). The bytes were written by [`write_item`]; a bad record means memory
-/// corruption, which the `debug_assert`s catch in tests.
+/// `large_at` are out of line: `large_threshold`). The bytes were written by
+/// [`write_item`]; a bad record means memory corruption, which the `debug_assert`s catch in
+/// tests.
 pub(crate) fn read_item(seg: &[u8], off: usize, base_seq: u64, large_at: usize) -> ItemAt {
     let b = &seg[off..];
     let bits = b[0];

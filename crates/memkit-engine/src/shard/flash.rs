@@ -40,14 +40,19 @@ impl Shard {
     }
 
     /// Eviction is about to drop the item at `e`: if the flash tier takes its value, the
-    /// value leaves RAM and the stub stays, copied to the keep head unvisited (so it lasts
-    /// one more lap in RAM unless read). Returns whether it did. Under eviction the item's
+    /// value leaves RAM and the stub stays, moved to the stub segments unvisited. Returns
+    /// whether it did. Under eviction the item's
     /// age does not matter (memcached pushes out early when memory is short).
     pub(crate) fn demote(&mut self, h: u64, e: Loc, at: &ItemAt, now: u32) -> bool {
-        let hdr = &at.header;
-        if !self.flash_worthy(at, now) {
+        if !self.flash_worthy(at, now) || !self.value_to_flash(e, at) {
             return false;
         }
+        // Unkept, the caller drops the item, and with it the value on flash.
+        self.keep_stub(h, e, at, at.header.bits & !(VISITED | HOT), now)
+    }
+
+    /// Writes the RAM value of the record at `e` to flash and frees its block; counted.
+    fn value_to_flash(&mut self, e: Loc, at: &ItemAt) -> bool {
         let seg = self.arena.seg(seg_of(e));
         let Some(handle) = at.large_handle(seg.bytes()) else {
             return false;
@@ -56,14 +61,9 @@ impl Shard {
         let mut key = [0u8; 256];
         let k = at.key(seg.bytes());
         key[..k.len()].copy_from_slice(k);
-        if !self.arena.demote(handle, &key[..k.len()]) {
-            return false;
-        }
-        if !self.keep_stub(h, e, at, hdr.bits & !(VISITED | HOT), now) {
-            return false; // the caller drops the item, and with it the value on flash
-        }
-        self.stats.counters.evicted_to_extstore += 1;
-        true
+        let done = self.arena.demote(handle, &key[..k.len()]);
+        self.stats.counters.evicted_to_extstore += u64::from(done);
+        done
     }
 
     /// Copies the stub at `e` to the flash head with policy bits `bits`, opening a new head
@@ -264,17 +264,9 @@ impl Shard {
     /// Writes the value of the RAM item at `e` to flash outside an eviction: its stub moves
     /// to the stub segments with its bits (or stays where it is if they have no room).
     fn write_in_place(&mut self, h: u64, e: Loc, at: &ItemAt, now: u32) -> bool {
-        let seg = self.arena.seg(seg_of(e));
-        let Some(handle) = at.large_handle(seg.bytes()) else {
-            return false;
-        };
-        let mut key = [0u8; 256];
-        let k = at.key(seg.bytes());
-        key[..k.len()].copy_from_slice(k);
-        if !self.arena.demote(handle, &key[..k.len()]) {
+        if !self.value_to_flash(e, at) {
             return false;
         }
-        self.stats.counters.evicted_to_extstore += 1;
         self.keep_stub(h, e, at, at.header.bits, now);
         true
     }
