@@ -695,6 +695,17 @@ impl Engine {
         }
     }
 
+    /// Drops every item and gives their memory back, keeping the counters: a replica that
+    /// installs a snapshot empties the engine its server reads in place, rather than
+    /// swapping in another one under readers that hold this one.
+    pub fn clear(&self) {
+        let budget =
+            self.memory_limit.load(std::sync::atomic::Ordering::Relaxed) / self.shards.len();
+        for s in self.shards.iter() {
+            s.0.lock().clear_keeping_counters(budget);
+        }
+    }
+
     /// Installs the eviction callback (once; later calls are ignored and return `false`).
     pub fn set_evict_hook(&self, hook: impl Fn(&Evicted<'_>) + Send + Sync + 'static) -> bool {
         self.evict_hook.set(EvictHook(Arc::new(hook))).is_ok()

@@ -18,14 +18,14 @@ fn not_leader(f: &ForwardToLeader<NodeId, BasicNode>) -> ClusterError {
 
 /// Proposes `write` stamped with this node's clock (the leader's: a node that is not the
 /// leader is refused by openraft before anything is appended) and waits until it is
-/// committed and applied here.
-pub async fn propose(raft: &Raft, write: Write) -> Result<Reply, ClusterError> {
+/// committed and applied here. Returns the outcome and the entry's log index.
+pub async fn propose(raft: &Raft, write: Write) -> Result<(Reply, u64), ClusterError> {
     let p = Proposal {
         stamp_ms: SystemClock.now_millis(),
         write,
     };
     match raft.client_write(p).await {
-        Ok(r) => Ok(r.data),
+        Ok(r) => Ok((r.data, r.log_id.index)),
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(not_leader(&f)),
         Err(RaftError::APIError(e)) => Err(ClusterError::Stopped(e.to_string())),
         Err(RaftError::Fatal(e)) => Err(ClusterError::Stopped(e.to_string())),

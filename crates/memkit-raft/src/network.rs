@@ -71,8 +71,8 @@ pub enum Response {
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     /// To [`Request::Snapshot`].
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
-    /// To [`Request::Write`].
-    Write(Result<Reply, ClusterError>),
+    /// To [`Request::Write`]: the outcome and the entry's log index.
+    Write(Result<(Reply, u64), ClusterError>),
     /// To [`Request::ReadIndex`]: the index to have applied before reading.
     ReadIndex(Result<u64, ClusterError>),
     /// The request was refused (unknown sender, or a sender claiming another's vote).
@@ -283,12 +283,17 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 #[derive(Debug, Clone)]
 pub struct Network {
     me: NodeId,
+    /// This node's own peer list: the address it dials a node at, when it lists that node.
+    dial: BTreeMap<NodeId, String>,
 }
 
 impl Network {
-    /// The factory of node `me`.
-    pub fn new(me: NodeId) -> Network {
-        Network { me }
+    /// The factory of node `me`, which dials the nodes `dial` lists at its addresses and
+    /// any other at the address the membership holds for it. Each node's own list wins
+    /// because the membership holds one address a node, the one the bootstrapping node
+    /// was given, while the way from one host to another may differ (a relay, a NAT).
+    pub fn new(me: NodeId, dial: BTreeMap<NodeId, String>) -> Network {
+        Network { me, dial }
     }
 }
 
@@ -296,7 +301,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
-        PeerClient::new(self.me, target, node.addr.clone())
+        let addr = self.dial.get(&target).unwrap_or(&node.addr);
+        PeerClient::new(self.me, target, addr.clone())
     }
 }
 

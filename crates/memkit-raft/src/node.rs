@@ -184,9 +184,15 @@ impl Node {
         }
         .validate()
         .map_err(|e| start_err("config")(&e))?;
-        let raft = Raft::new(id, Arc::new(raft_cfg), Network::new(id), log, sm)
-            .await
-            .map_err(|e| start_err("raft")(&e))?;
+        let raft = Raft::new(
+            id,
+            Arc::new(raft_cfg),
+            Network::new(id, peers.clone()),
+            log,
+            sm,
+        )
+        .await
+        .map_err(|e| start_err("raft")(&e))?;
         let listener = TcpListener::bind(listen_addr)
             .await
             .map_err(|e| start_err("listen")(&e))?;
@@ -249,11 +255,31 @@ impl Node {
     /// to the leader. Answers once a majority holds it durably and it is applied (on the
     /// leader). Retries, until the request timeout, only what surely was not proposed.
     pub async fn write(&self, write: Write) -> Result<Reply, WriteError> {
+        Ok(self.write_indexed(write).await?.0)
+    }
+
+    /// [`Node::write`], with the log index of the entry that carried the write: a reader on
+    /// this node that waits until it has applied that far sees the write.
+    pub async fn write_indexed(&self, write: Write) -> Result<(Reply, u64), WriteError> {
         let deadline = Instant::now() + self.request_timeout;
         retry(deadline, || self.write_once(write.clone(), deadline)).await
     }
 
-    async fn write_once(&self, write: Write, deadline: Instant) -> Result<Reply, WriteError> {
+    /// Waits (up to the request timeout) until this node has applied the entry at `index`.
+    pub async fn applied(&self, index: u64) -> Result<(), ReadError> {
+        self.raft
+            .wait(Some(self.request_timeout))
+            .applied_index_at_least(Some(index), "applied")
+            .await
+            .map(|_| ())
+            .map_err(|_| ClusterError::Timeout)
+    }
+
+    async fn write_once(
+        &self,
+        write: Write,
+        deadline: Instant,
+    ) -> Result<(Reply, u64), WriteError> {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.leader() {
             None => Err(ClusterError::NoLeader),
@@ -283,6 +309,17 @@ impl Node {
         &self,
         key: &[u8],
     ) -> Result<Option<(Item, ExptimeUnix)>, ReadError> {
+        self.read_barrier().await?;
+        self.store
+            .read(key)
+            .map_err(|e| ClusterError::Engine(e.into()))
+    }
+
+    /// What a linearizable read waits for before it reads this node's engine: the leader
+    /// confirms it still leads and names the last committed index, and this node applies
+    /// that far. Every read that began before the call may then read locally (one barrier
+    /// serves many reads). Returns the index.
+    pub async fn read_barrier(&self) -> Result<u64, ReadError> {
         let deadline = Instant::now() + self.request_timeout;
         let index = retry(deadline, || self.read_index_once(deadline)).await?;
         let left = deadline.saturating_duration_since(Instant::now());
@@ -291,9 +328,7 @@ impl Node {
             .applied_index_at_least(Some(index), "linearizable read")
             .await
             .map_err(|_| ClusterError::Timeout)?;
-        self.store
-            .read(key)
-            .map_err(|e| ClusterError::Engine(e.into()))
+        Ok(index)
     }
 
     async fn read_index_once(&self, deadline: Instant) -> Result<u64, ReadError> {
@@ -322,12 +357,21 @@ impl Node {
 
     /// Role, leader, term, log, commit and applied indexes.
     pub async fn metrics(&self) -> Metrics {
-        let m = self.raft.metrics().borrow().clone();
         let commit_index = self
             .raft
             .with_raft_state(|st| st.committed.map(|l| l.index))
             .await
             .unwrap_or(None);
+        Metrics {
+            commit_index,
+            ..self.metrics_now()
+        }
+    }
+
+    /// [`Node::metrics`] without waiting: all but the commit index (`None`), which only
+    /// Raft's own task can read.
+    pub fn metrics_now(&self) -> Metrics {
+        let m = self.raft.metrics().borrow().clone();
         Metrics {
             id: self.id,
             role: match m.state {
@@ -340,7 +384,7 @@ impl Node {
             leader: m.current_leader,
             term: m.current_term,
             last_log_index: m.last_log_index,
-            commit_index,
+            commit_index: None,
             applied_index: m.last_applied.map(|l| l.index),
             snapshot_index: m.snapshot.map(|l| l.index),
         }

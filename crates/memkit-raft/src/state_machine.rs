@@ -22,7 +22,6 @@ use memkit_types::{
 };
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, Snapshot};
-use parking_lot::RwLock;
 
 use crate::clock::LogClock;
 use crate::snapshot::{self, SnapState, SnapshotBuilder};
@@ -35,29 +34,24 @@ use crate::types::{
 /// time at construction less 2 s) is 0 and lies before every stamp it will apply.
 const START_MS: u64 = 2_000;
 
-/// What reads share with the state machine: the engine (replaced whole by a snapshot
+/// What reads share with the state machine: the engine (emptied and refilled by a snapshot
 /// install) and the log clock it runs on.
 #[derive(Debug)]
 pub struct Store {
-    engine: RwLock<Arc<Engine>>,
+    engine: Arc<Engine>,
     clock: LogClock,
-    memory_limit: usize,
 }
 
 impl Store {
     fn new(memory_limit: usize) -> Store {
         let clock = LogClock::at(START_MS);
         let engine = Arc::new(Engine::new(engine_config(memory_limit, &clock)));
-        Store {
-            engine: RwLock::new(engine),
-            clock,
-            memory_limit,
-        }
+        Store { engine, clock }
     }
 
-    /// The engine as it stands (a snapshot install may replace it after this returns).
+    /// The engine: always the same one (a snapshot install empties and refills it).
     pub fn engine(&self) -> Arc<Engine> {
-        self.engine.read().clone()
+        self.engine.clone()
     }
 
     /// The log clock: the largest leader stamp applied, Unix milliseconds.
@@ -151,12 +145,12 @@ impl StateMachine {
     /// Replaces the engine's contents with a snapshot's.
     fn restore(&mut self, meta: &SnapshotMeta, data: &[u8]) -> Result<(), StorageError> {
         let state: SnapState = serde_json::from_slice(data).map_err(snapshot::read_err)?;
-        // The new engine's epoch must lie before every stamp still to come: build it with
-        // the clock at the snapshot's time, which every later entry's time is at or after.
+        // Emptied in place, not replaced: a server reads this very engine (and reports its
+        // statistics). Its epoch, the log clock's start, lies before every stamp to come.
         self.store.clock.set(state.clock_ms);
-        let engine = Engine::new(engine_config(self.store.memory_limit, &self.store.clock));
+        let engine = self.store.engine();
+        engine.clear();
         state.fill(&engine).map_err(snapshot::read_err)?;
-        *self.store.engine.write() = Arc::new(engine);
         self.pending_flush = state.pending_flush;
         self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();

@@ -265,6 +265,9 @@ pub enum ArithResult {
         value: u64,
         /// The item's new CAS.
         cas: u64,
+        /// Its remaining time to live when applied (`None`: never expires), for `ma ... t`.
+        #[serde(default)]
+        ttl: Option<u32>,
     },
     /// `NOT_FOUND`.
     NotFound,
@@ -279,11 +282,44 @@ pub enum ArithResult {
 impl From<ArithOutcome> for ArithResult {
     fn from(o: ArithOutcome) -> Self {
         match o {
-            ArithOutcome::Value { value, cas, .. } => ArithResult::Value { value, cas },
+            ArithOutcome::Value { value, cas, ttl } => ArithResult::Value { value, cas, ttl },
             ArithOutcome::NotFound => ArithResult::NotFound,
             ArithOutcome::NonNumeric => ArithResult::NonNumeric,
             ArithOutcome::Exists => ArithResult::Exists,
             ArithOutcome::NotStored => ArithResult::NotStored,
+        }
+    }
+}
+
+impl From<StoreResult> for StoreOutcome {
+    fn from(o: StoreResult) -> Self {
+        match o {
+            StoreResult::Stored => StoreOutcome::Stored,
+            StoreResult::NotStored => StoreOutcome::NotStored,
+            StoreResult::Exists => StoreOutcome::Exists,
+            StoreResult::NotFound => StoreOutcome::NotFound,
+        }
+    }
+}
+
+impl From<DeleteResult> for DeleteOutcome {
+    fn from(o: DeleteResult) -> Self {
+        match o {
+            DeleteResult::Deleted => DeleteOutcome::Deleted,
+            DeleteResult::NotFound => DeleteOutcome::NotFound,
+            DeleteResult::Exists => DeleteOutcome::Exists,
+        }
+    }
+}
+
+impl From<ArithResult> for ArithOutcome {
+    fn from(o: ArithResult) -> Self {
+        match o {
+            ArithResult::Value { value, cas, ttl } => ArithOutcome::Value { value, cas, ttl },
+            ArithResult::NotFound => ArithOutcome::NotFound,
+            ArithResult::NonNumeric => ArithOutcome::NonNumeric,
+            ArithResult::Exists => ArithOutcome::Exists,
+            ArithResult::NotStored => ArithOutcome::NotStored,
         }
     }
 }

@@ -107,6 +107,7 @@ fn execute(
             },
             _ => Status::NotStored,
         };
+        let mark = out.len();
         let mut reply = BinReply {
             out,
             req,
@@ -116,6 +117,10 @@ fn execute(
             not_stored,
         };
         exec::execute(&cmd, sh, cx, &mut reply);
+        if cx.replicates() {
+            out.truncate(mark);
+            return (Action::Replicate, false);
+        }
         if cx.fetch.is_some() {
             return (Action::Fetch, false);
         }

@@ -12,6 +12,7 @@ mod flash;
 mod io;
 pub mod listen;
 pub mod numbers;
+pub mod raft;
 
 pub use flash::{FLASH_WITH_PERSIST, FlashSettings};
 pub use io::Io;
@@ -138,6 +139,8 @@ pub struct Args {
     /// memkitd's own flags (memcached has none of these).
     #[command(flatten)]
     pub persist: PersistArgs,
+    #[command(flatten)]
+    pub raft: raft::RaftArgs,
     #[command(flatten)]
     pub metrics: MetricsArgs,
     #[command(flatten)]
@@ -313,6 +316,8 @@ pub struct Settings {
     pub durability: memkit_persist::Durability,
     /// `--persist-reserve MB`, in bytes (`None`: the store's default).
     pub persist_reserve: Option<u64>,
+    /// `--raft-*`: this server is a node of a replicated group (`crate::replica`).
+    pub raft: Option<raft::RaftSettings>,
     /// `-e FILE`: warm restart through this file (see [`crate::warm`]).
     pub memory_file: Option<std::path::PathBuf>,
     /// `--metrics-addr HOST:PORT`: serve Prometheus metrics and the page there (off when
@@ -464,6 +469,7 @@ impl Settings {
             persist: a.persist.persist.clone(),
             durability: a.persist.durability,
             persist_reserve: a.persist.reserve_mb.map(|mb| mb << 20),
+            raft: None,
             memory_file: pr.memory_file.clone().map(Into::into),
             metrics_addr: a.metrics.metrics_addr.clone(),
             dashboard_keys: a.metrics.dashboard_keys,
@@ -531,7 +537,12 @@ impl Settings {
         } else if !s.tuning.protocol_given && s.auth_file.is_some() {
             s.protocol = Protocol::Ascii;
         }
-        // RAM is a cache over the disk in persistent mode: evicting loses nothing.
+        match raft::RaftSettings::from_args(&a.raft, s.persist.is_some()) {
+            Ok(r) => s.raft = r,
+            Err(r) => s.refused.push(r),
+        }
+        // RAM is a cache over the disk in persistent mode: evicting loses nothing. (A
+        // replicated node's engine never evicts: memkit-raft answers a full memory.)
         s.evict |= s.persist.is_some();
         no_effect_warnings(&s, &a, &mut warn);
         (s, warn)

@@ -153,8 +153,12 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, cx: &mut Cx, out: &mut Vec<u8>) 
             Action::Continue
         }
     };
-    if quiet {
+    // A command that waits for the group answers on its second run.
+    if quiet || cx.replicates() {
         out.truncate(mark);
+    }
+    if cx.replicates() {
+        return Action::Replicate;
     }
     // A command that needs its value back from flash first answered nothing yet.
     if cx.fetch.is_some() {
@@ -262,6 +266,7 @@ fn error_line(out: &mut Vec<u8>, e: &Error) {
         Error::TooLarge => line(out, "SERVER_ERROR object too large for cache"),
         Error::OutOfMemory => line(out, "SERVER_ERROR out of memory storing object"),
         Error::Server(m) => line(out, &format!("SERVER_ERROR {m}")),
+        Error::Client(m) => line(out, &format!("CLIENT_ERROR {m}")),
         other => line(out, &format!("SERVER_ERROR {other}")),
     }
 }

@@ -14,6 +14,7 @@
 //! done and fills the holes in (or turns them into misses) before the output may leave.
 
 pub mod flash;
+pub mod replicate;
 
 use memkit_engine::{Got, ItemView};
 use memkit_protocol::Command;
@@ -37,6 +38,10 @@ pub enum Action {
     /// The request needs a value that is on flash (`append`, `incr`...): nothing was
     /// answered; bring [`Cx::fetch`] back to RAM, then run the request again.
     Fetch,
+    /// In a replicated group, the request waits for the group (its writes committed, a
+    /// read barrier): nothing was answered; carry out [`Cx::repl`]'s job, then run the
+    /// request again (`replicate`).
+    Replicate,
     /// A multi-get's reply reached [`crate::dispatch::REPLY_CHUNK`] bytes: write out what
     /// is rendered, then go on with [`crate::dispatch::resume`] at this byte offset into
     /// the key list.
@@ -86,6 +91,8 @@ pub struct Cx {
     /// Whether a request may ask for [`Self::fetch`]: not when it runs again after one
     /// (the value left RAM again at once), when it answers as memcached does.
     pub may_fetch: bool,
+    /// In a replicated group: what the request waits for, and what came of it.
+    pub repl: Option<Box<replicate::Repl>>,
 }
 
 impl Cx {
@@ -95,7 +102,13 @@ impl Cx {
             holes: Vec::new(),
             fetch: None,
             may_fetch: true,
+            repl: None,
         }
+    }
+
+    /// Whether the request run last waits for the group (see [`Action::Replicate`]).
+    pub fn replicates(&self) -> bool {
+        self.repl.as_ref().is_some_and(|r| r.waits())
     }
 
     /// Whether `cmd` needs its item's value and that value is on flash: then it is noted
@@ -151,6 +164,20 @@ pub trait Reply {
 
 /// Runs `cmd` on the engine, reporting to `reply` and to `watch`.
 pub fn execute(cmd: &Command<'_>, sh: &Shared, cx: &mut Cx, reply: &mut impl Reply) {
+    let routed;
+    let cmd = match sh.replica() {
+        None => cmd,
+        Some(rep) => {
+            let repl = cx.repl.get_or_insert_with(Default::default);
+            match replicate::route(cmd, rep, repl, sh.settings.flush_enabled, reply) {
+                replicate::Route::Done => return,
+                replicate::Route::Local(c) => {
+                    routed = c;
+                    &routed
+                }
+            }
+        }
+    };
     let engine = &sh.engine;
     let conn_id = cx.id;
     if engine.flash_store().is_some() && cx.needs_fetch(cmd, sh) {

@@ -52,6 +52,7 @@ pub mod log;
 pub mod metrics;
 pub mod notify;
 pub mod process;
+pub mod replica;
 pub mod sasl;
 pub mod server;
 pub mod session;

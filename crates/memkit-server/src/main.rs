@@ -156,7 +156,18 @@ fn serve(
         // with `-e` the cache lost): the server stops, and saves, once the store is open.
         let stop = memkit_server::warm::Stop::new();
         let mut signals = Box::pin(stop.or_usr1(shutdown_signal()));
-        let (engine, persist) = match backend_for(&settings) {
+        let replica = match start_replica(&settings) {
+            Ok(r) => r,
+            Err(r) => {
+                tracing::error!("{}", r.message);
+                return r.code;
+            }
+        };
+        let backend = match &replica {
+            Some(rep) => Ok((rep.engine(), None)),
+            None => backend_for(&settings),
+        };
+        let (engine, persist) = match backend {
             Ok(b) => b,
             Err(r) => {
                 tracing::error!("{}", r.message);
@@ -175,7 +186,11 @@ fn serve(
                 return code;
             }
         };
+        if let Some(rep) = replica.clone() {
+            shared.set_replica(rep);
+        }
         if stop_pending(&mut signals).await {
+            stop_replica(replica.as_deref());
             memkit_server::warm::save_on_stop(&shared, &stop);
             memkit_server::flash::stop(&shared.engine);
             return 0;
@@ -211,6 +226,7 @@ fn serve(
         // Every worker stops (its connections closed, its threads joined) before the cache
         // is saved: a connection still answering would acknowledge writes the file lacks.
         drop(workers);
+        stop_replica(replica.as_deref());
         memkit_server::warm::save_on_stop(&shared, &stop);
         memkit_server::flash::stop(&shared.engine);
         0
@@ -220,6 +236,30 @@ fn serve(
         let _ = std::fs::remove_file(p);
     }
     code
+}
+
+/// The replicated group's node, when the settings make this server one (`--raft-*`).
+fn start_replica(
+    settings: &Settings,
+) -> Result<Option<std::sync::Arc<memkit_server::replica::Replica>>, Refusal> {
+    let (Some(r), Some(dir)) = (&settings.raft, &settings.persist) else {
+        return Ok(None);
+    };
+    let rep = memkit_server::replica::Replica::start(dir, r, settings.memory_limit)?;
+    tracing::info!(
+        "replication: node {} of {:?}, peers on {}",
+        r.node,
+        r.peers,
+        r.listen
+    );
+    Ok(Some(std::sync::Arc::new(rep)))
+}
+
+/// Stops the group's node once no connection is left to answer through it.
+fn stop_replica(replica: Option<&memkit_server::replica::Replica>) {
+    if let Some(rep) = replica {
+        rep.stop();
+    }
 }
 
 fn log_recovery(r: &memkit_persist::Recovery, dir: &std::path::Path, settings: &Settings) {

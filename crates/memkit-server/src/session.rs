@@ -142,6 +142,8 @@ enum Wait {
     /// Reads of values on flash: those its replies hold the place of, and one a request
     /// needs in RAM before it runs.
     Flash(Box<Reads>),
+    /// The replicated group: the request's writes committed, a read barrier passed.
+    Group(Box<crate::replica::Job>),
 }
 
 /// A connection's protocol state from request to request.
@@ -175,6 +177,9 @@ pub struct Session {
     flash: Option<Box<Reads>>,
     /// The request at the start of the input runs again after a fetch: once only.
     fetched: bool,
+    /// In a replicated group: what the request at the start of the input waits for, and
+    /// what came of it (see `crate::exec::replicate`).
+    repl: Option<Box<crate::exec::replicate::Repl>>,
     /// Replies to writes wait for the server's gate (`--persist` `sync`)...
     gated: bool,
     /// ... and some such replies are in the output.
@@ -198,6 +203,7 @@ impl Session {
         Session {
             flash: None,
             fetched: false,
+            repl: None,
             gated: sh.gate().is_some(),
             rbuf: bytes::BytesMut::new(),
             out: Vec::new(),
@@ -322,8 +328,9 @@ impl Session {
     /// still to render stays there (a `Request` is not kept across the write: it borrows
     /// the input), anything else is consumed.
     fn book(&mut self, part: Part, action: Action) -> Option<After> {
-        if action == Action::Fetch {
-            // Not consumed: it runs again once its value is back in RAM.
+        if matches!(action, Action::Fetch | Action::Replicate) {
+            // Not consumed: it runs again once its value is back in RAM, or once the group
+            // has answered.
             self.state = State::Ready;
             return Some(After::Write);
         }
@@ -336,6 +343,9 @@ impl Session {
             return Some(After::Write);
         }
         self.consume(part.used);
+        if let Some(r) = &mut self.repl {
+            r.answered();
+        }
         self.state = match part.swallow {
             0 => State::Ready,
             n => State::Swallow(n),
@@ -345,8 +355,8 @@ impl Session {
         let now = self.reg.sh.uptime_secs.load(Relaxed);
         self.live.last_cmd.store(now, Relaxed);
         match action {
-            // (`Fetch` returned above.)
-            Action::Continue | Action::More(_) | Action::Fetch => {
+            // (`Fetch` and `Replicate` returned above.)
+            Action::Continue | Action::More(_) | Action::Fetch | Action::Replicate => {
                 (self.out.len() >= FLUSH_AT).then_some(After::Write)
             }
             Action::Close => Some(self.end(End::Close)),
@@ -405,6 +415,9 @@ impl Session {
         if let Some(reads) = self.flash.take() {
             return self.park_on(Wait::Flash(reads), after);
         }
+        if let Some(job) = self.repl.as_mut().and_then(|r| r.take_job()) {
+            return self.park_on(Wait::Group(Box::new(job)), after);
+        }
         if self.unacked && !self.out.is_empty() {
             let gate = self
                 .reg
@@ -455,6 +468,10 @@ impl Session {
                 None => done.complete(Err("no gate".into())),
             },
             Wait::Flash(reads) => crate::exec::flash::submit(&self.reg.sh, reads, done),
+            Wait::Group(job) => match self.reg.sh.replica() {
+                Some(rep) => rep.submit(job, done),
+                None => done.complete(Err("no replicated group".into())),
+            },
         }
     }
 
@@ -472,6 +489,13 @@ impl Session {
         if let Wait::Flash(reads) = wait {
             self.fetched = reads.fetch.is_some();
             crate::exec::flash::fill(&self.reg.sh, &mut self.out, *reads);
+            return self.settle(after);
+        }
+        // The group's failures are answered request by request, in the second run.
+        if let Wait::Group(job) = wait {
+            if let Some(r) = &mut self.repl {
+                r.finish(*job);
+            }
             return self.settle(after);
         }
         match outcome {
@@ -504,6 +528,9 @@ impl Session {
     /// counted, and the connection is parsing them.
     pub fn arrived(&mut self, n: usize, more: bool) {
         self.more = more;
+        if let Some(r) = &mut self.repl {
+            r.arrived();
+        }
         self.reg.sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
         self.live.set(ConnState::ParseCmd);
     }
@@ -541,12 +568,14 @@ impl Session {
         Cx {
             holes: self.flash.take().map(|r| r.holes).unwrap_or_default(),
             may_fetch: !self.fetched,
+            repl: self.repl.take(),
             ..Cx::new(self.reg.id)
         }
     }
 
     /// Takes back what the executor left for the connection to wait for.
-    fn keep(&mut self, cx: Cx) {
+    fn keep(&mut self, mut cx: Cx) {
+        self.repl = cx.repl.take();
         if !cx.holes.is_empty() || cx.fetch.is_some() {
             self.flash = Some(Box::new(Reads {
                 holes: cx.holes,

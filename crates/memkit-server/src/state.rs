@@ -105,6 +105,8 @@ pub struct Shared {
     /// What replies to writes wait for before they leave (`--persist` `sync`: the fsync);
     /// unset, they leave at once.
     gate: std::sync::OnceLock<Arc<dyn gate::Gate>>,
+    /// The replicated group this server is a node of (`--raft-*`), if any.
+    replica: std::sync::OnceLock<Arc<crate::replica::Replica>>,
 }
 
 impl Shared {
@@ -141,6 +143,18 @@ impl Shared {
     #[inline]
     pub fn gate(&self) -> Option<&Arc<dyn gate::Gate>> {
         self.gate.get()
+    }
+
+    /// The replicated group this server is a node of, if any.
+    #[inline]
+    pub fn replica(&self) -> Option<&Arc<crate::replica::Replica>> {
+        self.replica.get()
+    }
+
+    /// Makes this server a node of `replica`'s group (once, before it serves: its engine
+    /// must be the one the server was built over); `false` if one was set already.
+    pub fn set_replica(&self, replica: Arc<crate::replica::Replica>) -> bool {
+        self.replica.set(replica).is_ok()
     }
 
     /// Makes replies to writes wait for `gate` (once, before the server serves: a session
@@ -213,6 +227,7 @@ impl Shared {
             auth,
             tls,
             gate: std::sync::OnceLock::new(),
+            replica: std::sync::OnceLock::new(),
         });
         if let Some(store) = shared.persist.clone().filter(|p| p.acks_wait()) {
             shared.set_gate(Arc::new(gate::Durable(store)));

@@ -183,6 +183,24 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         write_stat(out, k, v.as_bytes());
     }
     persist_stats(sh, out);
+    raft_stats(sh, out);
+}
+
+/// A replicated node's place in its group (absent otherwise).
+fn raft_stats(sh: &Shared, out: &mut Vec<u8>) {
+    let Some(rep) = sh.replica() else { return };
+    let f = rep.figures();
+    write_stat_u64(out, "raft_node", f.node);
+    write_stat(out, "raft_role", f.role.as_bytes());
+    for (k, v) in [
+        ("raft_leader", f.leader),
+        ("raft_term", f.term),
+        ("raft_last_log_index", f.last_log_index),
+        ("raft_commit_index", f.commit_index),
+        ("raft_applied_index", f.applied_index),
+    ] {
+        write_stat_u64(out, k, v);
+    }
 }
 
 /// The command counters, from `cmd_get` to `auth_errors`.

@@ -255,6 +255,14 @@ impl Shard {
         *self = empty;
     }
 
+    /// [`Shard::warm_clear`] for a cache that goes on serving: the counters (hits, sets...)
+    /// carry over, the gauges (items, bytes) start again from nothing.
+    pub(crate) fn clear_keeping_counters(&mut self, budget: usize) {
+        let counters = self.stats.counters.clone();
+        self.warm_clear(budget);
+        self.stats.counters = counters;
+    }
+
     /// The section state to save with the records.
     pub(crate) fn warm_state(&self) -> ShardState {
         ShardState {

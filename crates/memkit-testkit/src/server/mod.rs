@@ -13,9 +13,13 @@
 //!   that must not link the server (memkit-tools). See [`process`] for how the binary is
 //!   found.
 //!
+//! [`group::Group`]: a replicated group of such children (`--raft-*`), cut off from each
+//! other through relays at the test's word.
+//!
 //! The helpers both modes and [`crate::memcached`] use are here: [`free_port`],
 //! [`wait_for_tcp`].
 
+pub mod group;
 #[cfg(feature = "server")]
 mod inproc;
 pub mod process;
@@ -27,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use crate::wire::Wire;
 
+pub use group::{Group, GroupOptions};
 pub use process::{Launch, memkitd_bin};
 
 /// Where a test server listens.

@@ -1,0 +1,278 @@
+//! The executor in a replicated group (`--raft-*`): a write becomes a `memkit_raft::Write`
+//! for the log instead of running on the engine, and a linearizable read waits for a
+//! barrier first.
+//!
+//! Neither can be answered at once, and a reply's bytes depend on the outcome (`STORED` or
+//! `EXISTS`), so the request is run twice, as a request that needs a value back from flash
+//! is: the first run renders nothing and notes what to wait for ([`Repl::job`]); the
+//! connection parks ([`crate::exec::Action::Replicate`]) and the node carries the job out;
+//! the second run finds each write's outcome, in the order it made them, and renders it,
+//! or finds the barrier passed and reads the engine. A barrier covers every request in the
+//! connection's input when it began: until more input arrives, reads need no other.
+//!
+//! Reads never change the replicated engine (every node's must stay the same): `gat`'s and
+//! `mg T`'s touch is a replicated `touch` before the read; `mg N` (create on a miss) is
+//! refused (`docs/replication.md`).
+
+use std::collections::VecDeque;
+
+use memkit_protocol::Command;
+use memkit_raft::{Mode, Reply as Outcome, SetExptime, Vivify, Write, exptime_unix};
+use memkit_types::{ArithMode, Error, Exptime, StoreMode, Stored};
+
+use super::Reply;
+use crate::replica::{Done, Job, Replica};
+
+/// What `mg N` is answered in a replicated group.
+const NO_VIVIFY: &str = "mg N (create on a miss) is not replicated";
+
+/// A connection's replication state across the runs of its requests.
+#[derive(Debug, Default)]
+pub struct Repl {
+    /// What the request at the start of the input waits for.
+    pub job: Job,
+    /// The outcomes of its writes, for its second run, in order.
+    replies: VecDeque<Result<Outcome, String>>,
+    /// Why its reads are answered with an error (the barrier failed).
+    read_error: Option<String>,
+    /// A barrier passed after everything now in the input arrived.
+    fresh: bool,
+}
+
+impl Repl {
+    /// The job to park for, if the last request made one.
+    pub fn take_job(&mut self) -> Option<Job> {
+        let j = &self.job;
+        (!j.writes.is_empty() || j.barrier).then(|| std::mem::take(&mut self.job))
+    }
+
+    /// What a finished job came to, for the request's second run.
+    pub fn finish(&mut self, job: Job) {
+        let Done { replies, barrier } = std::mem::take(&mut *job.done.lock());
+        self.replies = replies.into();
+        match barrier {
+            Some(Ok(())) => self.fresh = true,
+            Some(Err(e)) => self.read_error = Some(e),
+            None => {}
+        }
+    }
+
+    /// The request was answered: its outcomes are spent.
+    pub fn answered(&mut self) {
+        self.replies.clear();
+        self.read_error = None;
+    }
+
+    /// More input arrived: it came after the last barrier began.
+    pub fn arrived(&mut self) {
+        self.fresh = false;
+    }
+
+    /// Whether the request run last waits for its job.
+    pub fn waits(&self) -> bool {
+        !self.job.writes.is_empty() || self.job.barrier
+    }
+}
+
+/// What the executor does with a command in a replicated group.
+#[derive(Debug)]
+pub enum Route<'a> {
+    /// Answered (or waiting: nothing rendered).
+    Done,
+    /// Run it on the engine as usual: a read with nothing to wait for (without its touch,
+    /// which was replicated), or a command that touches no data (`flush_all` under `-F`).
+    Local(Command<'a>),
+}
+
+/// Routes `cmd` through the group.
+pub fn route<'a>(
+    cmd: &Command<'a>,
+    rep: &Replica,
+    repl: &mut Repl,
+    flush_enabled: bool,
+    reply: &mut impl Reply,
+) -> Route<'a> {
+    match cmd {
+        Command::Get { key, opts } => {
+            if opts.vivify.is_some() {
+                reply.error(&Error::Client(NO_VIVIFY.into()));
+                return Route::Done;
+            }
+            if let Some(e) = &repl.read_error {
+                reply.error(&Error::Server(format!("replication: {e}")));
+                return Route::Done;
+            }
+            if let Some(t) = opts.touch {
+                match repl.replies.pop_front() {
+                    None => {
+                        repl.job.writes.push(Write::Touch {
+                            key: key.to_vec(),
+                            exptime_unix: exptime_unix(t, now_unix()),
+                        });
+                        repl.job.barrier |= rep.linearizable() && !repl.fresh;
+                        return Route::Done;
+                    }
+                    Some(Ok(Outcome::Touched(true))) => {}
+                    Some(Ok(Outcome::Touched(false))) => {
+                        reply.miss();
+                        return Route::Done;
+                    }
+                    Some(other) => {
+                        render(other, reply);
+                        return Route::Done;
+                    }
+                }
+            } else if rep.linearizable() && !repl.fresh {
+                repl.job.barrier = true;
+                return Route::Done;
+            }
+            let mut opts = opts.clone();
+            opts.touch = None;
+            Route::Local(Command::Get { key, opts })
+        }
+        Command::Flush { .. } if !flush_enabled => Route::Local(cmd.clone()),
+        _ => {
+            match repl.replies.pop_front() {
+                Some(r) => render(r, reply),
+                None => repl.job.writes.extend(to_write(cmd, now_unix())),
+            }
+            Route::Done
+        }
+    }
+}
+
+/// The log's form of a write: every time in it absolute, read on this node's clock once.
+/// `E` (a CAS the client chooses) is not carried: a replicated item's CAS is its entry's
+/// log index, the same on every node.
+pub fn to_write(cmd: &Command<'_>, now: u64) -> Option<Write> {
+    let at = |e: Exptime| exptime_unix(e, now);
+    Some(match cmd {
+        Command::Get { .. } => return None,
+        Command::Store { key, data, opts } => Write::Store {
+            key: key.to_vec(),
+            value: data.to_vec(),
+            flags: opts.flags,
+            exptime_unix: at(opts.exptime),
+            mode: match opts.mode {
+                StoreMode::Set => Mode::Set,
+                StoreMode::Add => Mode::Add,
+                StoreMode::Replace => Mode::Replace,
+                StoreMode::Append => Mode::Append,
+                StoreMode::Prepend => Mode::Prepend,
+            },
+            cas: opts.cas,
+            invalidate: opts.invalidate,
+            vivify: opts.vivify.map(|e| SetExptime {
+                exptime_unix: at(e),
+            }),
+        },
+        Command::Delete { key, opts } => Write::Delete {
+            key: key.to_vec(),
+            cas: opts.cas,
+            invalidate: opts.invalidate,
+            stale_exptime: opts.stale_ttl.map(|e| SetExptime {
+                exptime_unix: at(e),
+            }),
+            remove_value: opts.remove_value,
+        },
+        Command::Arith { key, opts } => Write::Arith {
+            key: key.to_vec(),
+            incr: opts.mode == ArithMode::Incr,
+            delta: opts.delta,
+            cas: opts.cas,
+            vivify: opts.vivify.map(|(initial, e)| Vivify {
+                initial,
+                exptime_unix: at(e),
+            }),
+            set_exptime: opts.update_ttl.map(|e| SetExptime {
+                exptime_unix: at(e),
+            }),
+        },
+        Command::Touch { key, exptime } => Write::Touch {
+            key: key.to_vec(),
+            exptime_unix: at(*exptime),
+        },
+        Command::Flush { delay } => {
+            let d = Exptime::flush_delay(*delay, now);
+            Write::Flush {
+                at_unix: (d > 0).then(|| now + u64::from(d)),
+            }
+        }
+    })
+}
+
+/// Renders a write's outcome as its encoding does the engine's.
+fn render(r: Result<Outcome, String>, reply: &mut impl Reply) {
+    match r {
+        Ok(Outcome::Stored { outcome, cas }) => reply.stored(&Stored {
+            outcome: outcome.into(),
+            cas,
+        }),
+        Ok(Outcome::Deleted(d)) => reply.deleted(d.into()),
+        Ok(Outcome::Arith(a)) => reply.arith(&a.into()),
+        Ok(Outcome::Touched(found)) => reply.touched(found),
+        Ok(Outcome::Flushed) => reply.flushed(),
+        Ok(Outcome::Refused(r)) => reply.error(&Error::from(r)),
+        Ok(Outcome::None) => reply.error(&Error::Server("replication: no outcome".into())),
+        Err(e) => reply.error(&Error::Server(format!("replication: {e}"))),
+    }
+}
+
+fn now_unix() -> u64 {
+    use memkit_types::Clock;
+    memkit_types::SystemClock.now_secs()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memkit_types::{ArithOptions, StoreOptions};
+
+    #[test]
+    fn writes_carry_absolute_times_and_reads_none() {
+        let now = 1_800_000_000;
+        let opts = StoreOptions::new(StoreMode::Add, 7, Exptime(60));
+        let w = to_write(
+            &Command::Store {
+                key: b"k",
+                data: b"v",
+                opts,
+            },
+            now,
+        );
+        assert!(matches!(
+            w,
+            Some(Write::Store { mode: Mode::Add, flags: 7, exptime_unix: Some(t), .. }) if t == now + 60
+        ));
+        let w = to_write(
+            &Command::Arith {
+                key: b"n",
+                opts: ArithOptions::incr(3),
+            },
+            now,
+        );
+        assert!(matches!(
+            w,
+            Some(Write::Arith {
+                incr: true,
+                delta: 3,
+                ..
+            })
+        ));
+        assert_eq!(
+            to_write(&Command::Flush { delay: 10 }, now),
+            Some(Write::Flush {
+                at_unix: Some(now + 10)
+            })
+        );
+        assert_eq!(
+            to_write(&Command::Flush { delay: 0 }, now),
+            Some(Write::Flush { at_unix: None })
+        );
+        let get = Command::Get {
+            key: b"k",
+            opts: Default::default(),
+        };
+        assert_eq!(to_write(&get, now), None);
+    }
+}
