@@ -207,11 +207,12 @@ impl Node {
                 .await
                 .map_err(|e| start_err("initialize")(&e))?;
         }
+        let pool = Pool::new(id, peers, raft.metrics());
         Ok(Node {
             id,
             raft,
             store,
-            pool: Pool::new(id, peers),
+            pool,
             stop,
             server,
             addr,
