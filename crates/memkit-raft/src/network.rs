@@ -2,9 +2,9 @@
 //!
 //! TCP, one request and one response at a time per connection, each a frame: 4 bytes of
 //! length (big-endian), then JSON. A request is an [`Envelope`]: the sender's node id and
-//! the [`Request`] (openraft's three RPCs, plus a forwarded client write and a read-index
-//! question for the leader). Every call has a deadline; a connection that fails in any way
-//! is dropped, and the next call dials again.
+//! the [`Request`] (openraft's three RPCs, plus what a node asks the leader: a forwarded
+//! client write, a read-index question, its status). Every call has a
+//! deadline; a connection that fails in any way is dropped, and the next call dials again.
 //!
 //! [`Network`] is openraft's factory: one [`PeerClient`] per target, each holding one
 //! connection. [`Pool`] holds a few idle connections a peer for forwarded writes and reads,
@@ -33,6 +33,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::error::ClusterError;
+use crate::status::Status;
 use crate::types::{NodeId, Reply, TypeConfig, Write};
 
 /// The largest frame either side accepts: bounds what a garbled length can make a node
@@ -53,6 +54,8 @@ pub enum Request {
     Write(Write),
     /// A follower's linearizable read asks the leader which log index to wait for.
     ReadIndex,
+    /// A node asks the leader for its view of the group (membership, replication).
+    Status,
 }
 
 /// A request and who sends it.
@@ -77,6 +80,9 @@ pub enum Response {
     Write(Result<Reply, ClusterError>),
     /// To [`Request::ReadIndex`]: the index to have applied before reading.
     ReadIndex(Result<u64, ClusterError>),
+    /// To [`Request::Status`]: the leader's own status.
+    Status(Result<Box<Status>, ClusterError>),
+
     /// The request was refused (unknown sender, or a sender claiming another's vote).
     Refused(String),
 }

@@ -1,7 +1,7 @@
 //! [`Node`]: one member of a replicated group, ready to take writes and reads.
 //!
 //! A node's directory holds its log (`DIR/log`, fjall) and its last snapshot
-//! (`DIR/snapshot`). The group is a fixed list of `id -> HOST:PORT` given to every node,
+//! (`DIR/snapshot`). The group starts as a list of `id -> HOST:PORT` given to every node,
 //! itself included. A node started on an empty directory with the lowest id bootstraps the
 //! group (openraft's `initialize`); every other start rejoins: the leader brings it up to
 //! date from its log, or with a snapshot when the log no longer reaches back far enough.
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memkit_types::Item;
-use openraft::{BasicNode, ServerState, SnapshotPolicy};
+use openraft::{BasicNode, SnapshotPolicy};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -26,6 +26,8 @@ use crate::log_store::LogStore;
 use crate::network::{CallError, Network, Pool, Request, Response};
 use crate::server::{Service, serve};
 use crate::state_machine::{StateMachine, Store};
+pub use crate::status::Role;
+use crate::status::{Status, View};
 use crate::types::{ExptimeUnix, NodeId, Raft, Reply, Write};
 
 /// How long [`Node::snapshot`] waits for a snapshot before triggering one again (a
@@ -80,21 +82,6 @@ impl std::error::Error for StartError {}
 
 fn start_err(what: &str) -> impl FnOnce(&dyn std::fmt::Display) -> StartError + '_ {
     move |e| StartError(format!("{what}: {e}"))
-}
-
-/// A node's role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Leads the group.
-    Leader,
-    /// Follows a leader.
-    Follower,
-    /// Standing for election.
-    Candidate,
-    /// Not a voter (not yet part of a membership).
-    Learner,
-    /// Shut down.
-    Shutdown,
 }
 
 /// What [`Node::metrics`] reports.
@@ -192,6 +179,7 @@ impl Node {
             .map_err(|e| start_err("listen")(&e))?;
         let addr = listener.local_addr().map_err(|e| start_err("listen")(&e))?;
         let (stop, stop_rx) = watch::channel(false);
+        let pool = Pool::new(id, peers.clone(), raft.metrics());
         let svc = Arc::new(Service {
             raft: raft.clone(),
             peers: peers.clone(),
@@ -207,7 +195,6 @@ impl Node {
                 .await
                 .map_err(|e| start_err("initialize")(&e))?;
         }
-        let pool = Pool::new(id, peers, raft.metrics());
         Ok(Node {
             id,
             raft,
@@ -331,13 +318,7 @@ impl Node {
             .unwrap_or(None);
         Metrics {
             id: self.id,
-            role: match m.state {
-                ServerState::Leader => Role::Leader,
-                ServerState::Follower => Role::Follower,
-                ServerState::Candidate => Role::Candidate,
-                ServerState::Learner => Role::Learner,
-                ServerState::Shutdown => Role::Shutdown,
-            },
+            role: m.state.into(),
             leader: m.current_leader,
             term: m.current_term,
             last_log_index: m.last_log_index,
@@ -382,6 +363,26 @@ impl Node {
                 Err(_) if Instant::now() >= deadline => return Err(ClusterError::Timeout),
                 Err(_) => {}
             }
+        }
+    }
+
+    /// This node's role and indexes, and the group's membership and each follower's lag as
+    /// the leader sees them (asked over the peer protocol if another node leads). With no
+    /// leader to ask, the membership is this node's own view and there is no replication:
+    /// [`Status::view`] says which.
+    pub async fn status(&self) -> Status {
+        let local = Status::local(&self.raft).await;
+        let leader = match (local.view, local.leader) {
+            (View::Local, Some(l)) if l != self.id => l,
+            _ => return local,
+        };
+        match self
+            .pool
+            .call(leader, Request::Status, self.request_timeout)
+            .await
+        {
+            Ok(Response::Status(Ok(s))) => local.with_leader_view(*s),
+            _ => local,
         }
     }
 

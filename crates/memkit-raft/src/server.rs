@@ -1,5 +1,5 @@
-//! The peer protocol's server side ([`serve`]): answers openraft's RPCs, forwarded writes
-//! and read-index questions, one request at a time per connection.
+//! The peer protocol's server side ([`serve`]): answers openraft's RPCs, forwarded writes,
+//! read-index and status questions, one request at a time per connection.
 //!
 //! A sender must be one of the group's nodes: a member of the latest membership this node's
 //! log holds or of the last committed one, or, before this node has learned one (a fresh or
@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use crate::error::ClusterError;
 use crate::leader;
 use crate::network::{Envelope, Request, Response, read_frame, write_frame};
+use crate::status::{Status, View};
 use crate::types::{NodeId, Raft};
 
 /// What a node's server needs.
@@ -67,7 +68,7 @@ impl Service {
             Request::Append(r) => Some(r.vote.leader_id().voted_for()),
             Request::Vote(r) => Some(r.vote.leader_id().voted_for()),
             Request::Snapshot(r) => Some(r.vote.leader_id().voted_for()),
-            Request::Write(_) | Request::ReadIndex => None,
+            Request::Write(_) | Request::ReadIndex | Request::Status => None,
         }
     }
 
@@ -94,6 +95,19 @@ impl Service {
                     .await
                     .unwrap_or(Err(ClusterError::Timeout)),
             ),
+            Request::Status => Response::Status(self.status().await),
+        }
+    }
+
+    /// The leader's status; another node says who leads.
+    async fn status(&self) -> Result<Box<Status>, ClusterError> {
+        let st = Status::local(&self.raft).await;
+        match st.view {
+            View::Leader(_) => Ok(Box::new(st)),
+            View::Local => Err(match st.leader {
+                Some(l) if l != st.id => ClusterError::NotLeader(Some(l)),
+                _ => ClusterError::NoLeader,
+            }),
         }
     }
 }
