@@ -3,7 +3,7 @@
 //! TCP, one request and one response at a time per connection, each a frame: 4 bytes of
 //! length (big-endian), then JSON. A request is an [`Envelope`]: the sender's node id and
 //! the [`Request`] (openraft's three RPCs, plus what a node asks the leader: a forwarded
-//! client write, a read-index question, its status). Every call has a
+//! client write, a read-index question, a membership change, its status). Every call has a
 //! deadline; a connection that fails in any way is dropped, and the next call dials again.
 //!
 //! [`Network`] is openraft's factory: one [`PeerClient`] per target, each holding one
@@ -33,7 +33,8 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::error::ClusterError;
-use crate::status::Status;
+use crate::members::Change;
+use crate::status::{Membership, Status};
 use crate::types::{NodeId, Reply, TypeConfig, Write};
 
 /// The largest frame either side accepts: bounds what a garbled length can make a node
@@ -54,8 +55,18 @@ pub enum Request {
     Write(Write),
     /// A follower's linearizable read asks the leader which log index to wait for.
     ReadIndex,
+    /// A membership change a node forwards to the leader, with the time the leader has for
+    /// it (a little less than the caller waits, so that even "unfinished" comes back).
+    Change {
+        /// The change.
+        change: Change,
+        /// Milliseconds the leader may spend on it.
+        timeout_ms: u64,
+    },
     /// A node asks the leader for its view of the group (membership, replication).
     Status,
+    /// Whether the peer answers at all (the leader's check before a change of voters).
+    Ping,
 }
 
 /// A request and who sends it.
@@ -80,9 +91,12 @@ pub enum Response {
     Write(Result<Reply, ClusterError>),
     /// To [`Request::ReadIndex`]: the index to have applied before reading.
     ReadIndex(Result<u64, ClusterError>),
+    /// To [`Request::Change`]: the membership after it.
+    Change(Result<Membership, ClusterError>),
     /// To [`Request::Status`]: the leader's own status.
     Status(Result<Box<Status>, ClusterError>),
-
+    /// To [`Request::Ping`].
+    Pong,
     /// The request was refused (unknown sender, or a sender claiming another's vote).
     Refused(String),
 }
@@ -347,6 +361,14 @@ impl Pool {
         member
             .map(|n| n.addr.clone())
             .or_else(|| self.addrs.get(&target).cloned())
+    }
+
+    /// Whether `target` answers a ping within `deadline`.
+    pub async fn ping(&self, target: NodeId, deadline: Duration) -> bool {
+        matches!(
+            self.call(target, Request::Ping, deadline).await,
+            Ok(Response::Pong)
+        )
     }
 
     /// One call to `target` within `deadline`.

@@ -7,6 +7,12 @@
 //! date from its log, or with a snapshot when the log no longer reaches back far enough.
 //! A wiped node with the lowest id must not bootstrap a second group: start it with
 //! [`Config::bootstrap`] off.
+//!
+//! From then on the membership is in the log, and changes through it: [`Node::add`],
+//! [`Node::add_learner`], [`Node::promote`], [`Node::remove`], from any node. A node that
+//! joins later starts on an empty directory with [`Config::bootstrap`] off and, as its
+//! `peers`, itself and the group's current members: until the leader's first message
+//! reaches it, it admits only those (see `server.rs`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,11 +29,12 @@ use tokio::time::Instant;
 use crate::error::{ClusterError, ReadError, WriteError};
 use crate::leader;
 use crate::log_store::LogStore;
+use crate::members::{self, Change};
 use crate::network::{CallError, Network, Pool, Request, Response};
-use crate::server::{Service, serve};
+use crate::server::{PING_TIMEOUT, Service, serve};
 use crate::state_machine::{StateMachine, Store};
 pub use crate::status::Role;
-use crate::status::{Status, View};
+use crate::status::{Membership, Status, View};
 use crate::types::{ExptimeUnix, NodeId, Raft, Reply, Write};
 
 /// How long [`Node::snapshot`] waits for a snapshot before triggering one again (a
@@ -52,6 +59,9 @@ pub struct Config {
     pub request_timeout: Duration,
     /// Whether a fresh directory and the lowest id bootstrap the group.
     pub bootstrap: bool,
+    /// How long a membership change keeps trying, a new learner's catching up included
+    /// (a snapshot of the whole engine may have to travel).
+    pub change_timeout: Duration,
 }
 
 impl Default for Config {
@@ -64,6 +74,7 @@ impl Default for Config {
             keep_behind_snapshot: 1_000,
             request_timeout: Duration::from_secs(5),
             bootstrap: true,
+            change_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -118,6 +129,7 @@ pub struct Node {
     server: JoinHandle<()>,
     addr: std::net::SocketAddr,
     request_timeout: Duration,
+    change_timeout: Duration,
 }
 
 impl std::fmt::Debug for Node {
@@ -184,6 +196,7 @@ impl Node {
             raft: raft.clone(),
             peers: peers.clone(),
             request_timeout: cfg.request_timeout,
+            pool: pool.clone(),
         });
         let server = tokio::spawn(serve(listener, svc, stop_rx));
         if fresh && cfg.bootstrap && peers.keys().next() == Some(&id) {
@@ -204,6 +217,7 @@ impl Node {
             server,
             addr,
             request_timeout: cfg.request_timeout,
+            change_timeout: cfg.change_timeout,
         })
     }
 
@@ -238,7 +252,10 @@ impl Node {
     /// leader). Retries, until the request timeout, only what surely was not proposed.
     pub async fn write(&self, write: Write) -> Result<Reply, WriteError> {
         let deadline = Instant::now() + self.request_timeout;
-        retry(deadline, || self.write_once(write.clone(), deadline)).await
+        retry(deadline, Duration::ZERO, || {
+            self.write_once(write.clone(), deadline)
+        })
+        .await
     }
 
     async fn write_once(&self, write: Write, deadline: Instant) -> Result<Reply, WriteError> {
@@ -272,7 +289,7 @@ impl Node {
         key: &[u8],
     ) -> Result<Option<(Item, ExptimeUnix)>, ReadError> {
         let deadline = Instant::now() + self.request_timeout;
-        let index = retry(deadline, || self.read_index_once(deadline)).await?;
+        let index = retry(deadline, Duration::ZERO, || self.read_index_once(deadline)).await?;
         let left = deadline.saturating_duration_since(Instant::now());
         self.raft
             .wait(Some(left))
@@ -366,6 +383,98 @@ impl Node {
         }
     }
 
+    /// Makes node `id` a learner at `addr` (`HOST:PORT` of its peer port) and waits until it
+    /// has caught up with the log, by entries or by a snapshot. A learner gets every write
+    /// and does not vote: a new node joins this way before it is promoted.
+    ///
+    /// Every membership change, from any node (forwarded to the leader), names a target
+    /// state, so sending it again after any error finishes rather than repeats it; the
+    /// errors say which are worth retrying ([`ClusterError::is_retryable`]) and
+    /// [`ClusterError::Rejected`] ones are not. Each keeps trying until
+    /// [`Config::change_timeout`].
+    pub async fn add_learner(&self, id: NodeId, addr: &str) -> Result<Membership, ClusterError> {
+        let deadline = Instant::now() + self.change_timeout;
+        let add = Change::AddLearner {
+            id,
+            addr: addr.into(),
+        };
+        self.change(add, deadline).await
+    }
+
+    /// Makes the learner `id` a voter, once it has caught up, and if a majority of the
+    /// voters it makes answers (a change that would leave no majority able to commit is
+    /// refused). Waits until the change is committed (openraft's joint consensus: two log
+    /// entries).
+    pub async fn promote(&self, id: NodeId) -> Result<Membership, ClusterError> {
+        let deadline = Instant::now() + self.change_timeout;
+        self.change(Change::Promote(id), deadline).await
+    }
+
+    /// Takes node `id`, voter or learner, out of the membership, and waits until that is
+    /// committed. The others then refuse its peer traffic. A voter is removed only if a
+    /// majority of the voters left answers. The leader may remove itself: it steps down once
+    /// the change is committed. A node not in the membership is already removed: `Ok`.
+    pub async fn remove(&self, id: NodeId) -> Result<Membership, ClusterError> {
+        let deadline = Instant::now() + self.change_timeout;
+        self.change(Change::Remove(id), deadline).await
+    }
+
+    /// Adds node `id` at `addr` as a voter: [`Node::add_learner`], then [`Node::promote`],
+    /// within one [`Config::change_timeout`]. A node that does not catch up in time stays
+    /// a learner (the error says so): calling `add` again goes on from there.
+    pub async fn add(&self, id: NodeId, addr: &str) -> Result<Membership, ClusterError> {
+        let deadline = Instant::now() + self.change_timeout;
+        let add = Change::AddLearner {
+            id,
+            addr: addr.into(),
+        };
+        self.change(add, deadline).await?;
+        self.change(Change::Promote(id), deadline).await
+    }
+
+    async fn change(&self, change: Change, deadline: Instant) -> Result<Membership, ClusterError> {
+        // Leave time for one more try to do something, rather than replace an informative
+        // error (a learner not caught up) with a bare timeout.
+        let reserve = Duration::from_millis(200);
+        retry(deadline, reserve, || {
+            self.change_once(change.clone(), deadline)
+        })
+        .await
+    }
+
+    async fn change_once(
+        &self,
+        change: Change,
+        deadline: Instant,
+    ) -> Result<Membership, ClusterError> {
+        match self.leader() {
+            None => Err(ClusterError::NoLeader),
+            Some(l) if l == self.id => {
+                let live = |id| self.pool.ping(id, PING_TIMEOUT);
+                members::apply(&self.raft, change, deadline, live).await
+            }
+            Some(l) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                // The leader's share: its answer, even "unfinished", must come back in time.
+                let leader_left = left.saturating_sub(left / 10 + Duration::from_millis(100));
+                let req = Request::Change {
+                    change,
+                    timeout_ms: leader_left.as_millis() as u64,
+                };
+                match self.pool.call(l, req, left).await {
+                    Ok(Response::Change(r)) => r,
+                    Ok(other) => Err(ClusterError::Unreachable(format!("{other:?}"))),
+                    Err(CallError::NotSent(e)) => Err(ClusterError::Unreachable(e.to_string())),
+                    // The leader may have proposed it, or be gone midway: sending the
+                    // change again (to the next leader) finishes it.
+                    Err(e @ CallError::Lost(_)) => Err(ClusterError::Unfinished(format!(
+                        "no answer from the leader {l}: {e}"
+                    ))),
+                }
+            }
+        }
+    }
+
     /// This node's role and indexes, and the group's membership and each follower's lag as
     /// the leader sees them (asked over the peer protocol if another node leads). With no
     /// leader to ask, the membership is this node's own view and there is no replication:
@@ -397,8 +506,13 @@ impl Node {
 }
 
 /// Runs `once` until it succeeds, fails with an error that is not safe to retry, or the
-/// deadline passes, pausing briefly between tries (an election takes a few hundred ms).
-async fn retry<T, F, Fut>(deadline: Instant, mut once: F) -> Result<T, ClusterError>
+/// deadline passes (or leaves less than `reserve` for one more try), pausing briefly
+/// between tries (an election takes a few hundred ms).
+async fn retry<T, F, Fut>(
+    deadline: Instant,
+    reserve: Duration,
+    mut once: F,
+) -> Result<T, ClusterError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, ClusterError>>,
@@ -407,7 +521,7 @@ where
     loop {
         match once().await {
             Err(e) if e.is_retryable() => {
-                if Instant::now() + pause >= deadline {
+                if Instant::now() + pause + reserve >= deadline {
                     return Err(e);
                 }
                 tokio::time::sleep(pause).await;

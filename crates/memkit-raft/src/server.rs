@@ -1,5 +1,6 @@
 //! The peer protocol's server side ([`serve`]): answers openraft's RPCs, forwarded writes,
-//! read-index and status questions, one request at a time per connection.
+//! read-index questions, membership changes and status questions, one request at a time
+//! per connection.
 //!
 //! A sender must be one of the group's nodes: a member of the latest membership this node's
 //! log holds or of the last committed one, or, before this node has learned one (a fresh or
@@ -19,9 +20,13 @@ use tokio::sync::watch;
 
 use crate::error::ClusterError;
 use crate::leader;
-use crate::network::{Envelope, Request, Response, read_frame, write_frame};
+use crate::members;
+use crate::network::{Envelope, Pool, Request, Response, read_frame, write_frame};
 use crate::status::{Status, View};
 use crate::types::{NodeId, Raft};
+
+/// How long the leader waits for each voter-to-be's ping before a change of voters.
+pub const PING_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// What a node's server needs.
 pub struct Service {
@@ -31,6 +36,8 @@ pub struct Service {
     pub peers: BTreeMap<NodeId, String>,
     /// How long a forwarded write or a read-index question may take here.
     pub request_timeout: Duration,
+    /// Connections to the peers (the leader pings voters-to-be before a change of voters).
+    pub pool: Arc<Pool>,
 }
 
 impl std::fmt::Debug for Service {
@@ -68,7 +75,11 @@ impl Service {
             Request::Append(r) => Some(r.vote.leader_id().voted_for()),
             Request::Vote(r) => Some(r.vote.leader_id().voted_for()),
             Request::Snapshot(r) => Some(r.vote.leader_id().voted_for()),
-            Request::Write(_) | Request::ReadIndex | Request::Status => None,
+            Request::Write(_)
+            | Request::ReadIndex
+            | Request::Change { .. }
+            | Request::Status
+            | Request::Ping => None,
         }
     }
 
@@ -95,7 +106,13 @@ impl Service {
                     .await
                     .unwrap_or(Err(ClusterError::Timeout)),
             ),
+            Request::Change { change, timeout_ms } => {
+                let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+                let live = |id| self.pool.ping(id, PING_TIMEOUT);
+                Response::Change(members::apply(&self.raft, change, deadline, live).await)
+            }
             Request::Status => Response::Status(self.status().await),
+            Request::Ping => Response::Pong,
         }
     }
 
