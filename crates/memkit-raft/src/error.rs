@@ -1,4 +1,4 @@
-//! Why a write or a read through the group did not get an answer from the state machine.
+//! Why a write, a read or a membership change through the group did not get an answer.
 //! Outcomes the engine decides (NOT_STORED, EXISTS, out of memory, ...) are not errors here:
 //! they are a [`crate::Reply`].
 
@@ -26,6 +26,20 @@ pub enum ClusterError {
     Timeout,
     /// This node's Raft stopped (shut down, or a storage failure).
     Stopped(String),
+    /// A membership change the group refuses as asked (promoting a node that is not a
+    /// member, an id already used at another address, a change that would leave the voters
+    /// without a reachable majority): nothing was proposed, and the same request would be
+    /// refused again until the group changes.
+    Rejected(String),
+    /// Another membership change is not committed yet (openraft takes one at a time):
+    /// nothing was proposed, retrying is safe.
+    ChangeInProgress,
+    /// A membership change was proposed but not seen through: the leader changed or the
+    /// deadline passed, perhaps with the group left in joint consensus or a learner still
+    /// catching up. Membership changes name a target state (a learner at an address, a
+    /// voter, an absent node), so sending the same change again finishes it: retrying is
+    /// safe.
+    Unfinished(String),
 }
 
 impl std::fmt::Display for ClusterError {
@@ -38,6 +52,11 @@ impl std::fmt::Display for ClusterError {
             ClusterError::Engine(r) => write!(f, "refused: {r:?}"),
             ClusterError::Timeout => f.write_str("timed out"),
             ClusterError::Stopped(m) => write!(f, "raft stopped: {m}"),
+            ClusterError::Rejected(m) => write!(f, "change refused: {m}"),
+            ClusterError::ChangeInProgress => {
+                f.write_str("another membership change is being committed")
+            }
+            ClusterError::Unfinished(m) => write!(f, "change unfinished (safe to retry): {m}"),
         }
     }
 }
@@ -45,11 +64,17 @@ impl std::fmt::Display for ClusterError {
 impl std::error::Error for ClusterError {}
 
 impl ClusterError {
-    /// Whether the request surely was not proposed, so that it may be sent again.
+    /// Whether sending the request again is safe: it surely was not proposed, or it is a
+    /// membership change, which proposing again finishes rather than repeats
+    /// ([`ClusterError::Unfinished`]).
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            ClusterError::NoLeader | ClusterError::NotLeader(_) | ClusterError::Unreachable(_)
+            ClusterError::NoLeader
+                | ClusterError::NotLeader(_)
+                | ClusterError::Unreachable(_)
+                | ClusterError::ChangeInProgress
+                | ClusterError::Unfinished(_)
         )
     }
 }

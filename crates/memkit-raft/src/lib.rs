@@ -14,16 +14,25 @@
 //!   entry's log index; [`Store`], what reads share with it.
 //! - [`snapshot`]: the engine's items (CAS and absolute expiry kept) as a snapshot, saved
 //!   in the node's directory and sent to peers.
+//! - [`status`]: [`Status`], the group as an operator sees it: roles, [`Membership`] with
+//!   addresses, each follower's lag behind the leader.
+//! - [`members`]: membership changes as the leader makes them ([`Change`]: add a learner,
+//!   promote, remove), finishing an interrupted one when sent again, refusing one that
+//!   would leave no majority able to commit.
 //! - [`network`]: the peer protocol (length-prefixed JSON over TCP) and its client side:
-//!   openraft's network factory, a pool for forwarded requests.
-//! - [`server`]: the peer protocol's server side, refusing senders outside the group.
+//!   openraft's network factory, a pool for forwarded requests (addresses from the current
+//!   membership).
+//! - [`server`]: the peer protocol's server side, refusing senders outside the group (a
+//!   removed node once its removal is committed).
 //! - [`leader`]: what only the leader does: propose with its stamp, confirm a read index.
 //! - [`node`]: [`Node`], the façade: start (bootstrap or rejoin), write (forwarded to the
-//!   leader), linearizable reads, metrics, snapshot, shutdown.
+//!   leader), linearizable reads, membership changes and status (forwarded too), metrics,
+//!   snapshot, shutdown.
 //! - [`error`]: [`ClusterError`]: why the group did not answer, and whether a retry is safe.
 //!
 //! Dependencies point one way: `types` and `error` under everything; `clock` and
-//! `snapshot` under `state_machine`; `network` and `leader` under `server`; `node` on top.
+//! `snapshot` under `state_machine`; `status` under `members`, both under `network`;
+//! `network`, `leader` and `members` under `server`; `node` on top.
 //!
 //! Semantics in one sentence: a write is acknowledged once a majority has it in its log on
 //! disk and the leader has applied it; its outcome and its CAS (the log index) are the same
@@ -37,17 +46,21 @@ pub mod clock;
 pub mod error;
 pub mod leader;
 pub mod log_store;
+pub mod members;
 pub mod network;
 pub mod node;
 pub mod server;
 pub mod snapshot;
 pub mod state_machine;
+pub mod status;
 pub mod types;
 
 pub use clock::LogClock;
 pub use error::{ClusterError, ReadError, WriteError};
-pub use node::{Config, Metrics, Node, Role, StartError};
+pub use members::Change;
+pub use node::{Config, Metrics, Node, StartError};
 pub use state_machine::{StateMachine, Store};
+pub use status::{Follower, Membership, Replication, Role, Status, View};
 pub use types::{
     ArithResult, DeleteResult, ExptimeUnix, Mode, NodeId, Proposal, Refusal, Reply, SetExptime,
     StoreResult, TypeConfig, Vivify, Write, exptime_unix,

@@ -2,13 +2,14 @@
 //!
 //! TCP, one request and one response at a time per connection, each a frame: 4 bytes of
 //! length (big-endian), then JSON. A request is an [`Envelope`]: the sender's node id and
-//! the [`Request`] (openraft's three RPCs, plus a forwarded client write and a read-index
-//! question for the leader). Every call has a deadline; a connection that fails in any way
-//! is dropped, and the next call dials again.
+//! the [`Request`] (openraft's three RPCs, plus what a node asks the leader: a forwarded
+//! client write, a read-index question, a membership change, its status). Every call has a
+//! deadline; a connection that fails in any way is dropped, and the next call dials again.
 //!
 //! [`Network`] is openraft's factory: one [`PeerClient`] per target, each holding one
 //! connection. [`Pool`] holds a few idle connections a peer for forwarded writes and reads,
-//! which many callers make at once. The server side is [`crate::server`].
+//! which many callers make at once; it finds a peer's address in the current membership, so
+//! nodes added after the start are reached too. The server side is [`crate::server`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -24,13 +25,16 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     SnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, RaftNetwork, RaftNetworkFactory, Snapshot, Vote};
+use openraft::{BasicNode, RaftMetrics, RaftNetwork, RaftNetworkFactory, Snapshot, Vote};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 use crate::error::ClusterError;
+use crate::members::Change;
+use crate::status::{Membership, Status};
 use crate::types::{NodeId, Reply, TypeConfig, Write};
 
 /// The largest frame either side accepts: bounds what a garbled length can make a node
@@ -51,6 +55,18 @@ pub enum Request {
     Write(Write),
     /// A follower's linearizable read asks the leader which log index to wait for.
     ReadIndex,
+    /// A membership change a node forwards to the leader, with the time the leader has for
+    /// it (a little less than the caller waits, so that even "unfinished" comes back).
+    Change {
+        /// The change.
+        change: Change,
+        /// Milliseconds the leader may spend on it.
+        timeout_ms: u64,
+    },
+    /// A node asks the leader for its view of the group (membership, replication).
+    Status,
+    /// Whether the peer answers at all (the leader's check before a change of voters).
+    Ping,
 }
 
 /// A request and who sends it.
@@ -75,6 +91,12 @@ pub enum Response {
     Write(Result<(Reply, u64), ClusterError>),
     /// To [`Request::ReadIndex`]: the index to have applied before reading.
     ReadIndex(Result<u64, ClusterError>),
+    /// To [`Request::Change`]: the membership after it.
+    Change(Result<Membership, ClusterError>),
+    /// To [`Request::Status`]: the leader's own status.
+    Status(Result<Box<Status>, ClusterError>),
+    /// To [`Request::Ping`].
+    Pong,
     /// The request was refused (unknown sender, or a sender claiming another's vote).
     Refused(String),
 }
@@ -314,18 +336,45 @@ const POOL_IDLE: usize = 4;
 #[derive(Debug)]
 pub struct Pool {
     me: NodeId,
+    /// The configured peers: the addresses of nodes the membership does not name (yet).
     addrs: BTreeMap<NodeId, String>,
-    idle: Mutex<HashMap<NodeId, Vec<TcpStream>>>,
+    /// This node's Raft metrics: the current membership, with every member's address.
+    metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
+    /// Keyed by address too: an id removed and added again elsewhere is another peer.
+    idle: Mutex<HashMap<(NodeId, String), Vec<TcpStream>>>,
 }
 
 impl Pool {
-    /// A pool from `me` to the peers at `addrs`.
-    pub fn new(me: NodeId, addrs: BTreeMap<NodeId, String>) -> Arc<Pool> {
+    /// A pool from `me` to the members its Raft's `metrics` name, and to the peers at
+    /// `addrs` it does not.
+    pub fn new(
+        me: NodeId,
+        addrs: BTreeMap<NodeId, String>,
+        metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
+    ) -> Arc<Pool> {
         Arc::new(Pool {
             me,
             addrs,
+            metrics,
             idle: Mutex::default(),
         })
+    }
+
+    /// Where `target` listens: the current membership's address, else the configured one.
+    fn addr(&self, target: NodeId) -> Option<String> {
+        let m = self.metrics.borrow();
+        let member = m.membership_config.membership().get_node(&target);
+        member
+            .map(|n| n.addr.clone())
+            .or_else(|| self.addrs.get(&target).cloned())
+    }
+
+    /// Whether `target` answers a ping within `deadline`.
+    pub async fn ping(&self, target: NodeId, deadline: Duration) -> bool {
+        matches!(
+            self.call(target, Request::Ping, deadline).await,
+            Ok(Response::Pong)
+        )
     }
 
     /// One call to `target` within `deadline`.
@@ -336,23 +385,22 @@ impl Pool {
         deadline: Duration,
     ) -> Result<Response, CallError> {
         let started = tokio::time::Instant::now();
-        let idle = self.idle.lock().get_mut(&target).and_then(Vec::pop);
+        let Some(addr) = self.addr(target) else {
+            let e = std::io::Error::other(format!("node {target} is not a peer"));
+            return Err(CallError::NotSent(e));
+        };
+        let key = (target, addr);
+        let idle = self.idle.lock().get_mut(&key).and_then(Vec::pop);
         let mut conn = match idle {
             Some(c) => c,
-            None => {
-                let Some(addr) = self.addrs.get(&target) else {
-                    let e = std::io::Error::other(format!("node {target} is not a peer"));
-                    return Err(CallError::NotSent(e));
-                };
-                dial(addr, deadline).await?
-            }
+            None => dial(&key.1, deadline).await?,
         };
         let env = Envelope { from: self.me, req };
         let left = deadline.saturating_sub(started.elapsed());
         let r = exchange(&mut conn, &env, left).await;
         if r.is_ok() {
             let mut idle = self.idle.lock();
-            let list = idle.entry(target).or_default();
+            let list = idle.entry(key).or_default();
             if list.len() < POOL_IDLE {
                 list.push(conn);
             }

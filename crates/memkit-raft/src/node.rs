@@ -1,12 +1,18 @@
 //! [`Node`]: one member of a replicated group, ready to take writes and reads.
 //!
 //! A node's directory holds its log (`DIR/log`, fjall) and its last snapshot
-//! (`DIR/snapshot`). The group is a fixed list of `id -> HOST:PORT` given to every node,
+//! (`DIR/snapshot`). The group starts as a list of `id -> HOST:PORT` given to every node,
 //! itself included. A node started on an empty directory with the lowest id bootstraps the
 //! group (openraft's `initialize`); every other start rejoins: the leader brings it up to
 //! date from its log, or with a snapshot when the log no longer reaches back far enough.
 //! A wiped node with the lowest id must not bootstrap a second group: start it with
 //! [`Config::bootstrap`] off.
+//!
+//! From then on the membership is in the log, and changes through it: [`Node::add`],
+//! [`Node::add_learner`], [`Node::promote`], [`Node::remove`], from any node. A node that
+//! joins later starts on an empty directory with [`Config::bootstrap`] off and, as its
+//! `peers`, itself and the group's current members: until the leader's first message
+//! reaches it, it admits only those (see `server.rs`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memkit_types::Item;
-use openraft::{BasicNode, ServerState, SnapshotPolicy};
+use openraft::{BasicNode, SnapshotPolicy};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -23,9 +29,12 @@ use tokio::time::Instant;
 use crate::error::{ClusterError, ReadError, WriteError};
 use crate::leader;
 use crate::log_store::LogStore;
+use crate::members::{self, Change};
 use crate::network::{CallError, Network, Pool, Request, Response};
-use crate::server::{Service, serve};
+use crate::server::{PING_TIMEOUT, Service, serve};
 use crate::state_machine::{StateMachine, Store};
+pub use crate::status::Role;
+use crate::status::{Membership, Status, View};
 use crate::types::{ExptimeUnix, NodeId, Raft, Reply, Write};
 
 /// How long [`Node::snapshot`] waits for a snapshot before triggering one again (a
@@ -50,6 +59,9 @@ pub struct Config {
     pub request_timeout: Duration,
     /// Whether a fresh directory and the lowest id bootstrap the group.
     pub bootstrap: bool,
+    /// How long a membership change keeps trying, a new learner's catching up included
+    /// (a snapshot of the whole engine may have to travel).
+    pub change_timeout: Duration,
 }
 
 impl Default for Config {
@@ -62,6 +74,7 @@ impl Default for Config {
             keep_behind_snapshot: 1_000,
             request_timeout: Duration::from_secs(5),
             bootstrap: true,
+            change_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -80,21 +93,6 @@ impl std::error::Error for StartError {}
 
 fn start_err(what: &str) -> impl FnOnce(&dyn std::fmt::Display) -> StartError + '_ {
     move |e| StartError(format!("{what}: {e}"))
-}
-
-/// A node's role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Leads the group.
-    Leader,
-    /// Follows a leader.
-    Follower,
-    /// Standing for election.
-    Candidate,
-    /// Not a voter (not yet part of a membership).
-    Learner,
-    /// Shut down.
-    Shutdown,
 }
 
 /// What [`Node::metrics`] reports.
@@ -131,6 +129,7 @@ pub struct Node {
     server: JoinHandle<()>,
     addr: std::net::SocketAddr,
     request_timeout: Duration,
+    change_timeout: Duration,
 }
 
 impl std::fmt::Debug for Node {
@@ -198,10 +197,12 @@ impl Node {
             .map_err(|e| start_err("listen")(&e))?;
         let addr = listener.local_addr().map_err(|e| start_err("listen")(&e))?;
         let (stop, stop_rx) = watch::channel(false);
+        let pool = Pool::new(id, peers.clone(), raft.metrics());
         let svc = Arc::new(Service {
             raft: raft.clone(),
             peers: peers.clone(),
             request_timeout: cfg.request_timeout,
+            pool: pool.clone(),
         });
         let server = tokio::spawn(serve(listener, svc, stop_rx));
         if fresh && cfg.bootstrap && peers.keys().next() == Some(&id) {
@@ -217,11 +218,12 @@ impl Node {
             id,
             raft,
             store,
-            pool: Pool::new(id, peers),
+            pool,
             stop,
             server,
             addr,
             request_timeout: cfg.request_timeout,
+            change_timeout: cfg.change_timeout,
         })
     }
 
@@ -262,7 +264,10 @@ impl Node {
     /// this node that waits until it has applied that far sees the write.
     pub async fn write_indexed(&self, write: Write) -> Result<(Reply, u64), WriteError> {
         let deadline = Instant::now() + self.request_timeout;
-        retry(deadline, || self.write_once(write.clone(), deadline)).await
+        retry(deadline, Duration::ZERO, || {
+            self.write_once(write.clone(), deadline)
+        })
+        .await
     }
 
     /// Waits (up to the request timeout) until this node has applied the entry at `index`.
@@ -321,7 +326,7 @@ impl Node {
     /// serves many reads). Returns the index.
     pub async fn read_barrier(&self) -> Result<u64, ReadError> {
         let deadline = Instant::now() + self.request_timeout;
-        let index = retry(deadline, || self.read_index_once(deadline)).await?;
+        let index = retry(deadline, Duration::ZERO, || self.read_index_once(deadline)).await?;
         let left = deadline.saturating_duration_since(Instant::now());
         self.raft
             .wait(Some(left))
@@ -374,13 +379,7 @@ impl Node {
         let m = self.raft.metrics().borrow().clone();
         Metrics {
             id: self.id,
-            role: match m.state {
-                ServerState::Leader => Role::Leader,
-                ServerState::Follower => Role::Follower,
-                ServerState::Candidate => Role::Candidate,
-                ServerState::Learner => Role::Learner,
-                ServerState::Shutdown => Role::Shutdown,
-            },
+            role: m.state.into(),
             leader: m.current_leader,
             term: m.current_term,
             last_log_index: m.last_log_index,
@@ -428,6 +427,118 @@ impl Node {
         }
     }
 
+    /// Makes node `id` a learner at `addr` (`HOST:PORT` of its peer port) and waits until it
+    /// has caught up with the log, by entries or by a snapshot. A learner gets every write
+    /// and does not vote: a new node joins this way before it is promoted.
+    ///
+    /// Every membership change, from any node (forwarded to the leader), names a target
+    /// state, so sending it again after any error finishes rather than repeats it; the
+    /// errors say which are worth retrying ([`ClusterError::is_retryable`]) and
+    /// [`ClusterError::Rejected`] ones are not. Each keeps trying until
+    /// [`Config::change_timeout`].
+    pub async fn add_learner(&self, id: NodeId, addr: &str) -> Result<Membership, ClusterError> {
+        let deadline = Instant::now() + self.change_timeout;
+        let add = Change::AddLearner {
+            id,
+            addr: addr.into(),
+        };
+        self.change(add, deadline).await
+    }
+
+    /// Makes the learner `id` a voter, once it has caught up, and if a majority of the
+    /// voters it makes answers (a change that would leave no majority able to commit is
+    /// refused). Waits until the change is committed (openraft's joint consensus: two log
+    /// entries).
+    pub async fn promote(&self, id: NodeId) -> Result<Membership, ClusterError> {
+        let deadline = Instant::now() + self.change_timeout;
+        self.change(Change::Promote(id), deadline).await
+    }
+
+    /// Takes node `id`, voter or learner, out of the membership, and waits until that is
+    /// committed. The others then refuse its peer traffic. A voter is removed only if a
+    /// majority of the voters left answers. The leader may remove itself: it steps down once
+    /// the change is committed. A node not in the membership is already removed: `Ok`.
+    pub async fn remove(&self, id: NodeId) -> Result<Membership, ClusterError> {
+        let deadline = Instant::now() + self.change_timeout;
+        self.change(Change::Remove(id), deadline).await
+    }
+
+    /// Adds node `id` at `addr` as a voter: [`Node::add_learner`], then [`Node::promote`],
+    /// within one [`Config::change_timeout`]. A node that does not catch up in time stays
+    /// a learner (the error says so): calling `add` again goes on from there.
+    pub async fn add(&self, id: NodeId, addr: &str) -> Result<Membership, ClusterError> {
+        let deadline = Instant::now() + self.change_timeout;
+        let add = Change::AddLearner {
+            id,
+            addr: addr.into(),
+        };
+        self.change(add, deadline).await?;
+        self.change(Change::Promote(id), deadline).await
+    }
+
+    async fn change(&self, change: Change, deadline: Instant) -> Result<Membership, ClusterError> {
+        // Leave time for one more try to do something, rather than replace an informative
+        // error (a learner not caught up) with a bare timeout.
+        let reserve = Duration::from_millis(200);
+        retry(deadline, reserve, || {
+            self.change_once(change.clone(), deadline)
+        })
+        .await
+    }
+
+    async fn change_once(
+        &self,
+        change: Change,
+        deadline: Instant,
+    ) -> Result<Membership, ClusterError> {
+        match self.leader() {
+            None => Err(ClusterError::NoLeader),
+            Some(l) if l == self.id => {
+                let live = |id| self.pool.ping(id, PING_TIMEOUT);
+                members::apply(&self.raft, change, deadline, live).await
+            }
+            Some(l) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                // The leader's share: its answer, even "unfinished", must come back in time.
+                let leader_left = left.saturating_sub(left / 10 + Duration::from_millis(100));
+                let req = Request::Change {
+                    change,
+                    timeout_ms: leader_left.as_millis() as u64,
+                };
+                match self.pool.call(l, req, left).await {
+                    Ok(Response::Change(r)) => r,
+                    Ok(other) => Err(ClusterError::Unreachable(format!("{other:?}"))),
+                    Err(CallError::NotSent(e)) => Err(ClusterError::Unreachable(e.to_string())),
+                    // The leader may have proposed it, or be gone midway: sending the
+                    // change again (to the next leader) finishes it.
+                    Err(e @ CallError::Lost(_)) => Err(ClusterError::Unfinished(format!(
+                        "no answer from the leader {l}: {e}"
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// This node's role and indexes, and the group's membership and each follower's lag as
+    /// the leader sees them (asked over the peer protocol if another node leads). With no
+    /// leader to ask, the membership is this node's own view and there is no replication:
+    /// [`Status::view`] says which.
+    pub async fn status(&self) -> Status {
+        let local = Status::local(&self.raft).await;
+        let leader = match (local.view, local.leader) {
+            (View::Local, Some(l)) if l != self.id => l,
+            _ => return local,
+        };
+        match self
+            .pool
+            .call(leader, Request::Status, self.request_timeout)
+            .await
+        {
+            Ok(Response::Status(Ok(s))) => local.with_leader_view(*s),
+            _ => local,
+        }
+    }
+
     /// Stops the node: its Raft, its port and every connection to it. The directory keeps
     /// what it held; [`Node::start`] on it rejoins.
     pub async fn shutdown(self) {
@@ -439,8 +550,13 @@ impl Node {
 }
 
 /// Runs `once` until it succeeds, fails with an error that is not safe to retry, or the
-/// deadline passes, pausing briefly between tries (an election takes a few hundred ms).
-async fn retry<T, F, Fut>(deadline: Instant, mut once: F) -> Result<T, ClusterError>
+/// deadline passes (or leaves less than `reserve` for one more try), pausing briefly
+/// between tries (an election takes a few hundred ms).
+async fn retry<T, F, Fut>(
+    deadline: Instant,
+    reserve: Duration,
+    mut once: F,
+) -> Result<T, ClusterError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, ClusterError>>,
@@ -449,7 +565,7 @@ where
     loop {
         match once().await {
             Err(e) if e.is_retryable() => {
-                if Instant::now() + pause >= deadline {
+                if Instant::now() + pause + reserve >= deadline {
                     return Err(e);
                 }
                 tokio::time::sleep(pause).await;

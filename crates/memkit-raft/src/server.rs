@@ -1,11 +1,15 @@
-//! The peer protocol's server side ([`serve`]): answers openraft's RPCs, forwarded writes
-//! and read-index questions, one request at a time per connection.
+//! The peer protocol's server side ([`serve`]): answers openraft's RPCs, forwarded writes,
+//! read-index questions, membership changes and status questions, one request at a time
+//! per connection.
 //!
-//! A sender must be one of the group's nodes: the current membership's, or, before this
-//! node has learned one (a fresh or wiped node), the configured peer list. Openraft's RPCs
-//! must also carry the sender's own vote (a node may not speak for another). This is a
-//! sanity check against misdirected traffic, not authentication: the peer port belongs on a
-//! private network.
+//! A sender must be one of the group's nodes: a member of the latest membership this node's
+//! log holds or of the last committed one, or, before this node has learned one (a fresh or
+//! wiped node), in the configured peer list. So a node added later is admitted as soon as
+//! the entry adding it reaches this node, and a node removed keeps being admitted until its
+//! removal is committed (it may be the leader that proposed it, and must still tell the
+//! others that it committed), then is refused. Openraft's RPCs must also carry the sender's
+//! own vote (a node may not speak for another). This is a sanity check against misdirected
+//! traffic, not authentication: the peer port belongs on a private network.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,8 +20,13 @@ use tokio::sync::watch;
 
 use crate::error::ClusterError;
 use crate::leader;
-use crate::network::{Envelope, Request, Response, read_frame, write_frame};
+use crate::members;
+use crate::network::{Envelope, Pool, Request, Response, read_frame, write_frame};
+use crate::status::{Status, View};
 use crate::types::{NodeId, Raft};
+
+/// How long the leader waits for each voter-to-be's ping before a change of voters.
+pub const PING_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// What a node's server needs.
 pub struct Service {
@@ -27,6 +36,8 @@ pub struct Service {
     pub peers: BTreeMap<NodeId, String>,
     /// How long a forwarded write or a read-index question may take here.
     pub request_timeout: Duration,
+    /// Connections to the peers (the leader pings voters-to-be before a change of voters).
+    pub pool: Arc<Pool>,
 }
 
 impl std::fmt::Debug for Service {
@@ -38,13 +49,24 @@ impl std::fmt::Debug for Service {
 }
 
 impl Service {
-    fn admits(&self, from: NodeId) -> bool {
+    async fn admits(&self, from: NodeId) -> bool {
         let m = self.raft.metrics().borrow().membership_config.clone();
-        let mut nodes = m.membership().nodes().peekable();
-        if nodes.peek().is_none() {
+        if m.membership().get_node(&from).is_some() {
+            return true;
+        }
+        if m.membership().nodes().next().is_none() {
             return self.peers.contains_key(&from);
         }
-        nodes.any(|(id, _)| *id == from)
+        // Rarely here (a node just added, or one removed): ask the Raft state itself, whose
+        // effective membership the metrics may not show yet, and whose committed one is
+        // not in the metrics at all.
+        self.raft
+            .with_raft_state(move |st| {
+                let ms = &st.membership_state;
+                ms.effective().get_node(&from).is_some() || ms.committed().get_node(&from).is_some()
+            })
+            .await
+            .unwrap_or(false)
     }
 
     /// The sender named in an RPC's vote, if the request is one of openraft's.
@@ -53,13 +75,17 @@ impl Service {
             Request::Append(r) => Some(r.vote.leader_id().voted_for()),
             Request::Vote(r) => Some(r.vote.leader_id().voted_for()),
             Request::Snapshot(r) => Some(r.vote.leader_id().voted_for()),
-            Request::Write(_) | Request::ReadIndex => None,
+            Request::Write(_)
+            | Request::ReadIndex
+            | Request::Change { .. }
+            | Request::Status
+            | Request::Ping => None,
         }
     }
 
     /// Answers one request.
     pub async fn handle(&self, env: Envelope) -> Response {
-        if !self.admits(env.from) {
+        if !self.admits(env.from).await {
             return Response::Refused(format!("node {} is not in the group", env.from));
         }
         if Self::claimed(&env.req).is_some_and(|v| v != Some(env.from)) {
@@ -80,6 +106,25 @@ impl Service {
                     .await
                     .unwrap_or(Err(ClusterError::Timeout)),
             ),
+            Request::Change { change, timeout_ms } => {
+                let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+                let live = |id| self.pool.ping(id, PING_TIMEOUT);
+                Response::Change(members::apply(&self.raft, change, deadline, live).await)
+            }
+            Request::Status => Response::Status(self.status().await),
+            Request::Ping => Response::Pong,
+        }
+    }
+
+    /// The leader's status; another node says who leads.
+    async fn status(&self) -> Result<Box<Status>, ClusterError> {
+        let st = Status::local(&self.raft).await;
+        match st.view {
+            View::Leader(_) => Ok(Box::new(st)),
+            View::Local => Err(match st.leader {
+                Some(l) if l != st.id => ClusterError::NotLeader(Some(l)),
+                _ => ClusterError::NoLeader,
+            }),
         }
     }
 }
