@@ -336,7 +336,8 @@ const POOL_IDLE: usize = 4;
 #[derive(Debug)]
 pub struct Pool {
     me: NodeId,
-    /// The configured peers: the addresses of nodes the membership does not name (yet).
+    /// The configured peers: where this node dials them (as [`Network`] does), whatever
+    /// address the membership holds.
     addrs: BTreeMap<NodeId, String>,
     /// This node's Raft metrics: the current membership, with every member's address.
     metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
@@ -345,8 +346,8 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// A pool from `me` to the members its Raft's `metrics` name, and to the peers at
-    /// `addrs` it does not.
+    /// A pool from `me` to the peers at `addrs`, and to the other members its Raft's
+    /// `metrics` name at the membership's addresses.
     pub fn new(
         me: NodeId,
         addrs: BTreeMap<NodeId, String>,
@@ -360,13 +361,14 @@ impl Pool {
         })
     }
 
-    /// Where `target` listens: the current membership's address, else the configured one.
+    /// Where to dial `target`: the configured address, else the current membership's.
     fn addr(&self, target: NodeId) -> Option<String> {
+        if let Some(a) = self.addrs.get(&target) {
+            return Some(a.clone());
+        }
         let m = self.metrics.borrow();
         let member = m.membership_config.membership().get_node(&target);
-        member
-            .map(|n| n.addr.clone())
-            .or_else(|| self.addrs.get(&target).cloned())
+        member.map(|n| n.addr.clone())
     }
 
     /// Whether `target` answers a ping within `deadline`.
