@@ -188,6 +188,7 @@ pub fn decode_request<'a>(buf: &'a [u8], limits: &Limits) -> Decoded<'a> {
         b"lru_crawler" => c.admin(AdminCmd::LruCrawler),
         b"watch" => c.admin(AdminCmd::Watch),
         b"slabs" => c.admin(AdminCmd::Slabs),
+        b"cluster" => c.admin(AdminCmd::Cluster),
         b"lru" => {
             c.want(nt >= 3)?;
             c.admin(AdminCmd::Lru)

@@ -63,6 +63,8 @@ pub enum AdminCmd {
     Slabs,
     /// `lru tune|mode|temp_ttl ...`
     Lru,
+    /// `cluster status|add ID HOST:PORT|remove ID` (memkitd in a replicated group).
+    Cluster,
 }
 
 impl AdminCmd {
@@ -72,6 +74,7 @@ impl AdminCmd {
             AdminCmd::Watch => b"watch",
             AdminCmd::Slabs => b"slabs",
             AdminCmd::Lru => b"lru",
+            AdminCmd::Cluster => b"cluster",
         }
     }
 }

@@ -134,6 +134,13 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, cx: &mut Cx, out: &mut Vec<u8>) 
             crate::stats::write_stats(sh, &args, out);
             Action::Continue
         }
+        Request::Admin {
+            cmd: AdminCmd::Cluster,
+            args,
+        } => {
+            let args: Vec<&[u8]> = args.iter().collect();
+            cluster(sh, cx, &args, out)
+        }
         Request::Admin { cmd, args } => {
             let args: Vec<&[u8]> = args.iter().collect();
             admin(sh, cmd, &args, out)
@@ -510,6 +517,31 @@ fn meta_debug(sh: &Shared, key: &[u8], base64: bool, out: &mut Vec<u8>) {
 }
 
 /// `lru_crawler`, `watch`, `slabs`, `lru`.
+/// `cluster status|add ID HOST:PORT|remove ID`: carried out by the group's node while the
+/// connection waits, as a write is (`crate::exec::replicate`).
+fn cluster(sh: &Shared, cx: &mut Cx, args: &[&[u8]], out: &mut Vec<u8>) -> Action {
+    if sh.replica().is_none() {
+        line(
+            out,
+            "CLIENT_ERROR not a node of a replicated group (--raft-node)",
+        );
+        return Action::Continue;
+    }
+    let Some(admin) = crate::replica::Admin::parse(args) else {
+        line(
+            out,
+            "CLIENT_ERROR usage: cluster status|add ID HOST:PORT|remove ID",
+        );
+        return Action::Continue;
+    };
+    match cx.repl.get_or_insert_with(Default::default).cluster(admin) {
+        None => {}
+        Some(Ok(lines)) => lines.iter().for_each(|l| line(out, l)),
+        Some(Err(e)) => line(out, &format!("SERVER_ERROR {e}")),
+    }
+    Action::Continue
+}
+
 fn admin(sh: &Shared, cmd: AdminCmd, args: &[&[u8]], out: &mut Vec<u8>) -> Action {
     match cmd {
         AdminCmd::LruCrawler => match args.first().copied() {
@@ -553,6 +585,8 @@ fn admin(sh: &Shared, cmd: AdminCmd, args: &[&[u8]], out: &mut Vec<u8>) -> Actio
             return Action::Watch(mask);
         }
         AdminCmd::Slabs | AdminCmd::Lru => line(out, "OK"),
+        // Handled by `cluster` (it needs the connection).
+        AdminCmd::Cluster => line(out, "ERROR"),
     }
     Action::Continue
 }

@@ -60,6 +60,8 @@ pub struct Job {
     pub writes: Vec<Write>,
     /// A read waits for a barrier after them.
     pub barrier: bool,
+    /// An operator's `cluster` command.
+    pub admin: Option<Admin>,
     /// Filled in before the connection's completer fires.
     pub done: Arc<Mutex<Done>>,
 }
@@ -71,6 +73,104 @@ pub struct Done {
     pub replies: Vec<Result<Reply, String>>,
     /// The barrier: `Some(Err)` when the reads must be answered with an error.
     pub barrier: Option<Result<(), String>>,
+    /// The `cluster` command's reply lines, or why it failed.
+    pub admin: Option<Result<Vec<String>, String>>,
+}
+
+/// `cluster ...`: the group's membership, seen or changed from any node (a change is
+/// carried out by the leader).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admin {
+    /// `cluster status`.
+    Status,
+    /// `cluster add ID HOST:PORT`: joins as a learner, catches up, then votes.
+    Add(u64, String),
+    /// `cluster remove ID`.
+    Remove(u64),
+}
+
+impl Admin {
+    /// Parses `cluster`'s arguments.
+    pub fn parse(args: &[&[u8]]) -> Option<Admin> {
+        let s = |b: &[u8]| std::str::from_utf8(b).ok().map(str::to_string);
+        let id = |b: &[u8]| s(b)?.parse::<u64>().ok().filter(|&n| n > 0);
+        match args {
+            [b"status"] => Some(Admin::Status),
+            [b"add", i, addr] => Some(Admin::Add(id(i)?, s(addr).filter(|a| a.contains(':'))?)),
+            [b"remove", i] => Some(Admin::Remove(id(i)?)),
+            _ => None,
+        }
+    }
+
+    async fn run(self, node: &Node) -> Result<Vec<String>, String> {
+        let changed = match self {
+            Admin::Status => return Ok(status_lines(&node.status().await)),
+            Admin::Add(id, addr) => node.add(id, &addr).await,
+            Admin::Remove(id) => node.remove(id).await,
+        };
+        let ids = |m: &std::collections::BTreeMap<u64, String>| {
+            m.keys().map(u64::to_string).collect::<Vec<_>>().join(",")
+        };
+        changed
+            .map(|m| {
+                vec![format!(
+                    "OK voters={} learners={}",
+                    ids(&m.voters),
+                    ids(&m.learners)
+                )]
+            })
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// `cluster status` as `STAT` lines: this node's view, then a line a member.
+fn status_lines(st: &memkit_raft::Status) -> Vec<String> {
+    let n = |v: Option<u64>| v.unwrap_or(0);
+    let mut out = vec![
+        format!("STAT node {}", st.id),
+        format!("STAT role {}", role_name(st.role)),
+        format!("STAT leader {}", n(st.leader)),
+        format!("STAT term {}", st.term),
+        format!("STAT last_log_index {}", n(st.last_log_index)),
+        format!("STAT commit_index {}", n(st.commit_index)),
+        format!("STAT applied_index {}", n(st.applied_index)),
+        format!(
+            "STAT joint {}",
+            if st.membership.is_joint() {
+                "yes"
+            } else {
+                "no"
+            }
+        ),
+    ];
+    let repl = st.replication.as_ref();
+    let members = st
+        .membership
+        .voters
+        .iter()
+        .map(|m| (m, "voter"))
+        .chain(st.membership.learners.iter().map(|m| (m, "learner")));
+    for ((id, addr), kind) in members {
+        let f = repl.and_then(|r| r.followers.iter().find(|f| f.id == *id));
+        let lag = match (f, repl) {
+            (Some(f), _) => format!(" matched={} lag={}", n(f.matched), f.lag),
+            (None, Some(r)) if r.leader == *id => " leader".to_string(),
+            _ => String::new(),
+        };
+        out.push(format!("STAT member {id} {addr} {kind}{lag}"));
+    }
+    out.push("END".into());
+    out
+}
+
+fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::Leader => "leader",
+        Role::Follower => "follower",
+        Role::Candidate => "candidate",
+        Role::Learner => "learner",
+        Role::Shutdown => "shutdown",
+    }
 }
 
 /// `stats`' replication lines, read now.
@@ -158,8 +258,14 @@ impl Replica {
         let barriers = self.barriers.clone();
         let writes = job.writes.clone();
         let barrier = job.barrier;
+        let admin = job.admin.clone();
         let slot = job.done.clone();
         self.handle.spawn(async move {
+            if let Some(a) = admin {
+                let reply = a.run(&node).await;
+                slot.lock().admin = Some(reply);
+                return done.complete(Ok(()));
+            }
             let mut replies = Vec::with_capacity(writes.len());
             let mut last = None;
             for w in writes {
@@ -183,6 +289,7 @@ impl Replica {
             *slot.lock() = Done {
                 replies,
                 barrier: barrier.then_some(read),
+                admin: None,
             };
             // Failures are answered request by request (SERVER_ERROR), not by closing.
             done.complete(Ok(()));
@@ -194,13 +301,7 @@ impl Replica {
         let m = self.node.metrics_now();
         let applied = m.applied_index.unwrap_or(0);
         Figures {
-            role: match m.role {
-                Role::Leader => "leader",
-                Role::Follower => "follower",
-                Role::Candidate => "candidate",
-                Role::Learner => "learner",
-                Role::Shutdown => "shutdown",
-            },
+            role: role_name(m.role),
             leader: m.leader.unwrap_or(0),
             term: m.term,
             // Read a moment ago: never shown below what is applied.

@@ -21,7 +21,7 @@ use memkit_raft::{Mode, Reply as Outcome, SetExptime, Vivify, Write, exptime_uni
 use memkit_types::{ArithMode, Error, Exptime, StoreMode, Stored};
 
 use super::Reply;
-use crate::replica::{Done, Job, Replica};
+use crate::replica::{Admin, Done, Job, Replica};
 
 /// What `mg N` is answered in a replicated group.
 const NO_VIVIFY: &str = "mg N (create on a miss) is not replicated";
@@ -35,6 +35,8 @@ pub struct Repl {
     replies: VecDeque<Result<Outcome, String>>,
     /// Why its reads are answered with an error (the barrier failed).
     read_error: Option<String>,
+    /// A `cluster` command's reply, for its second run.
+    admin: Option<Result<Vec<String>, String>>,
     /// A barrier passed after everything now in the input arrived.
     fresh: bool,
 }
@@ -42,14 +44,18 @@ pub struct Repl {
 impl Repl {
     /// The job to park for, if the last request made one.
     pub fn take_job(&mut self) -> Option<Job> {
-        let j = &self.job;
-        (!j.writes.is_empty() || j.barrier).then(|| std::mem::take(&mut self.job))
+        self.waits().then(|| std::mem::take(&mut self.job))
     }
 
     /// What a finished job came to, for the request's second run.
     pub fn finish(&mut self, job: Job) {
-        let Done { replies, barrier } = std::mem::take(&mut *job.done.lock());
+        let Done {
+            replies,
+            barrier,
+            admin,
+        } = std::mem::take(&mut *job.done.lock());
         self.replies = replies.into();
+        self.admin = admin;
         match barrier {
             Some(Ok(())) => self.fresh = true,
             Some(Err(e)) => self.read_error = Some(e),
@@ -61,6 +67,7 @@ impl Repl {
     pub fn answered(&mut self) {
         self.replies.clear();
         self.read_error = None;
+        self.admin = None;
     }
 
     /// More input arrived: it came after the last barrier began.
@@ -70,7 +77,18 @@ impl Repl {
 
     /// Whether the request run last waits for its job.
     pub fn waits(&self) -> bool {
-        !self.job.writes.is_empty() || self.job.barrier
+        let j = &self.job;
+        !j.writes.is_empty() || j.barrier || j.admin.is_some()
+    }
+
+    /// `cluster ...`: on its second run, its reply lines (or why it failed); on its first,
+    /// `None`, and the command is noted for the node to carry out.
+    pub fn cluster(&mut self, admin: Admin) -> Option<Result<Vec<String>, String>> {
+        let r = self.admin.take();
+        if r.is_none() {
+            self.job.admin = Some(admin);
+        }
+        r
     }
 }
 
