@@ -255,7 +255,11 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+        let (rpc, cut) = within_budget(rpc);
         match self.call(Request::Append(rpc), option.hard_ttl()).await {
+            Ok(Response::Append(Ok(AppendEntriesResponse::Success))) if cut.is_some() => {
+                Ok(AppendEntriesResponse::PartialSuccess(cut))
+            }
             Ok(Response::Append(r)) => r.map_err(|e| self.remote(e)),
             Ok(other) => Err(self.unexpected(other)),
             Err(e) => Err(self.rpc_err(e)),
@@ -326,6 +330,42 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         let addr = self.dial.get(&target).unwrap_or(&node.addr);
         PeerClient::new(self.me, target, addr.clone())
     }
+}
+
+/// The value bytes one append carries at most (beyond its first entry, which always
+/// goes). openraft gives an append one heartbeat interval to be answered, the follower's
+/// fsync included, and counts its batches in entries, not bytes: a follower catching up
+/// on sixteen large values at a time would miss that deadline again and again, and never
+/// catch up. 64 KiB a round trip still moves tens of MB/s on a LAN.
+const APPEND_BUDGET: usize = 64 << 10;
+
+/// `rpc` cut to [`APPEND_BUDGET`], and the id of its last entry if it was cut: the
+/// follower then holds a prefix, which openraft hears as a partial success and goes on
+/// from.
+fn within_budget(
+    mut rpc: AppendEntriesRequest<TypeConfig>,
+) -> (
+    AppendEntriesRequest<TypeConfig>,
+    Option<crate::types::LogId>,
+) {
+    let mut bytes = 0;
+    let keep = rpc
+        .entries
+        .iter()
+        .position(|e| {
+            bytes += match &e.payload {
+                openraft::EntryPayload::Normal(p) => p.write.size(),
+                _ => 64,
+            };
+            bytes > APPEND_BUDGET
+        })
+        .map_or(rpc.entries.len(), |i| i.max(1));
+    if keep == rpc.entries.len() {
+        return (rpc, None);
+    }
+    rpc.entries.truncate(keep);
+    let last = rpc.entries.last().map(|e| e.log_id);
+    (rpc, last)
 }
 
 /// Idle connections kept a peer by [`Pool`].
@@ -413,5 +453,60 @@ impl Pool {
     /// Drops every idle connection (shutdown).
     pub fn clear(&self) {
         self.idle.lock().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Entry, Mode, Proposal};
+    use openraft::{CommittedLeaderId, EntryPayload, LogId};
+
+    fn entry(index: u64, value_len: usize) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Proposal {
+                stamp_ms: 0,
+                write: Write::Store {
+                    key: b"k".to_vec(),
+                    value: vec![0; value_len],
+                    flags: 0,
+                    exptime_unix: None,
+                    mode: Mode::Set,
+                    cas: None,
+                    invalidate: false,
+                    vivify: None,
+                },
+            }),
+        }
+    }
+
+    fn append(sizes: &[usize]) -> AppendEntriesRequest<TypeConfig> {
+        AppendEntriesRequest {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: None,
+            leader_commit: None,
+            entries: sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| entry(i as u64 + 1, n))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn an_append_is_cut_to_the_budget_but_always_carries_one_entry() {
+        let (rpc, cut) = within_budget(append(&[100, 100, 100]));
+        assert_eq!((rpc.entries.len(), cut), (3, None));
+        let mb = 1 << 20;
+        let (rpc, cut) = within_budget(append(&[mb, mb, 10]));
+        assert_eq!(rpc.entries.len(), 1, "one entry even over the budget");
+        assert_eq!(cut.map(|l| l.index), Some(1));
+        let (rpc, cut) = within_budget(append(&[40 << 10, 40 << 10, 10]));
+        assert_eq!(rpc.entries.len(), 1);
+        assert_eq!(cut.map(|l| l.index), Some(1));
+        let (rpc, cut) = within_budget(append(&[100, 100, mb]));
+        assert_eq!(rpc.entries.len(), 2);
+        assert_eq!(cut.map(|l| l.index), Some(2));
     }
 }

@@ -165,6 +165,15 @@ pub enum Write {
 }
 
 impl Write {
+    /// About how many bytes it carries (key and value).
+    pub fn size(&self) -> usize {
+        match self {
+            Write::Store { key, value, .. } => key.len() + value.len(),
+            Write::Flush { .. } => 8,
+            w => w.key().map_or(0, <[u8]>::len),
+        }
+    }
+
     /// The key this write changes (`None` for a flush).
     pub fn key(&self) -> Option<&[u8]> {
         match self {

@@ -140,35 +140,12 @@ fn flipped_bytes_in_the_flash_file_are_misses_never_wrong_bytes() {
     assert!(stat(&mut c, "miss_from_extstore") >= bad);
 }
 
-/// A tmpfs of `mb` MiB mounted at `at` for the test's life (the test runs as root, as CI
-/// does; anywhere else it fails rather than skip).
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &Path, mb: u32) -> Tmpfs {
-        std::fs::create_dir_all(at).unwrap();
-        let status = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
-            .arg(at)
-            .status()
-            .expect("mount(8)");
-        assert!(status.success(), "mounting a tmpfs needs root: {status}");
-        Tmpfs(at.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_full_disk_degrades_to_ram_only_without_a_client_error() {
     let dir = tempdir("flash-full");
-    let mount = Tmpfs::mount(&dir.path().join("small"), 4);
+    let mount = memkit_testkit::tempdir::Tmpfs::mount(&dir.path().join("small"), 4);
     // A 64 MiB file on 4 MiB of tmpfs: it is sparse, and the writes past 4 MiB fail.
-    let (d, mut c) = start(&mount.0.join("flash"), "64m", &[]);
+    let (d, mut c) = start(&mount.path().join("flash"), "64m", &[]);
     let n = 6000;
     fill(&mut c, n);
     let (hits, wrong) = read_back(&mut c, n);

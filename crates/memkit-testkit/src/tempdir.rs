@@ -1,5 +1,6 @@
 //! Scratch directories for tests: [`tempdir`] and [`in_memory`], each a fresh directory of
-//! its own (so tests running at once never share one), removed when dropped.
+//! its own (so tests running at once never share one), removed when dropped; [`Tmpfs`], a
+//! small disk that fills.
 //!
 //! They are readable and searchable by every user (mode 0755, where the `tempfile` crate's
 //! default is 0700): memcached reads its sasldb, and memkitd its files, after giving up
@@ -34,6 +35,36 @@ fn tempdir_in(base: &Path, tag: &str) -> TempDir {
         .permissions(Permissions::from_mode(0o755))
         .tempdir_in(base)
         .unwrap_or_else(|e| panic!("a temp dir in {}: {e}", base.display()))
+}
+
+/// A tmpfs of `mb` MiB mounted at `at` (created if missing) for the value's life: a small
+/// disk that fills, for tests of what a full disk does. Mounting needs root, as CI has;
+/// anywhere else it panics rather than let the test skip.
+#[derive(Debug)]
+pub struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    pub fn mount(at: &Path, mb: u32) -> Tmpfs {
+        std::fs::create_dir_all(at).expect("the mount point");
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
+            .arg(at)
+            .status()
+            .expect("mount(8)");
+        assert!(status.success(), "mounting a tmpfs needs root: {status}");
+        Tmpfs(at.to_path_buf())
+    }
+
+    /// Where it is mounted.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ pub struct GroupOptions {
     pub relays: bool,
     /// More flags for every node.
     pub args: Vec<String>,
+    /// Nodes whose `--persist` directory is elsewhere (a small disk that fills).
+    pub dirs: BTreeMap<u64, PathBuf>,
 }
 
 impl Default for GroupOptions {
@@ -33,6 +35,7 @@ impl Default for GroupOptions {
             nodes: 3,
             relays: false,
             args: Vec::new(),
+            dirs: BTreeMap::new(),
         }
     }
 }
@@ -50,6 +53,7 @@ pub struct Group {
     relays: Vec<Vec<Option<Relay>>>,
     dir: TempDir,
     args: Vec<String>,
+    dirs: BTreeMap<u64, PathBuf>,
 }
 
 impl std::fmt::Debug for Group {
@@ -94,6 +98,7 @@ impl Group {
             relays,
             dir: crate::tempdir::tempdir("group"),
             args: opts.args,
+            dirs: opts.dirs,
         };
         for id in g.ids() {
             g.start_node(id);
@@ -112,7 +117,10 @@ impl Group {
 
     /// Node `id`'s `--persist` directory.
     pub fn dir(&self, id: u64) -> PathBuf {
-        self.dir.path().join(format!("node{id}"))
+        match self.dirs.get(&id) {
+            Some(d) => d.clone(),
+            None => self.dir.path().join(format!("node{id}")),
+        }
     }
 
     /// Node `id`'s client port.
@@ -170,7 +178,7 @@ impl Group {
             "--raft-peers".into(),
             self.peers_of(id),
             "--raft-heartbeat-ms".into(),
-            "50".into(),
+            "100".into(),
             "--raft-timeout-ms".into(),
             "3000".into(),
         ];
