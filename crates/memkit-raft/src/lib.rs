@@ -14,15 +14,17 @@
 //!   entry's log index; [`Store`], what reads share with it.
 //! - [`snapshot`]: the engine's items (CAS and absolute expiry kept) as a snapshot, saved
 //!   in the node's directory and sent to peers.
-//! - [`network`]: the peer protocol (length-prefixed JSON over TCP) and its client side:
-//!   openraft's network factory, a pool for forwarded requests.
+//! - [`codec`]: the binary encoding (postcard) of log entries, the log's metadata and peer
+//!   frames.
+//! - [`network`]: the peer protocol (length-prefixed postcard frames over TCP) and its
+//!   client side: openraft's network factory, a pool for forwarded requests.
 //! - [`server`]: the peer protocol's server side, refusing senders outside the group.
 //! - [`leader`]: what only the leader does: propose with its stamp, confirm a read index.
 //! - [`node`]: [`Node`], the façade: start (bootstrap or rejoin), write (forwarded to the
 //!   leader), linearizable reads, metrics, snapshot, shutdown.
 //! - [`error`]: [`ClusterError`]: why the group did not answer, and whether a retry is safe.
 //!
-//! Dependencies point one way: `types` and `error` under everything; `clock` and
+//! Dependencies point one way: `types`, `error` and `codec` under everything; `clock` and
 //! `snapshot` under `state_machine`; `network` and `leader` under `server`; `node` on top.
 //!
 //! Semantics in one sentence: a write is acknowledged once a majority has it in its log on
@@ -34,6 +36,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod clock;
+pub mod codec;
 pub mod error;
 pub mod leader;
 pub mod log_store;

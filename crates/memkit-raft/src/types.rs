@@ -369,7 +369,7 @@ mod tests {
     }
 
     #[test]
-    fn a_proposal_survives_json() {
+    fn a_proposal_survives_the_codec() {
         let p = Proposal {
             stamp_ms: 42,
             write: Write::Arith {
@@ -384,7 +384,7 @@ mod tests {
                 set_exptime: Some(SetExptime { exptime_unix: None }),
             },
         };
-        let back: Proposal = serde_json::from_slice(&serde_json::to_vec(&p).unwrap()).unwrap();
+        let back: Proposal = crate::codec::from_slice(&crate::codec::to_vec(&p).unwrap()).unwrap();
         assert_eq!(back, p);
     }
 }
