@@ -1,5 +1,5 @@
 //! The binary encoding of what this crate writes to disk or sends to peers: log entries and
-//! the log's metadata, peer frames. postcard: serde's data model
+//! the log's metadata, peer frames, a snapshot file's header. postcard: serde's data model
 //! in a compact, documented wire format (integers as varints, a byte vector as its length
 //! and its bytes, an enum variant as its index, struct fields in order with no names).
 //!
@@ -10,6 +10,9 @@
 //! tests below round-trip every type that crosses, so a change that breaks this fails
 //! there. The format has no field names: adding or reordering a field changes it, and the
 //! log, the snapshot files and the peer protocol then need a new version.
+//!
+//! A snapshot's items are not encoded here but hand-framed (see [`crate::snapshot`]):
+//! a million of them are streamed, each written and read with no allocation.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -12,10 +12,11 @@
 //! - [`log_store`]: the Raft log on fjall, synced before openraft counts on it.
 //! - [`state_machine`]: committed writes applied to a non-evicting engine, each CAS the
 //!   entry's log index; [`Store`], what reads share with it.
-//! - [`snapshot`]: the engine's items (CAS and absolute expiry kept) as a snapshot, saved
-//!   in the node's directory and sent to peers.
-//! - [`codec`]: the binary encoding (postcard) of log entries, the log's metadata and peer
-//!   frames.
+//! - [`snapshot`]: the engine's items (CAS and absolute expiry kept) as a snapshot file
+//!   (versioned, checksummed, items streamed), kept in the node's directory and sent to
+//!   peers as it is.
+//! - [`codec`]: the binary encoding (postcard) of log entries, the log's metadata, peer
+//!   frames and snapshot headers.
 //! - [`network`]: the peer protocol (length-prefixed postcard frames over TCP) and its
 //!   client side: openraft's network factory, a pool for forwarded requests.
 //! - [`server`]: the peer protocol's server side, refusing senders outside the group.

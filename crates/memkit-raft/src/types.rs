@@ -5,8 +5,6 @@
 //! Why mirrors of `memkit_types`' enums rather than those enums: the log and the wire need
 //! serde, and `memkit-types` stays free of it. Each mirror converts both ways here, once.
 
-use std::io::Cursor;
-
 use memkit_types::{
     ArithOutcome, DeleteOutcome, Error as EngineError, Exptime, REALTIME_MAXDELTA, StoreOutcome,
 };
@@ -18,13 +16,14 @@ pub type NodeId = u64;
 
 openraft::declare_raft_types!(
     /// memkit's openraft types: `u64` ids, [`BasicNode`] (its `addr` is the peer's
-    /// `HOST:PORT`), [`Proposal`] in, [`Reply`] out, snapshots as bytes in memory.
+    /// `HOST:PORT`), [`Proposal`] in, [`Reply`] out, snapshots as files (see
+    /// [`crate::snapshot`]), streamed to and from peers, never whole in memory.
     pub TypeConfig:
         D = Proposal,
         R = Reply,
         NodeId = NodeId,
         Node = BasicNode,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = tokio::fs::File,
 );
 
 /// openraft's Raft of this configuration.
