@@ -75,6 +75,8 @@ pub struct RaftSnapshotReport {
     pub fill: Duration,
     /// Peak RSS during the fill, bytes.
     pub fill_peak_rss: u64,
+    /// `Node::snapshot` on the leader (taking the snapshot, saving it).
+    pub snapshot_taken: Duration,
     /// `Node::snapshot` on the leader, then the purge.
     pub snapshot: Duration,
     /// The last log index the snapshot covers.
@@ -87,6 +89,9 @@ pub struct RaftSnapshotReport {
     pub install_start_rss: u64,
     /// From the wiped follower's start to its applied index reaching the leader's.
     pub install: Duration,
+    /// From the wiped follower's start to the whole snapshot file received (`snapshot.recv`
+    /// seen at its full size; `None` if the poll, every 5 ms, missed it).
+    pub received: Option<Duration>,
     /// Peak RSS during the install, bytes.
     pub install_peak_rss: u64,
     /// Whether `VmHWM` could be reset at each phase (else peaks are since the start).
@@ -119,6 +124,10 @@ impl RaftSnapshotReport {
             ("fill writes/s", format!("{:.0}", self.writes_per_sec())),
             (&format!("fill {peak}"), mib(self.fill_peak_rss)),
             (
+                "snapshot taken",
+                format!("{:.2} s", self.snapshot_taken.as_secs_f64()),
+            ),
+            (
                 "snapshot + purge",
                 format!("{:.2} s", self.snapshot.as_secs_f64()),
             ),
@@ -126,6 +135,11 @@ impl RaftSnapshotReport {
             ("snapshot file", mib(self.snapshot_bytes)),
             (&format!("snapshot {peak}"), mib(self.snapshot_peak_rss)),
             ("RSS before install", mib(self.install_start_rss)),
+            (
+                "wiped follower: snapshot received",
+                self.received
+                    .map_or("—".into(), |d| format!("{:.2} s", d.as_secs_f64())),
+            ),
             (
                 "wiped follower caught up",
                 format!("{:.2} s", self.install.as_secs_f64()),
@@ -313,6 +327,16 @@ fn check(node: &Node, a: &RaftSnapshotArgs) -> (u64, u64) {
     (checked, bad)
 }
 
+/// Waits until `path` holds `bytes` bytes; the time since `since`.
+async fn received(path: PathBuf, bytes: u64, since: Instant) -> Duration {
+    loop {
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() >= bytes) {
+            return since.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn within<T>(
     secs: u64,
     what: &str,
@@ -383,6 +407,7 @@ async fn phases(
             .snapshot(Duration::from_secs(limit))
             .await
             .map_err(io::Error::other)?;
+        r.snapshot_taken = t.elapsed();
         for n in g.nodes.values() {
             n.raft()
                 .trigger()
@@ -421,6 +446,11 @@ async fn phases(
     r.peaks_reset &= reset_peak();
     r.install_start_rss = rss().0;
     let t = Instant::now();
+    let received = tokio::spawn(received(
+        g.dir(follower).join("snapshot.recv"),
+        r.snapshot_bytes,
+        t,
+    ));
     g.boot(follower, node_config(a, false)).await?;
     g.nodes[&follower]
         .raft()
@@ -430,6 +460,8 @@ async fn phases(
         .map_err(io::Error::other)?;
     r.install = t.elapsed();
     r.install_peak_rss = rss().1;
+    received.abort();
+    r.received = received.await.ok();
     progress(&format!(
         "install: follower {follower} applied {target} after {:.2} s",
         r.install.as_secs_f64()
