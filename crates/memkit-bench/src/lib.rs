@@ -25,6 +25,9 @@
 //!   server's memory bound, that no connection is stuck, and that `stats` adds up.
 //! - [`restart_bench`]: `memkit-bench restart`: warm restart (`-e FILE`) of a full cache,
 //!   memkitd and memcached: stop and start times, items kept.
+//! - [`raft_snapshot`]: `memkit-bench raft-snapshot`: a three-node `memkit-raft` group in
+//!   process: replicated writes/s with concurrent writers through the leader, a snapshot of
+//!   every item, and how long a wiped follower takes to install it (peak RSS per phase).
 //! - [`loadgen`]: the async (tokio) load generator, text or binary protocol (the binary side
 //!   on `memkit_protocol::binary`'s client codec); [`procs`]: the server processes and their
 //!   `/proc` figures; [`cpu_sample`]: a server's user/kernel split sampled by `perf record`
@@ -41,6 +44,7 @@ pub mod loadgen;
 pub mod lru;
 pub mod persist_bench;
 pub mod procs;
+pub mod raft_snapshot;
 pub mod report;
 pub mod restart_bench;
 pub mod server_bench;

@@ -12,6 +12,8 @@
 //! - `soak`: a bounded mixed run against memkitd with checks (see [`memkit_bench::soak`]).
 //! - `restart`: warm restart (`-e`) of a full cache, memkitd and memcached (see
 //!   [`memkit_bench::restart_bench`]).
+//! - `raft-snapshot`: a three-node replicated group in-process: a pipelined fill through the
+//!   leader, a snapshot, a wiped follower rebuilt from it (see [`memkit_bench::raft_snapshot`]).
 
 use clap::{Args, Parser, Subcommand};
 use memkit_bench::engine_bench::{self, EngineBenchConfig, Part};
@@ -46,6 +48,9 @@ enum Cmd {
     /// memkitd and memcached with `-e FILE`: a full cache stopped with SIGUSR1 and started
     /// again: stop and start times, items kept.
     Restart(memkit_bench::restart_bench::RestartArgs),
+    /// A three-node memkit-raft group on loopback: replicated writes/s with concurrent
+    /// writers, a snapshot of every item, and the time a wiped follower takes to install it.
+    RaftSnapshot(memkit_bench::raft_snapshot::RaftSnapshotArgs),
 }
 
 #[derive(Debug, Args)]
@@ -99,5 +104,6 @@ fn main() {
         Cmd::Fill(a) => std::process::exit(memkit_bench::fill::main(a)),
         Cmd::Flash(a) => std::process::exit(memkit_bench::flash_bench::main(a)),
         Cmd::Restart(a) => std::process::exit(memkit_bench::restart_bench::main(a)),
+        Cmd::RaftSnapshot(a) => std::process::exit(memkit_bench::raft_snapshot::main(a)),
     }
 }

@@ -12,16 +12,19 @@
 //! - [`log_store`]: the Raft log on fjall, synced before openraft counts on it.
 //! - [`state_machine`]: committed writes applied to a non-evicting engine, each CAS the
 //!   entry's log index; [`Store`], what reads share with it.
-//! - [`snapshot`]: the engine's items (CAS and absolute expiry kept) as a snapshot, saved
-//!   in the node's directory and sent to peers.
+//! - [`snapshot`]: the engine's items (CAS and absolute expiry kept) as a snapshot file
+//!   (versioned, checksummed, items streamed), kept in the node's directory and sent to
+//!   peers as it is.
+//! - [`codec`]: the binary encoding (postcard) of log entries, the log's metadata, peer
+//!   frames and snapshot headers.
 //! - [`status`]: [`Status`], the group as an operator sees it: roles, [`Membership`] with
 //!   addresses, each follower's lag behind the leader.
 //! - [`members`]: membership changes as the leader makes them ([`Change`]: add a learner,
 //!   promote, remove), finishing an interrupted one when sent again, refusing one that
 //!   would leave no majority able to commit.
-//! - [`network`]: the peer protocol (length-prefixed JSON over TCP) and its client side:
-//!   openraft's network factory, a pool for forwarded requests (addresses from the current
-//!   membership).
+//! - [`network`]: the peer protocol (length-prefixed postcard frames over TCP) and its
+//!   client side: openraft's network factory, a pool for forwarded requests (this node's
+//!   own peer list first, then the current membership's addresses).
 //! - [`server`]: the peer protocol's server side, refusing senders outside the group (a
 //!   removed node once its removal is committed).
 //! - [`leader`]: what only the leader does: propose with its stamp, confirm a read index.
@@ -30,7 +33,7 @@
 //!   snapshot, shutdown.
 //! - [`error`]: [`ClusterError`]: why the group did not answer, and whether a retry is safe.
 //!
-//! Dependencies point one way: `types` and `error` under everything; `clock` and
+//! Dependencies point one way: `types`, `error` and `codec` under everything; `clock` and
 //! `snapshot` under `state_machine`; `status` under `members`, both under `network`;
 //! `network`, `leader` and `members` under `server`; `node` on top.
 //!
@@ -43,6 +46,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod clock;
+pub mod codec;
 pub mod error;
 pub mod leader;
 pub mod log_store;

@@ -1,8 +1,10 @@
 //! The Raft log on fjall: one database in `DIR/log`, two keyspaces.
 //!
-//! - `entries`: each entry as JSON, keyed by its index big-endian (so key order is index
-//!   order and a range of indexes is a range of keys);
-//! - `meta`: the vote, the committed log id and the last purged log id, JSON each.
+//! - `entries`: each entry in postcard ([`crate::codec`]), keyed by its index big-endian
+//!   (so key order is index order and a range of indexes is a range of keys);
+//! - `meta`: the vote, the committed log id and the last purged log id, postcard each, and
+//!   the log's format ([`FORMAT`]): a log written in another encoding (the JSON of earlier
+//!   versions) is refused at open rather than misread.
 //!
 //! Durability: the vote and appended entries are synced to disk (`PersistMode::SyncAll`)
 //! before openraft is told they are saved: a vote forgotten in a crash could let a node
@@ -20,11 +22,16 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{AnyError, LogState, OptionalSend, RaftLogReader, StorageIOError, Vote};
 
+use crate::codec;
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig};
 
 const VOTE: &[u8] = b"vote";
 const COMMITTED: &[u8] = b"committed";
 const PURGED: &[u8] = b"purged";
+const FORMAT_KEY: &[u8] = b"format";
+
+/// The log's encoding, stored under `meta`'s `format` key when the log is created.
+pub const FORMAT: &[u8] = b"memkit-raft log: postcard 1";
 
 /// The log of one node. Clones share the database (the log reader openraft asks for is
 /// a clone).
@@ -57,6 +64,14 @@ impl LogStore {
         let db = Database::builder(dir).worker_threads(1).open()?;
         let entries = db.keyspace("entries", KeyspaceCreateOptions::default)?;
         let meta = db.keyspace("meta", KeyspaceCreateOptions::default)?;
+        match meta.get(FORMAT_KEY)? {
+            Some(f) if *f == *FORMAT => {}
+            Some(_) => return Err(unknown_format()),
+            None if meta.iter().next().is_some() || entries.iter().next().is_some() => {
+                return Err(unknown_format());
+            }
+            None => meta.insert(FORMAT_KEY, FORMAT)?,
+        }
         Ok(LogStore { db, entries, meta })
     }
 
@@ -67,11 +82,11 @@ impl LogStore {
         let Some(v) = self.meta.get(key).map_err(read_err)? else {
             return Ok(None);
         };
-        serde_json::from_slice(&v).map(Some).map_err(read_err)
+        codec::from_slice(&v).map(Some).map_err(read_err)
     }
 
     fn put_meta<T: serde::Serialize>(&self, key: &[u8], value: &T) -> Result<(), StorageError> {
-        let v = serde_json::to_vec(value).map_err(write_err)?;
+        let v = codec::to_vec(value).map_err(write_err)?;
         self.meta.insert(key, v).map_err(write_err)
     }
 
@@ -89,8 +104,15 @@ impl LogStore {
             return Ok(None);
         };
         let v = kv.value().map_err(read_err)?;
-        serde_json::from_slice(&v).map(Some).map_err(read_err)
+        codec::from_slice(&v).map(Some).map_err(read_err)
     }
+}
+
+fn unknown_format() -> fjall::Error {
+    fjall::Error::Io(std::io::Error::other(
+        "the log was written in another format (an earlier memkit-raft): start on an \
+         empty directory",
+    ))
 }
 
 fn bound_key(b: Bound<&u64>) -> Bound<[u8; 8]> {
@@ -110,7 +132,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         let mut out = Vec::new();
         for kv in self.entries.range(keys) {
             let v = kv.value().map_err(read_err)?;
-            out.push(serde_json::from_slice(&v).map_err(read_err)?);
+            out.push(codec::from_slice(&v).map_err(read_err)?);
         }
         Ok(out)
     }
@@ -162,7 +184,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let mut batch = self.db.batch();
         for e in entries {
-            let v = serde_json::to_vec(&e).map_err(write_err)?;
+            let v = codec::to_vec(&e).map_err(write_err)?;
             batch.insert(&self.entries, e.log_id.index.to_be_bytes(), v);
         }
         batch.commit().map_err(write_err)?;

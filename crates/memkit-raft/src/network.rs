@@ -1,15 +1,17 @@
 //! The peer protocol and its client side.
 //!
 //! TCP, one request and one response at a time per connection, each a frame: 4 bytes of
-//! length (big-endian), then JSON. A request is an [`Envelope`]: the sender's node id and
-//! the [`Request`] (openraft's three RPCs, plus what a node asks the leader: a forwarded
-//! client write, a read-index question, a membership change, its status). Every call has a
-//! deadline; a connection that fails in any way is dropped, and the next call dials again.
+//! length (big-endian), then the message in postcard (see [`crate::codec`]: a value's
+//! bytes travel as they are, a snapshot chunk of 1 MiB is a frame of 1 MiB and a few
+//! bytes). A request is an [`Envelope`]: the sender's node id and the [`Request`]
+//! (openraft's three RPCs, plus what a node asks the leader: a forwarded client write, a
+//! read-index question, a membership change, its status). Every call has a deadline; a
+//! connection that fails in any way is dropped, and the next call dials again.
 //!
 //! [`Network`] is openraft's factory: one [`PeerClient`] per target, each holding one
 //! connection. [`Pool`] holds a few idle connections a peer for forwarded writes and reads,
-//! which many callers make at once; it finds a peer's address in the current membership, so
-//! nodes added after the start are reached too. The server side is [`crate::server`].
+//! which many callers make at once; it dials a peer where this node's own list says, else
+//! at the current membership's address, so nodes added after the start are reached too. The server side is [`crate::server`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -32,6 +34,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::codec;
 use crate::error::ClusterError;
 use crate::members::Change;
 use crate::status::{Membership, Status};
@@ -39,7 +42,8 @@ use crate::types::{NodeId, Reply, TypeConfig, Write};
 
 /// The largest frame either side accepts: bounds what a garbled length can make a node
 /// allocate. An append carries at most `max_payload_entries` (16, see `node.rs`) entries of
-/// at most an item (1 MiB, up to 4 bytes a value byte in JSON) each.
+/// at most an item (1 MiB by default, more if the engine allows larger) each, a snapshot
+/// chunk `snapshot_max_chunk_size` (1 MiB): room to spare.
 pub const MAX_FRAME: usize = 256 << 20;
 
 /// What a peer asks.
@@ -101,19 +105,19 @@ pub enum Response {
     Refused(String),
 }
 
-/// Writes one frame.
+/// Writes one frame: the length and the message in one buffer, one write.
 pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> std::io::Result<()> {
-    let body = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
-    if body.len() > MAX_FRAME {
+    let mut buf = codec::to_vec_after(msg, 4).map_err(std::io::Error::other)?;
+    let len = buf.len() - 4;
+    if len > MAX_FRAME {
         return Err(std::io::Error::other("frame too large"));
     }
-    let mut buf = Vec::with_capacity(4 + body.len());
-    buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    buf.extend_from_slice(&body);
+    buf[..4].copy_from_slice(&(len as u32).to_be_bytes());
     s.write_all(&buf).await
 }
 
-/// Reads one frame; a bad length or bad JSON is an error, never a panic.
+/// Reads one frame; a bad length or a message that does not decode (or leaves bytes over)
+/// is an error, never a panic.
 pub async fn read_frame<T: for<'de> Deserialize<'de>>(s: &mut TcpStream) -> std::io::Result<T> {
     let len = s.read_u32().await? as usize;
     if len > MAX_FRAME {
@@ -121,7 +125,7 @@ pub async fn read_frame<T: for<'de> Deserialize<'de>>(s: &mut TcpStream) -> std:
     }
     let mut body = vec![0; len];
     s.read_exact(&mut body).await?;
-    serde_json::from_slice(&body).map_err(std::io::Error::other)
+    codec::from_slice(&body).map_err(std::io::Error::other)
 }
 
 /// How a call failed: whether the request may have reached the peer matters to a caller

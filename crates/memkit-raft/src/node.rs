@@ -179,6 +179,10 @@ impl Node {
             // Bounds a frame (see `network::MAX_FRAME`).
             max_payload_entries: 16,
             snapshot_max_chunk_size: 1 << 20,
+            // A snapshot's last chunk is answered once the follower has installed it: a
+            // million items take seconds. openraft's 200 ms timed that call out every time,
+            // and the leader sent the whole snapshot again.
+            install_snapshot_timeout: 30_000,
             ..Default::default()
         }
         .validate()

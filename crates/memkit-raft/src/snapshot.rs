@@ -1,55 +1,94 @@
 //! Snapshots: the engine's live items, with their CAS values and absolute expiries, plus the
-//! log clock and a pending delayed flush, as JSON ([`SnapState`]).
+//! log clock and a pending delayed flush, as one file in the node's directory, which is
+//! also, byte for byte, what is sent to a peer (openraft streams it in chunks).
 //!
-//! Why a dump through the public API ([`Engine::for_each_item`], then a read of each value)
-//! rather than `warm_save`: the warm restart file is tied to the memory limit and removed
-//! once read, and its key hash seed and layout are a process's; a snapshot must move
-//! between nodes and be read again after every restart. Items come back through `store`
-//! with their CAS as the `E` option and their expiry as an absolute time, so the restored
-//! engine answers every later entry as the original one would. What a snapshot does not
-//! carry: the meta protocol's stale marks and win tokens (an item marked stale by
-//! `md ... I` comes back not stale) and access bits (fetched, last access).
+//! Why a dump through the public API ([`Engine::crawl`], then a read of each value) rather
+//! than `warm_save`: the warm restart file is tied to the memory limit and removed once
+//! read, and its key hash seed and layout are a process's; a snapshot must move between
+//! nodes and be read again after every restart. Items come back through `store` with their
+//! CAS as the `E` option and their expiry as an absolute time, so the restored engine
+//! answers every later entry as the original one would. What a snapshot does not carry: the
+//! meta protocol's stale marks and win tokens (an item marked stale by `md ... I` comes
+//! back not stale) and access bits (fetched, last access).
 //!
-//! On disk: `DIR/snapshot`, written to `snapshot.tmp`, synced, renamed: 4 bytes of metadata
-//! length (big-endian), the metadata as JSON, then the data. One snapshot is kept.
+//! The file (integers little-endian):
+//!
+//! ```text
+//! magic      8 bytes  "MKRAFTSN"
+//! version    u32      1
+//! header_len u32
+//! header     postcard ([`crate::codec`]): a [`Header`] (openraft's metadata, the log
+//!            clock, the pending flush)
+//! items      each: key_len u16, value_len u32, flags u32, cas u64, has_expiry u8,
+//!            exptime_unix u64 (0 when none), the key, the value
+//! count      u64      the number of items
+//! crc32      u32      CRC-32 (zlib's) of every byte before it
+//! ```
+//!
+//! Items are hand-framed rather than postcard-encoded: a million of them are written and
+//! read one at a time through a 1 MiB buffer, with no allocation per item, so neither
+//! taking nor installing a snapshot holds a second copy of the items in memory (the engine
+//! being filled is the only one). A file is checked whole (length, checksum, magic,
+//! version) before a single item is stored: a truncated or damaged file is refused, never
+//! half-loaded.
+//!
+//! In the node's directory: `snapshot`, the current one; `snapshot.tmp`, one being taken;
+//! `snapshot.recv`, one being received. Each is synced before it is renamed to `snapshot`,
+//! and a snapshot never replaces one that covers more of the log ([`Files::publish`]).
 
-use std::fs::{self, File};
-use std::io::{self, Read, Write as _};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 
-use memkit_engine::Engine;
+use memkit_engine::{DumpCursor, Engine};
 use memkit_types::{Clock, GetOptions, StoreMode, StoreOptions};
 use openraft::{AnyError, RaftSnapshotBuilder, Snapshot, StorageIOError};
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use crate::types::{
-    ExptimeUnix, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig, to_exptime,
-};
+use crate::codec;
+use crate::types::{ExptimeUnix, LogId, SnapshotMeta, StorageError, TypeConfig, to_exptime};
+
+/// A snapshot file's first bytes.
+pub const MAGIC: [u8; 8] = *b"MKRAFTSN";
+/// The file format's version.
+pub const VERSION: u32 = 1;
+
+/// Magic, version, header length.
+const PREFIX: usize = 8 + 4 + 4;
+/// Item count, checksum.
+const TRAILER: usize = 8 + 4;
+/// An item's fixed part: key_len, value_len, flags, cas, has_expiry, exptime.
+const ITEM_HEAD: usize = 2 + 4 + 4 + 8 + 1 + 8;
+/// The write and read buffers.
+const BUF: usize = 1 << 20;
+/// Items listed under one shard lock while a snapshot is taken.
+const CAPTURE_BATCH: usize = 256;
+
+/// What precedes a snapshot's items.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// openraft's metadata: last log id, membership, snapshot id.
+    pub meta: SnapshotMeta,
+    /// The log clock (Unix milliseconds) at the snapshot's last entry.
+    pub clock_ms: u64,
+    /// The engine's mark of the last delayed flush, Unix seconds, if any.
+    pub pending_flush: Option<u64>,
+}
 
 /// One item of a snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnapItem {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record<'a> {
     /// The key.
-    pub key: Vec<u8>,
+    pub key: &'a [u8],
     /// The value.
-    pub value: Vec<u8>,
+    pub value: &'a [u8],
     /// Client flags.
     pub flags: u32,
     /// The CAS (derived from the log when it was written).
     pub cas: u64,
     /// Absolute expiry.
     pub exptime_unix: ExptimeUnix,
-}
-
-/// A snapshot's data: the state machine at its last applied entry.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct SnapState {
-    /// The log clock (Unix milliseconds) at that entry.
-    pub clock_ms: u64,
-    /// The engine's mark of the last delayed flush, Unix seconds, if any.
-    pub pending_flush: Option<u64>,
-    /// Every live item.
-    pub items: Vec<SnapItem>,
 }
 
 pub(crate) fn read_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -60,143 +99,546 @@ fn write_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::write_snapshot(None, AnyError::new(&e)).into()
 }
 
-impl SnapState {
-    /// Copies `engine`'s live items. Nothing may be applied meanwhile (the caller holds the
-    /// state machine); reads may run, and change nothing a snapshot holds.
-    pub fn capture(engine: &Engine, clock_ms: u64, pending_flush: Option<u64>) -> SnapState {
-        let mut metas = Vec::new();
-        engine.for_each_item(|it| {
-            metas.push((it.key.to_vec(), it.flags, it.cas, it.exptime_unix));
-        });
-        let opts = GetOptions {
-            no_bump: true,
-            ..Default::default()
+fn bad(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("snapshot file: {what}"))
+}
+
+/// Writes a snapshot file: the header, then items one by one, then the trailer.
+#[derive(Debug)]
+pub struct Writer {
+    file: File,
+    buf: Vec<u8>,
+    crc: crc32fast::Hasher,
+    count: u64,
+}
+
+impl Writer {
+    /// Creates (or truncates) `path` and writes the header.
+    pub fn create(path: &Path, header: &Header) -> io::Result<Writer> {
+        let body = codec::to_vec(header).map_err(io::Error::other)?;
+        let len = u32::try_from(body.len()).map_err(|_| bad("header too large"))?;
+        let mut w = Writer {
+            file: File::create(path)?,
+            buf: Vec::with_capacity(BUF + BUF / 4),
+            crc: crc32fast::Hasher::new(),
+            count: 0,
         };
-        // `for_each_item` lends keys under a shard lock, where the engine may not be
-        // called again: values are read after, one by one.
-        let items = metas
-            .into_iter()
-            .filter_map(|(key, flags, cas, exptime_unix)| {
-                let item = engine.get(&key, &opts).ok().flatten()?;
-                Some(SnapItem {
-                    value: item.value.to_vec(),
-                    key,
-                    flags,
-                    cas,
-                    exptime_unix,
-                })
-            })
-            .collect();
-        SnapState {
-            clock_ms,
-            pending_flush,
-            items,
-        }
+        w.buf.extend_from_slice(&MAGIC);
+        w.buf.extend_from_slice(&VERSION.to_le_bytes());
+        w.buf.extend_from_slice(&len.to_le_bytes());
+        w.buf.extend_from_slice(&body);
+        Ok(w)
     }
 
-    /// Stores every item into `engine` (fresh, on a clock standing at `clock_ms`), then
-    /// re-arms a delayed flush still to come.
-    pub fn fill(&self, engine: &Engine) -> Result<(), memkit_types::Error> {
-        for it in &self.items {
-            let opts = StoreOptions {
-                mode: StoreMode::Set,
-                flags: it.flags,
-                exptime: to_exptime(it.exptime_unix),
-                new_cas: Some(it.cas),
-                ..Default::default()
-            };
-            engine.store(&it.key, &it.value, &opts)?;
-        }
-        // At or after the snapshot's second: every restored item counts as written before
-        // it, as every live item was on the node that took the snapshot.
-        if let Some(at) = self.pending_flush
-            && at >= engine.clock().now_secs()
-        {
-            engine.restore_pending_flush(at);
+    fn spill(&mut self) -> io::Result<()> {
+        self.crc.update(&self.buf);
+        self.file.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Appends one item.
+    pub fn push(&mut self, r: &Record<'_>) -> io::Result<()> {
+        let key_len = u16::try_from(r.key.len()).map_err(|_| bad("key too long"))?;
+        let value_len = u32::try_from(r.value.len()).map_err(|_| bad("value too large"))?;
+        let b = &mut self.buf;
+        b.extend_from_slice(&key_len.to_le_bytes());
+        b.extend_from_slice(&value_len.to_le_bytes());
+        b.extend_from_slice(&r.flags.to_le_bytes());
+        b.extend_from_slice(&r.cas.to_le_bytes());
+        b.push(u8::from(r.exptime_unix.is_some()));
+        b.extend_from_slice(&r.exptime_unix.unwrap_or(0).to_le_bytes());
+        b.extend_from_slice(r.key);
+        b.extend_from_slice(r.value);
+        self.count += 1;
+        if self.buf.len() >= BUF {
+            self.spill()?;
         }
         Ok(())
     }
+
+    /// Writes the trailer and returns the file, written but not synced (the caller syncs
+    /// it before it counts on it, outside whatever it holds while items are listed).
+    pub fn finish(mut self) -> io::Result<File> {
+        self.buf.extend_from_slice(&self.count.to_le_bytes());
+        self.crc.update(&self.buf);
+        let crc = std::mem::take(&mut self.crc).finalize();
+        self.buf.extend_from_slice(&crc.to_le_bytes());
+        self.file.write_all(&self.buf)?;
+        Ok(self.file)
+    }
 }
 
-fn path(dir: &Path) -> PathBuf {
-    dir.join("snapshot")
-}
-
-/// Writes `meta` and `data` as the node's snapshot, durably.
-pub fn save(dir: &Path, meta: &SnapshotMeta, data: &[u8]) -> Result<(), StorageError> {
-    let meta_json = serde_json::to_vec(meta).map_err(write_err)?;
-    let len = u32::try_from(meta_json.len()).map_err(write_err)?;
-    let tmp = dir.join("snapshot.tmp");
-    let write = || -> io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(&len.to_be_bytes())?;
-        f.write_all(&meta_json)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path(dir))?;
-        File::open(dir)?.sync_all()
+/// Writes every live item of `engine` to `path` with `header`: listed a batch at a time
+/// under a shard's lock, each value read after (the engine may not be called under that
+/// lock). Nothing may be applied meanwhile (the caller holds the state machine), so each
+/// value is that of the item listed; reads may run, and change nothing a snapshot holds.
+pub fn write_engine(path: &Path, header: &Header, engine: &Engine) -> io::Result<File> {
+    let mut w = Writer::create(path, header)?;
+    let opts = GetOptions {
+        no_bump: true,
+        ..Default::default()
     };
-    write().map_err(write_err)
+    let mut cursor = DumpCursor::default();
+    let mut keys = Vec::new();
+    let mut listed = Vec::new();
+    loop {
+        keys.clear();
+        listed.clear();
+        let more = engine.crawl(&mut cursor, CAPTURE_BATCH, |it| {
+            keys.extend_from_slice(it.key);
+            listed.push((keys.len(), it.exptime_unix));
+        });
+        let mut start = 0;
+        for &(end, exptime_unix) in &listed {
+            let key = &keys[start..end];
+            start = end;
+            if let Some(item) = engine.get(key, &opts).map_err(io::Error::other)? {
+                w.push(&Record {
+                    key,
+                    value: &item.value,
+                    flags: item.flags,
+                    cas: item.cas,
+                    exptime_unix,
+                })?;
+            }
+        }
+        if !more {
+            return w.finish();
+        }
+    }
 }
 
-/// The node's snapshot, if it has one.
-pub fn load(dir: &Path) -> Result<Option<(SnapshotMeta, Vec<u8>)>, StorageError> {
-    let mut bytes = Vec::new();
-    match File::open(path(dir)) {
-        Ok(mut f) => f.read_to_end(&mut bytes).map_err(read_err)?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(read_err(e)),
-    };
-    let bad = || read_err(io::Error::other("snapshot file is truncated"));
-    let (len, rest) = bytes.split_first_chunk::<4>().ok_or_else(bad)?;
-    let len = u32::from_be_bytes(*len) as usize;
-    let (meta, data) = rest.split_at_checked(len).ok_or_else(bad)?;
-    let meta = serde_json::from_slice(meta).map_err(read_err)?;
-    Ok(Some((meta, data.to_vec())))
+/// Checks a whole snapshot file: its length, checksum, magic and version, and that its
+/// header decodes. Returns the header.
+pub fn verify(file: &mut File) -> io::Result<Header> {
+    let len = file.seek(SeekFrom::End(0))?;
+    if len < (PREFIX + TRAILER) as u64 {
+        return Err(bad("truncated"));
+    }
+    file.seek(SeekFrom::Start(0))?;
+    let mut crc = crc32fast::Hasher::new();
+    let mut left = len - 4;
+    let mut buf = vec![0; BUF];
+    while left > 0 {
+        let n = left.min(BUF as u64) as usize;
+        file.read_exact(&mut buf[..n])?;
+        crc.update(&buf[..n]);
+        left -= n as u64;
+    }
+    let mut stored = [0; 4];
+    file.read_exact(&mut stored)?;
+    if crc.finalize() != u32::from_le_bytes(stored) {
+        return Err(bad("checksum mismatch (truncated or damaged)"));
+    }
+    let (header, _) = Reader::open(file)?;
+    Ok(header)
 }
 
-/// Builds a snapshot from a [`SnapState`] captured by the state machine: serializes it and
-/// saves it in the node's directory, off the state machine's task.
+/// Reads a snapshot file's items in order, through one buffer.
+#[derive(Debug)]
+pub struct Reader<'f> {
+    src: BufReader<&'f mut File>,
+    /// Bytes of items left before the trailer.
+    left: u64,
+    count: u64,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl<'f> Reader<'f> {
+    /// Reads `file`'s header from its start; the items follow. Checks what it reads, not the
+    /// checksum: [`verify`] the file first.
+    pub fn open(file: &'f mut File) -> io::Result<(Header, Reader<'f>)> {
+        let len = file.seek(SeekFrom::End(0))?;
+        file.seek(SeekFrom::Start(0))?;
+        let mut src = BufReader::with_capacity(BUF, file);
+        let mut prefix = [0; PREFIX];
+        src.read_exact(&mut prefix).map_err(|_| bad("truncated"))?;
+        if prefix[..8] != MAGIC {
+            return Err(bad("not a memkit-raft snapshot (bad magic)"));
+        }
+        let version = u32::from_le_bytes(prefix[8..12].try_into().expect("4 bytes"));
+        if version != VERSION {
+            return Err(bad(&format!(
+                "version {version}, this build reads {VERSION}"
+            )));
+        }
+        let header_len = u32::from_le_bytes(prefix[12..16].try_into().expect("4 bytes"));
+        let items_at = (PREFIX as u64 + u64::from(header_len)) + TRAILER as u64;
+        let left = len.checked_sub(items_at).ok_or_else(|| bad("truncated"))?;
+        let mut body = vec![0; header_len as usize];
+        src.read_exact(&mut body)?;
+        let header = codec::from_slice(&body).map_err(|e| bad(&format!("header: {e}")))?;
+        let r = Reader {
+            src,
+            left,
+            count: 0,
+            key: Vec::new(),
+            value: Vec::new(),
+        };
+        Ok((header, r))
+    }
+
+    /// The next item, or `None` after the last (once the item count has been checked).
+    pub fn next_item(&mut self) -> io::Result<Option<Record<'_>>> {
+        if self.left == 0 {
+            let mut count = [0; 8];
+            self.src.read_exact(&mut count)?;
+            if u64::from_le_bytes(count) != self.count {
+                return Err(bad("item count mismatch"));
+            }
+            return Ok(None);
+        }
+        let mut h = [0; ITEM_HEAD];
+        self.src.read_exact(&mut h)?;
+        let le64 = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8 bytes"));
+        let key_len = u16::from_le_bytes([h[0], h[1]]) as usize;
+        let value_len = u32::from_le_bytes(h[2..6].try_into().expect("4 bytes")) as usize;
+        let flags = u32::from_le_bytes(h[6..10].try_into().expect("4 bytes"));
+        let cas = le64(10);
+        let exptime_unix = (h[18] != 0).then(|| le64(19));
+        let size = (ITEM_HEAD + key_len + value_len) as u64;
+        self.left = self
+            .left
+            .checked_sub(size)
+            .ok_or_else(|| bad("item overruns"))?;
+        self.key.resize(key_len, 0);
+        self.src.read_exact(&mut self.key)?;
+        self.value.resize(value_len, 0);
+        self.src.read_exact(&mut self.value)?;
+        self.count += 1;
+        Ok(Some(Record {
+            key: &self.key,
+            value: &self.value,
+            flags,
+            cas,
+            exptime_unix,
+        }))
+    }
+}
+
+/// Stores every item of a snapshot file into `engine` (fresh, on a clock standing at the
+/// snapshot's `clock_ms`), then re-arms a delayed flush still to come. Returns the header.
+/// [`verify`] the file first: this stops at the first bad item, the items before it stored.
+pub fn fill(file: &mut File, engine: &Engine) -> io::Result<Header> {
+    let (header, mut items) = Reader::open(file)?;
+    while let Some(it) = items.next_item()? {
+        let opts = StoreOptions {
+            mode: StoreMode::Set,
+            flags: it.flags,
+            exptime: to_exptime(it.exptime_unix),
+            new_cas: Some(it.cas),
+            ..Default::default()
+        };
+        engine
+            .store(it.key, it.value, &opts)
+            .map_err(|e| io::Error::other(format!("storing a snapshot item: {e}")))?;
+    }
+    // At or after the snapshot's second: every restored item counts as written before it,
+    // as every live item was on the node that took the snapshot.
+    if let Some(at) = header.pending_flush
+        && at >= engine.clock().now_secs()
+    {
+        engine.restore_pending_flush(at);
+    }
+    Ok(header)
+}
+
+/// A node's snapshot files.
+#[derive(Debug)]
+pub struct Files {
+    dir: PathBuf,
+    /// Held while a file replaces `snapshot`: a snapshot taken and one received, both
+    /// finishing at once, must not let the older one win.
+    publishing: Mutex<()>,
+}
+
+impl Files {
+    /// The files in `dir`.
+    pub fn new(dir: &Path) -> Files {
+        Files {
+            dir: dir.to_path_buf(),
+            publishing: Mutex::new(()),
+        }
+    }
+
+    /// The current snapshot.
+    pub fn current_path(&self) -> PathBuf {
+        self.dir.join("snapshot")
+    }
+
+    /// Where a snapshot is taken.
+    pub fn tmp_path(&self) -> PathBuf {
+        self.dir.join("snapshot.tmp")
+    }
+
+    /// Where a snapshot is received.
+    pub fn recv_path(&self) -> PathBuf {
+        self.dir.join("snapshot.recv")
+    }
+
+    /// The current snapshot, open for reading, if there is one.
+    pub fn open_current(&self) -> io::Result<Option<File>> {
+        match File::open(self.current_path()) {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A new, empty file to receive a snapshot into (any earlier one removed first, so a
+    /// handle still open on it writes elsewhere).
+    pub fn create_recv(&self) -> io::Result<File> {
+        let path = self.recv_path();
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+    }
+
+    /// Makes `from` (a synced snapshot file covering the log up to `last`) the current
+    /// snapshot, unless the current one covers more; then `from` is removed. Returns whether
+    /// it replaced it.
+    pub fn publish(&self, from: &Path, last: Option<LogId>) -> io::Result<bool> {
+        let _held = self.publishing.lock();
+        let current = match self.open_current()? {
+            Some(mut f) => Reader::open(&mut f).ok().map(|(h, _)| h.meta.last_log_id),
+            None => None,
+        };
+        if current.is_some_and(|c| c > last) {
+            fs::remove_file(from)?;
+            return Ok(false);
+        }
+        fs::rename(from, self.current_path())?;
+        File::open(&self.dir)?.sync_all()?;
+        Ok(true)
+    }
+}
+
+/// Builds a snapshot from the file the state machine wrote ([`write_engine`]): syncs it and
+/// makes it the node's snapshot, off the state machine's task.
 #[derive(Debug)]
 pub struct SnapshotBuilder {
-    dir: PathBuf,
-    last_applied: Option<LogId>,
-    membership: StoredMembership,
-    state: SnapState,
+    files: std::sync::Arc<Files>,
+    written: Option<io::Result<(Header, File)>>,
 }
 
 impl SnapshotBuilder {
     pub(crate) fn new(
-        dir: PathBuf,
-        last_applied: Option<LogId>,
-        membership: StoredMembership,
-        state: SnapState,
+        files: std::sync::Arc<Files>,
+        written: io::Result<(Header, File)>,
     ) -> SnapshotBuilder {
         SnapshotBuilder {
-            dir,
-            last_applied,
-            membership,
-            state,
+            files,
+            written: Some(written),
         }
     }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let data = serde_json::to_vec(&self.state).map_err(write_err)?;
-        let snapshot_id = match self.last_applied {
-            Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, self.state.clock_ms),
-            None => format!("empty-{}", self.state.clock_ms),
-        };
-        let meta = SnapshotMeta {
-            last_log_id: self.last_applied,
-            last_membership: self.membership.clone(),
-            snapshot_id,
-        };
-        save(&self.dir, &meta, &data)?;
-        Ok(Snapshot {
-            meta,
-            snapshot: Box::new(io::Cursor::new(data)),
+        let written = self
+            .written
+            .take()
+            .unwrap_or_else(|| Err(io::Error::other("snapshot already built")));
+        let (header, mut file) = written.map_err(write_err)?;
+        let files = self.files.clone();
+        let last = header.meta.last_log_id;
+        let file = tokio::task::spawn_blocking(move || -> io::Result<File> {
+            file.sync_all()?;
+            // The handle reads this snapshot even if a newer one wins and it is removed.
+            files.publish(&files.tmp_path(), last)?;
+            file.seek(SeekFrom::Start(0))?;
+            Ok(file)
         })
+        .await
+        .map_err(write_err)?
+        .map_err(write_err)?;
+        Ok(Snapshot {
+            meta: header.meta,
+            snapshot: Box::new(tokio::fs::File::from_std(file)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use memkit_engine::EngineConfig;
+    use memkit_types::{Exptime, SystemClock};
+
+    use super::*;
+
+    /// A directory of its own, removed at the end.
+    struct Tmp(PathBuf);
+
+    impl Tmp {
+        fn new(name: &str) -> Tmp {
+            let p = std::env::temp_dir().join(format!(
+                "memkit-raft-snap-{name}-{}-{}",
+                std::process::id(),
+                SystemClock.now_millis()
+            ));
+            fs::create_dir_all(&p).unwrap();
+            Tmp(p)
+        }
+    }
+
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn engine() -> Engine {
+        Engine::new(EngineConfig {
+            evict: false,
+            ..EngineConfig::with_memory(16 << 20)
+        })
+    }
+
+    fn header(index: u64) -> Header {
+        Header {
+            meta: SnapshotMeta {
+                last_log_id: Some(LogId::new(openraft::CommittedLeaderId::new(2, 1), index)),
+                snapshot_id: format!("2-{index}-5000"),
+                ..Default::default()
+            },
+            clock_ms: 5_000,
+            pending_flush: None,
+        }
+    }
+
+    /// Every live item as (key, value, flags, cas, absolute expiry), sorted.
+    type Dumped = Vec<(Vec<u8>, Vec<u8>, u32, u64, ExptimeUnix)>;
+
+    fn dump(e: &Engine) -> Dumped {
+        let mut keys = Vec::new();
+        e.for_each_item(|it| keys.push((it.key.to_vec(), it.exptime_unix)));
+        let opts = GetOptions::default();
+        let mut out: Dumped = keys
+            .into_iter()
+            .map(|(k, exp)| {
+                let it = e.get(&k, &opts).unwrap().unwrap();
+                (k, it.value.to_vec(), it.flags, it.cas, exp)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// An engine of 2000 items: binary values (one empty), flags, CAS values, expiries.
+    fn filled() -> Engine {
+        let e = engine();
+        let later = SystemClock.now_secs() + 1_000;
+        for i in 0..2_000u64 {
+            let value: Vec<u8> = (0..(i % 300)).map(|b| (b * 7 + i) as u8).collect();
+            let opts = StoreOptions {
+                mode: StoreMode::Set,
+                flags: i as u32 * 3,
+                exptime: if i % 2 == 0 {
+                    Exptime::NEVER
+                } else {
+                    Exptime::at_unix(later + i)
+                },
+                new_cas: Some(10 + i),
+                ..Default::default()
+            };
+            e.store(format!("key-{i}").as_bytes(), &value, &opts)
+                .unwrap();
+        }
+        e
+    }
+
+    #[test]
+    fn items_survive_a_snapshot_file() {
+        let tmp = Tmp::new("items");
+        let (e, path) = (filled(), tmp.0.join("s"));
+        write_engine(&path, &header(42), &e)
+            .unwrap()
+            .sync_all()
+            .unwrap();
+        let mut f = File::open(&path).unwrap();
+        assert_eq!(verify(&mut f).unwrap(), header(42));
+        let back = engine();
+        assert_eq!(fill(&mut f, &back).unwrap(), header(42));
+        let want = dump(&e);
+        assert_eq!(want.len(), 2_000);
+        assert_eq!(dump(&back), want);
+        // Hand-framed: 27 bytes an item besides its key and value.
+        let payload: usize = want.iter().map(|(k, v, ..)| k.len() + v.len()).sum();
+        let len = fs::metadata(&path).unwrap().len() as usize;
+        assert!(
+            len < payload + 2_000 * ITEM_HEAD + 4096,
+            "{len} for {payload}"
+        );
+    }
+
+    #[test]
+    fn a_damaged_or_truncated_file_is_refused_whole() {
+        let tmp = Tmp::new("damaged");
+        let path = tmp.0.join("s");
+        write_engine(&path, &header(7), &filled()).unwrap();
+        let good = fs::read(&path).unwrap();
+        let cut = |n: usize| good[..n].to_vec();
+        let mut flipped = good.clone();
+        flipped[good.len() / 2] ^= 1;
+        let mut version = good.clone();
+        version[8] = 2;
+        let cases = [
+            cut(0),
+            cut(12),
+            cut(PREFIX + TRAILER),
+            cut(good.len() / 2),
+            cut(good.len() - TRAILER),
+            cut(good.len() - 1),
+            flipped,
+            version,
+        ];
+        for bytes in cases {
+            fs::write(&path, &bytes).unwrap();
+            let mut f = File::open(&path).unwrap();
+            assert!(verify(&mut f).is_err(), "{} bytes accepted", bytes.len());
+        }
+        // Not a snapshot of this format at all: the JSON files of earlier versions began
+        // with a length.
+        fs::write(&path, [&[0, 0, 0, 2][..], b"{}", &[0; 32]].concat()).unwrap();
+        let err = verify(&mut File::open(&path).unwrap()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+    }
+
+    #[test]
+    fn an_older_snapshot_never_replaces_a_newer_one() {
+        let tmp = Tmp::new("publish");
+        let files = Files::new(&tmp.0);
+        let e = engine();
+        write_engine(&files.tmp_path(), &header(20), &e).unwrap();
+        assert!(
+            files
+                .publish(&files.tmp_path(), header(20).meta.last_log_id)
+                .unwrap()
+        );
+        write_engine(&files.recv_path(), &header(10), &e).unwrap();
+        assert!(
+            !files
+                .publish(&files.recv_path(), header(10).meta.last_log_id)
+                .unwrap()
+        );
+        assert!(!files.recv_path().exists(), "the older one is removed");
+        let mut cur = files.open_current().unwrap().unwrap();
+        assert_eq!(verify(&mut cur).unwrap(), header(20));
+        write_engine(&files.recv_path(), &header(30), &e).unwrap();
+        assert!(
+            files
+                .publish(&files.recv_path(), header(30).meta.last_log_id)
+                .unwrap()
+        );
+        let mut cur = files.open_current().unwrap().unwrap();
+        assert_eq!(verify(&mut cur).unwrap(), header(30));
     }
 }

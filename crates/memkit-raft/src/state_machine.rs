@@ -12,7 +12,9 @@
 //!
 //! Time: see [`crate::clock`]. Snapshots: see [`crate::snapshot`].
 
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::io::Seek;
+use std::path::Path;
 use std::sync::Arc;
 
 use memkit_engine::{Engine, EngineConfig};
@@ -24,7 +26,7 @@ use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, Snapshot};
 
 use crate::clock::LogClock;
-use crate::snapshot::{self, SnapState, SnapshotBuilder};
+use crate::snapshot::{self, Files, Header, SnapshotBuilder};
 use crate::types::{
     Entry, ExptimeUnix, LogId, Proposal, Refusal, Reply, SnapshotMeta, StorageError,
     StoredMembership, TypeConfig, Write, to_exptime,
@@ -117,7 +119,7 @@ pub struct StateMachine {
     /// The most recent delayed flush, as the engine records it (items written up to and
     /// during this Unix second go): a snapshot must carry it.
     pending_flush: Option<u64>,
-    dir: PathBuf,
+    files: Arc<Files>,
 }
 
 impl StateMachine {
@@ -129,10 +131,11 @@ impl StateMachine {
             last_applied: None,
             membership: StoredMembership::default(),
             pending_flush: None,
-            dir: dir.to_path_buf(),
+            files: Arc::new(Files::new(dir)),
         };
-        if let Some((meta, data)) = snapshot::load(dir)? {
-            sm.restore(&meta, &data)?;
+        if let Some(mut file) = sm.files.open_current().map_err(snapshot::read_err)? {
+            let header = restore(&sm.store, &mut file, None)?;
+            sm.installed(&header);
         }
         Ok(sm)
     }
@@ -142,19 +145,11 @@ impl StateMachine {
         self.store.clone()
     }
 
-    /// Replaces the engine's contents with a snapshot's.
-    fn restore(&mut self, meta: &SnapshotMeta, data: &[u8]) -> Result<(), StorageError> {
-        let state: SnapState = serde_json::from_slice(data).map_err(snapshot::read_err)?;
-        // Emptied in place, not replaced: a server reads this very engine (and reports its
-        // statistics). Its epoch, the log clock's start, lies before every stamp to come.
-        self.store.clock.set(state.clock_ms);
-        let engine = self.store.engine();
-        engine.clear();
-        state.fill(&engine).map_err(snapshot::read_err)?;
-        self.pending_flush = state.pending_flush;
-        self.last_applied = meta.last_log_id;
-        self.membership = meta.last_membership.clone();
-        Ok(())
+    /// Takes on what a restored snapshot's header says besides the items.
+    fn installed(&mut self, header: &Header) {
+        self.pending_flush = header.pending_flush;
+        self.last_applied = header.meta.last_log_id;
+        self.membership = header.meta.last_membership.clone();
     }
 
     fn apply_entry(&mut self, entry: Entry) -> Reply {
@@ -190,6 +185,28 @@ impl StateMachine {
         self.pending_flush = (delay > 0).then(|| now + u64::from(delay) - 1);
         Ok(())
     }
+}
+
+/// Replaces `store`'s engine's items with a snapshot file's, once the whole file is
+/// checked (a damaged one, or one whose metadata is not the `expected`, leaves the engine
+/// as it was). Blocking: a million items take a while.
+fn restore(
+    store: &Store,
+    file: &mut File,
+    expected: Option<&SnapshotMeta>,
+) -> Result<Header, StorageError> {
+    let header = snapshot::verify(file).map_err(snapshot::read_err)?;
+    if expected.is_some_and(|m| *m != header.meta) {
+        let e = std::io::Error::other("the snapshot file's metadata is not openraft's");
+        return Err(snapshot::read_err(e));
+    }
+    // Emptied in place, not replaced: a server reads this very engine (and reports its
+    // statistics). Its epoch, the log clock's start, lies before every stamp to come.
+    store.clock.set(header.clock_ms);
+    let engine = store.engine();
+    engine.clear();
+    snapshot::fill(file, &engine).map_err(snapshot::read_err)?;
+    Ok(header)
 }
 
 /// Applies every write but a flush, with `cas` as the CAS of whatever it creates.
@@ -281,43 +298,73 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
-        // Captured here, where no entry can be applied meanwhile (openraft holds the state
-        // machine for this call): the copy is exactly the state at `last_applied`.
-        let state = SnapState::capture(
-            &self.store.engine(),
-            self.store.clock.now_millis(),
-            self.pending_flush,
-        );
-        SnapshotBuilder::new(
-            self.dir.clone(),
-            self.last_applied,
-            self.membership.clone(),
-            state,
-        )
+        let (last, clock_ms) = (self.last_applied, self.store.clock.now_millis());
+        let snapshot_id = match last {
+            Some(l) => format!("{}-{}-{clock_ms}", l.leader_id.term, l.index),
+            None => format!("empty-{clock_ms}"),
+        };
+        let header = Header {
+            meta: SnapshotMeta {
+                last_log_id: last,
+                last_membership: self.membership.clone(),
+                snapshot_id,
+            },
+            clock_ms,
+            pending_flush: self.pending_flush,
+        };
+        // Written here, where no entry can be applied meanwhile (openraft holds the state
+        // machine for this call): the file is exactly the state at `last_applied`. On the
+        // blocking pool, so heartbeats go on; synced later, by the builder.
+        let (engine, path) = (self.store.engine(), self.files.tmp_path());
+        let written = tokio::task::spawn_blocking(move || {
+            snapshot::write_engine(&path, &header, &engine).map(|f| (header, f))
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        SnapshotBuilder::new(self.files.clone(), written)
     }
 
-    async fn begin_receiving_snapshot(
-        &mut self,
-    ) -> Result<Box<std::io::Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::default())
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<tokio::fs::File>, StorageError> {
+        let file = self.files.create_recv().map_err(snapshot::read_err)?;
+        Ok(Box::new(tokio::fs::File::from_std(file)))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta,
-        snapshot: Box<std::io::Cursor<Vec<u8>>>,
+        snapshot: Box<tokio::fs::File>,
     ) -> Result<(), StorageError> {
-        let data = snapshot.into_inner();
-        self.restore(meta, &data)?;
-        // Saved after it is installed: a crash in between restarts from the older
-        // snapshot and the log, which the leader then brings up to date again.
-        snapshot::save(&self.dir, meta, &data)
+        let mut file = snapshot.into_std().await;
+        let (store, files, expected) = (self.store.clone(), self.files.clone(), meta.clone());
+        let header = tokio::task::spawn_blocking(move || -> Result<Header, StorageError> {
+            file.sync_all().map_err(snapshot::read_err)?;
+            let header = restore(&store, &mut file, Some(&expected))?;
+            // Kept once installed: a crash before this restarts from the older snapshot
+            // and the log, which the leader then brings up to date again.
+            let recv = files.recv_path();
+            files
+                .publish(&recv, header.meta.last_log_id)
+                .map_err(snapshot::read_err)?;
+            Ok(header)
+        })
+        .await
+        .map_err(snapshot::read_err)??;
+        self.installed(&header);
+        Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        Ok(snapshot::load(&self.dir)?.map(|(meta, data)| Snapshot {
-            meta,
-            snapshot: Box::new(std::io::Cursor::new(data)),
+        let Some(mut file) = self.files.open_current().map_err(snapshot::read_err)? else {
+            return Ok(None);
+        };
+        // The header only: the file was checked whole when it was written or received
+        // (synced, then renamed) and when this node started.
+        let (header, _) = snapshot::Reader::open(&mut file).map_err(snapshot::read_err)?;
+        file.seek(std::io::SeekFrom::Start(0))
+            .map_err(snapshot::read_err)?;
+        Ok(Some(Snapshot {
+            meta: header.meta,
+            snapshot: Box::new(tokio::fs::File::from_std(file)),
         }))
     }
 }

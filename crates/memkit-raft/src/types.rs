@@ -5,8 +5,6 @@
 //! Why mirrors of `memkit_types`' enums rather than those enums: the log and the wire need
 //! serde, and `memkit-types` stays free of it. Each mirror converts both ways here, once.
 
-use std::io::Cursor;
-
 use memkit_types::{
     ArithOutcome, DeleteOutcome, Error as EngineError, Exptime, REALTIME_MAXDELTA, StoreOutcome,
 };
@@ -18,13 +16,14 @@ pub type NodeId = u64;
 
 openraft::declare_raft_types!(
     /// memkit's openraft types: `u64` ids, [`BasicNode`] (its `addr` is the peer's
-    /// `HOST:PORT`), [`Proposal`] in, [`Reply`] out, snapshots as bytes in memory.
+    /// `HOST:PORT`), [`Proposal`] in, [`Reply`] out, snapshots as files (see
+    /// [`crate::snapshot`]), streamed to and from peers, never whole in memory.
     pub TypeConfig:
         D = Proposal,
         R = Reply,
         NodeId = NodeId,
         Node = BasicNode,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = tokio::fs::File,
 );
 
 /// openraft's Raft of this configuration.
@@ -414,7 +413,7 @@ mod tests {
     }
 
     #[test]
-    fn a_proposal_survives_json() {
+    fn a_proposal_survives_the_codec() {
         let p = Proposal {
             stamp_ms: 42,
             write: Write::Arith {
@@ -429,7 +428,7 @@ mod tests {
                 set_exptime: Some(SetExptime { exptime_unix: None }),
             },
         };
-        let back: Proposal = serde_json::from_slice(&serde_json::to_vec(&p).unwrap()).unwrap();
+        let back: Proposal = crate::codec::from_slice(&crate::codec::to_vec(&p).unwrap()).unwrap();
         assert_eq!(back, p);
     }
 }

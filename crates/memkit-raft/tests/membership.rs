@@ -432,8 +432,8 @@ async fn status_shows_roles_membership_and_lag() {
         );
         assert_eq!(st.view, View::Leader(leader));
         assert!(st.replication.is_some());
-        let json = serde_json::to_string(&st).unwrap();
-        assert_eq!(serde_json::from_str::<Status>(&json).unwrap(), st);
+        let bytes = memkit_raft::codec::to_vec(&st).unwrap();
+        assert_eq!(memkit_raft::codec::from_slice::<Status>(&bytes).unwrap(), st);
 
         // A node not yet in any group has only its own view.
         let addr4 = g.start_new(4, config()).await;
