@@ -209,6 +209,7 @@ fn node_config(a: &RaftSnapshotArgs, bootstrap: bool) -> Config {
         keep_behind_snapshot: 0,
         request_timeout: Duration::from_secs(30),
         bootstrap,
+        ..Config::default()
     }
 }
 
