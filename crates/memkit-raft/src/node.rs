@@ -253,6 +253,20 @@ impl Node {
     }
 
     /// The leader this node knows of.
+    /// Whether this node's Raft still runs. One stopped by a storage failure (a full disk, a
+    /// failed fsync) still names the last leader it knew: forwarding a write there would
+    /// have it acknowledged by a node that can no longer apply it, so the node refuses.
+    fn running(&self) -> Result<(), ClusterError> {
+        let m = self.raft.metrics().borrow().clone();
+        match (&m.running_state, m.state) {
+            (Err(e), _) => Err(ClusterError::Stopped(e.to_string())),
+            (Ok(()), openraft::ServerState::Shutdown) => {
+                Err(ClusterError::Stopped("shut down".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn leader(&self) -> Option<NodeId> {
         self.raft.metrics().borrow().current_leader
     }
@@ -289,6 +303,7 @@ impl Node {
         write: Write,
         deadline: Instant,
     ) -> Result<(Reply, u64), WriteError> {
+        self.running()?;
         let left = deadline.saturating_duration_since(Instant::now());
         match self.leader() {
             None => Err(ClusterError::NoLeader),
@@ -341,6 +356,7 @@ impl Node {
     }
 
     async fn read_index_once(&self, deadline: Instant) -> Result<u64, ReadError> {
+        self.running()?;
         let left = deadline.saturating_duration_since(Instant::now());
         match self.leader() {
             None => Err(ClusterError::NoLeader),

@@ -433,7 +433,10 @@ async fn status_shows_roles_membership_and_lag() {
         assert_eq!(st.view, View::Leader(leader));
         assert!(st.replication.is_some());
         let bytes = memkit_raft::codec::to_vec(&st).unwrap();
-        assert_eq!(memkit_raft::codec::from_slice::<Status>(&bytes).unwrap(), st);
+        assert_eq!(
+            memkit_raft::codec::from_slice::<Status>(&bytes).unwrap(),
+            st
+        );
 
         // A node not yet in any group has only its own view.
         let addr4 = g.start_new(4, config()).await;

@@ -383,3 +383,83 @@ fn a_wiped_follower_catches_up_from_a_snapshot() {
     }
     check_everywhere(&g, &acked);
 }
+
+#[test]
+fn a_node_whose_disk_fills_stops_acknowledging_and_the_group_goes_on() {
+    let scratch = memkit_testkit::tempdir("raft-full");
+    let small = memkit_testkit::tempdir::Tmpfs::mount(&scratch.path().join("small"), 8);
+    let g = Group::start_with(GroupOptions {
+        dirs: [(3, small.path().join("node3"))].into(),
+        ..Default::default()
+    });
+    let leader = g.leader(ELECTION);
+    // 16 KiB values until node 3's 8 MiB are gone: its log cannot take them. Random
+    // letters, which the log's compression cannot shrink much.
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut value = move || {
+        (0..16 << 10)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                char::from(b'a' + (seed % 26) as u8)
+            })
+            .collect::<String>()
+    };
+    let mut acked = BTreeMap::new();
+    let mut c = Lines::connect(g.port(1)).unwrap();
+    let mut full = false;
+    let mut refused = 0;
+    for i in 0..3000 {
+        let (key, value) = (format!("big{}", i % 40), value());
+        match c.set(&key, &value).unwrap().as_str() {
+            "STORED" => {
+                acked.insert(key, value);
+            }
+            // Node 3 leading when its disk fills: the writes in flight then have no known
+            // outcome (SERVER_ERROR, not acknowledged) until the others elect.
+            r if leader == 3 && r.starts_with("SERVER_ERROR") && refused < 5 => {
+                eprintln!("while node 3 stops: {r}");
+                acked.remove(&key);
+                refused += 1;
+            }
+            r => {
+                for id in g.ids() {
+                    eprintln!(
+                        "node {id}: {:?}",
+                        g.stats(id)
+                            .into_iter()
+                            .filter(|(k, _)| k.starts_with("raft"))
+                            .collect::<Vec<_>>()
+                    );
+                }
+                panic!("the healthy majority refused write {i} (leader {leader}): {r}")
+            }
+        }
+        if i % 20 == 19 {
+            let r = ask(&g, 3, "set probe 0 0 1\r\np\r\n");
+            if r.starts_with("SERVER_ERROR") {
+                full = true;
+                break;
+            }
+            assert_eq!(r, "STORED", "node 3 before its disk filled");
+        }
+    }
+    assert!(full, "node 3 never stopped acknowledging");
+    // The other two go on, and hold every acknowledged write.
+    for i in 0..20 {
+        let key = format!("after{i}");
+        assert_eq!(c.set(&key, "x").unwrap(), "STORED");
+        acked.insert(key, "x".into());
+    }
+    for id in [1, 2] {
+        let mut c = Lines::connect(g.port(id)).unwrap();
+        for (k, v) in &acked {
+            assert_eq!(
+                c.get(k).unwrap().as_deref(),
+                Some(v.as_str()),
+                "node {id}, {k}"
+            );
+        }
+    }
+}
