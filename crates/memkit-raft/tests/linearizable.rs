@@ -15,9 +15,9 @@
 //! deposing the leader. Together with restarts (a leader's log and state machine reopened
 //! from disk) they make leader changes with writes in flight, writes whose answer is lost
 //! (recorded as unknown: the checker lets them take effect or not), snapshots (taken every
-//! 300 entries) and followers caught up from them.
+//! 100 entries) and followers caught up from them.
 //!
-//! Rounds: 3 by default (about 8 s each); `MEMKIT_LINEAR_ROUNDS=N` runs N (a soak:
+//! Rounds: 3 by default (about 9 s each); `MEMKIT_LINEAR_ROUNDS=N` runs N (a soak:
 //! `MEMKIT_LINEAR_ROUNDS=100 cargo test -p memkit-raft --test linearizable --release`),
 //! `MEMKIT_LINEAR_SEED` fixes the first round's seed (timing still varies). Each round
 //! starts a fresh group, so every key starts absent, as the model assumes.
@@ -39,7 +39,7 @@ use tokio::time::{Instant, sleep, timeout};
 const KEYS: [&str; 3] = ["a", "b", "c"];
 const CLIENTS: u32 = 4;
 /// How long the clients run in a round.
-const RUN: Duration = Duration::from_secs(4);
+const RUN: Duration = Duration::from_secs(6);
 /// A round's bound, start to check: a hang fails the test instead of the run.
 const ROUND_LIMIT: Duration = Duration::from_secs(40);
 
@@ -50,8 +50,8 @@ fn config() -> Config {
         memory_limit: 8 << 20,
         heartbeat_ms: 100,
         election_timeout_ms: (800, 1600),
-        snapshot_after: 300,
-        keep_behind_snapshot: 50,
+        snapshot_after: 100,
+        keep_behind_snapshot: 20,
         request_timeout: Duration::from_secs(2),
         ..Config::default()
     }
@@ -148,6 +148,17 @@ impl Cluster {
             assert!(Instant::now() < until, "no leader elected");
             sleep(Duration::from_millis(25)).await;
         }
+    }
+
+    /// The highest term a running node knows (how many elections the round saw, and more).
+    async fn term(&self) -> u64 {
+        let mut term = 0;
+        for id in 1..=3 {
+            if let Some(n) = self.slot(id).read().await.as_ref() {
+                term = term.max(n.metrics().await.term);
+            }
+        }
+        term
     }
 
     /// Heals every relay and starts every node that is down.
@@ -319,28 +330,31 @@ async fn faults(cluster: Arc<Cluster>, start: Instant, until: Instant, seed: u64
         Duration::from_millis(lo + rng.below((hi - lo) as usize) as u64)
     };
     loop {
-        sleep(ms(200, 600, &mut rng)).await;
+        sleep(ms(100, 400, &mut rng)).await;
         if Instant::now() + Duration::from_millis(500) >= until {
             return log;
         }
         let leader = cluster.leader().await.unwrap_or(rng.below(3) as NodeId + 1);
         let other = (leader + rng.below(2) as NodeId) % 3 + 1; // not the leader
         let at = start.elapsed().as_millis();
-        let hold = ms(300, 1500, &mut rng);
-        match rng.below(4) {
+        // Often long enough for an election: a follower that hears no leader stands about
+        // 3 s after the last heartbeat (measured; a leader restarted sooner resumes its term
+        // from its saved vote).
+        let hold = ms(500, 4500, &mut rng);
+        match rng.below(6) {
             0 => {
                 log.push(format!("{at}ms: leader {leader} cut off for {hold:?}"));
                 cluster.relays[&leader].cut();
                 sleep(hold).await;
                 cluster.relays[&leader].heal();
             }
-            1 => {
+            1 | 2 => {
                 log.push(format!("{at}ms: follower {other} cut off for {hold:?}"));
                 cluster.relays[&other].cut();
                 sleep(hold).await;
                 cluster.relays[&other].heal();
             }
-            2 => {
+            3 | 4 => {
                 let id = if rng.below(3) == 0 { other } else { leader };
                 log.push(format!(
                     "{at}ms: node {id} (leader: {leader}) down for {hold:?}"
@@ -380,6 +394,7 @@ async fn round(n: u64, seed: u64) {
         c.await.expect("client panicked");
     }
     cluster.repair().await;
+    let term = cluster.term().await;
     let history = rec.history();
     let ops = history.operations().len();
     let unknown = history.unknown();
@@ -387,10 +402,12 @@ async fn round(n: u64, seed: u64) {
     let verdict = linear::check(&history);
     eprintln!(
         "round {n} (seed {seed:#x}): {ops} operations ({unknown} unanswered), \
-         {} faults, checked in {:?}",
+         {} faults, \
+         term {term} at the end, checked in {:?}",
         log.len(),
         checked.elapsed()
     );
+    eprintln!("  faults: {}", log.join("; "));
     if let Err(e) = verdict {
         panic!(
             "round {n} (seed {seed:#x}) is not linearizable:\n{e}\nfaults (ms since the \
