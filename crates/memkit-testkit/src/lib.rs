@@ -34,6 +34,10 @@
 //!   them off (both ways or one way, new connections held or refused), delays them or
 //!   resets their connections at the test's word, on threads of its own joined on drop.
 //!   The one way tests put a network fault between peers.
+//! - [`linear`]: linearizability checking: [`linear::Recorder`], a thread-safe history of
+//!   concurrent clients' memcached operations (an unanswered one may or may not have taken
+//!   effect), and [`linear::check`], which searches it for an order memcached's sequential
+//!   semantics allow and otherwise reports the first answer nothing explains.
 //!
 //! Entry points for a backend's own tests:
 //!
@@ -70,6 +74,7 @@ pub mod fuzz;
 #[cfg(feature = "docs")]
 pub mod generated;
 pub mod interop;
+pub mod linear;
 pub mod memcached;
 pub mod model;
 pub mod ops;
