@@ -40,6 +40,7 @@ pub fn exposition(sh: &Shared) -> String {
         settings: &settings,
         items: &items,
         slabs: &slabs,
+        followers: &[],
     };
     memkit_metrics::render_own(&server, &figures::now(sh))
 }
