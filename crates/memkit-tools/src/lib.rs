@@ -16,15 +16,18 @@
 //!   memcached_exporter's metric names) is rendered by `memkit_metrics`, the renderer
 //!   behind `memkitd --metrics-addr` too, so both print the same series.
 //! - [`top`]: the live dashboard (on [`term`], a few termios calls).
-//! - [`dump`] (`lru_crawler metadump all`), [`watch`] (the servers' `watch` streams) over
-//!   [`raw`] text connections (so not with `--binary`); [`trace`] renders the cookbook's
-//!   `MLWUH` trace files.
+//! - [`dump`] (`lru_crawler metadump all`), [`watch`] (the servers' `watch` streams) and
+//!   [`cluster`] (a replicated memkitd group's `cluster status|add|remove`) over [`raw`]
+//!   text connections (so not with `--binary`); [`trace`] renders the cookbook's `MLWUH`
+//!   trace files.
 //!
 //! Goals: scripts and people can check where keys live and what servers hold, and watch a
 //! pool live (see `docs/operations.md`). Only standard memcached commands are used, so every
-//! tool works against real memcached as well as memkitd.
+//! tool works against real memcached as well as memkitd, but for `cluster`, which only a
+//! memkitd in a replicated group answers.
 
 pub mod cli;
+pub mod cluster;
 pub mod connect;
 pub mod dump;
 pub mod json;
