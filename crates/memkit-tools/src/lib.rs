@@ -15,7 +15,8 @@
 //!   and `prometheus` formats of `memkit stats`; the Prometheus text format (the community
 //!   memcached_exporter's metric names) is rendered by `memkit_metrics`, the renderer
 //!   behind `memkitd --metrics-addr` too, so both print the same series.
-//! - [`top`]: the live dashboard (on [`term`], a few termios calls).
+//! - [`top`]: the live dashboard (on [`term`], a few termios calls); [`top_group`], its
+//!   section for the nodes of a replicated memkitd group.
 //! - [`dump`] (`lru_crawler metadump all`), [`watch`] (the servers' `watch` streams) and
 //!   [`cluster`] (a replicated memkitd group's `cluster status|add|remove`) over [`raw`]
 //!   text connections (so not with `--binary`); [`trace`] renders the cookbook's `MLWUH`
@@ -36,6 +37,7 @@ pub mod stats;
 pub mod status;
 pub mod term;
 pub mod top;
+pub mod top_group;
 pub mod trace;
 pub mod verbs;
 pub mod watch;
