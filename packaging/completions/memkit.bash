@@ -25,6 +25,9 @@ _memkit() {
             memkit,cas)
                 cmd="memkit__subcmd__cas"
                 ;;
+            memkit,cluster)
+                cmd="memkit__subcmd__cluster"
+                ;;
             memkit,decr)
                 cmd="memkit__subcmd__decr"
                 ;;
@@ -82,6 +85,30 @@ _memkit() {
             memkit,watch)
                 cmd="memkit__subcmd__watch"
                 ;;
+            memkit__subcmd__cluster,add)
+                cmd="memkit__subcmd__cluster__subcmd__add"
+                ;;
+            memkit__subcmd__cluster,help)
+                cmd="memkit__subcmd__cluster__subcmd__help"
+                ;;
+            memkit__subcmd__cluster,remove)
+                cmd="memkit__subcmd__cluster__subcmd__remove"
+                ;;
+            memkit__subcmd__cluster,status)
+                cmd="memkit__subcmd__cluster__subcmd__status"
+                ;;
+            memkit__subcmd__cluster__subcmd__help,add)
+                cmd="memkit__subcmd__cluster__subcmd__help__subcmd__add"
+                ;;
+            memkit__subcmd__cluster__subcmd__help,help)
+                cmd="memkit__subcmd__cluster__subcmd__help__subcmd__help"
+                ;;
+            memkit__subcmd__cluster__subcmd__help,remove)
+                cmd="memkit__subcmd__cluster__subcmd__help__subcmd__remove"
+                ;;
+            memkit__subcmd__cluster__subcmd__help,status)
+                cmd="memkit__subcmd__cluster__subcmd__help__subcmd__status"
+                ;;
             memkit__subcmd__help,add)
                 cmd="memkit__subcmd__help__subcmd__add"
                 ;;
@@ -90,6 +117,9 @@ _memkit() {
                 ;;
             memkit__subcmd__help,cas)
                 cmd="memkit__subcmd__help__subcmd__cas"
+                ;;
+            memkit__subcmd__help,cluster)
+                cmd="memkit__subcmd__help__subcmd__cluster"
                 ;;
             memkit__subcmd__help,decr)
                 cmd="memkit__subcmd__help__subcmd__decr"
@@ -148,6 +178,15 @@ _memkit() {
             memkit__subcmd__help,watch)
                 cmd="memkit__subcmd__help__subcmd__watch"
                 ;;
+            memkit__subcmd__help__subcmd__cluster,add)
+                cmd="memkit__subcmd__help__subcmd__cluster__subcmd__add"
+                ;;
+            memkit__subcmd__help__subcmd__cluster,remove)
+                cmd="memkit__subcmd__help__subcmd__cluster__subcmd__remove"
+                ;;
+            memkit__subcmd__help__subcmd__cluster,status)
+                cmd="memkit__subcmd__help__subcmd__cluster__subcmd__status"
+                ;;
             *)
                 ;;
         esac
@@ -155,7 +194,7 @@ _memkit() {
 
     case "${cmd}" in
         memkit)
-            opts="-s -d -h -V --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --which --help --version get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help"
+            opts="-s -d -h -V --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --which --help --version get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch cluster trace help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -353,6 +392,316 @@ _memkit() {
                     ;;
                 --exptime)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --servers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --distribution)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -d)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --username)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__cluster)
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help status add remove help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --servers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --distribution)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -d)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --username)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__cluster__subcmd__add)
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --servers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --distribution)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -d)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --username)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__cluster__subcmd__help)
+            opts="status add remove help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__cluster__subcmd__help__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__cluster__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__cluster__subcmd__help__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__cluster__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__cluster__subcmd__remove)
+            opts="-s -d -h --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --servers)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --distribution)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -d)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --username)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__cluster__subcmd__status)
+            opts="-f -s -d -h --format --servers --distribution --timeout-ms --tls --tls-ca --tls-cert --tls-key --tls-server-name --tls-insecure --binary --username --password --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                -f)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 --servers)
@@ -791,7 +1140,7 @@ _memkit() {
             return 0
             ;;
         memkit__subcmd__help)
-            opts="get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch trace help"
+            opts="get gat touch set add replace append prepend cas delete incr decr stats flush ping version verbosity top dump watch cluster trace help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -835,6 +1184,62 @@ _memkit() {
         memkit__subcmd__help__subcmd__cas)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__help__subcmd__cluster)
+            opts="status add remove"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__help__subcmd__cluster__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__help__subcmd__cluster__subcmd__remove)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memkit__subcmd__help__subcmd__cluster__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -27,17 +27,22 @@
 //!   out, and memkitd's own lines about the flash tier)
 //! - `memkit_persist_*` (memkitd's `persist_*`, with `--persist`), and
 //!   `memkit_persist_durability_info{durability}`
+//! - `memkit_raft_*` (memkitd's `raft_*`, in a replicated group; `raft.rs`):
+//!   `memkit_raft_role{role}`, term, leader, log/commit/applied index, and on the leader
+//!   `memkit_raft_follower_lag{node}` ([`ServerStats::followers`])
 //! - per size class, label `slab`: from `stats items` and from `stats slabs`
 //! - with [`render_own`]: `process_cpu_seconds_total`, `process_resident_memory_bytes`,
 //!   `process_open_fds`, ... ([`ProcessFigures`])
 
 mod names;
 mod process;
+mod raft;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 pub use process::ProcessFigures;
+pub use raft::Follower as RaftFollower;
 
 use names::{EXTSTORE, GENERAL, ITEMS, PERSIST, SLABS};
 
@@ -60,6 +65,9 @@ pub struct ServerStats<'a> {
     pub items: &'a [(String, String)],
     /// `stats slabs` (`<class>:<field>`, `active_slabs`, `total_malloced`).
     pub slabs: &'a [(String, String)],
+    /// A group's leader: each follower's progress (from the node itself; `stats` does not
+    /// carry it).
+    pub followers: &'a [RaftFollower],
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -225,6 +233,7 @@ fn collect(f: &mut Families, s: &ServerStats<'_>) {
     collect_commands(f, s);
     collect_general(f, s);
     collect_persist(f, s);
+    f.push_raft(s.labels, s.general, s.followers);
     let items = collect_items(f, s);
     collect_slabs(f, s, &items);
 }

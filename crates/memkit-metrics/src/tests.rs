@@ -169,3 +169,62 @@ fn extstore_lines_take_the_exporters_names_only_when_present() {
     }]);
     assert!(!text.contains("extstore"), "{text}");
 }
+
+#[test]
+fn raft_families_only_for_a_group_node() {
+    let g = pairs(&[
+        ("version", "1.6.18"),
+        ("raft_node", "1"),
+        ("raft_role", "leader"),
+        ("raft_leader", "1"),
+        ("raft_term", "3"),
+        ("raft_last_log_index", "42"),
+        ("raft_commit_index", "42"),
+        ("raft_applied_index", "41"),
+    ]);
+    let followers = [
+        RaftFollower {
+            node: 2,
+            matched: Some(40),
+            lag: 2,
+        },
+        RaftFollower {
+            node: 4,
+            matched: None,
+            lag: 43,
+        },
+    ];
+    let text = render(&[ServerStats {
+        up: true,
+        general: &g,
+        followers: &followers,
+        ..Default::default()
+    }]);
+    for line in [
+        "# TYPE memkit_raft_role gauge",
+        "memkit_raft_role{role=\"leader\"} 1\n",
+        "memkit_raft_role{role=\"follower\"} 0\n",
+        "memkit_raft_node 1\n",
+        "memkit_raft_leader 1\n",
+        "memkit_raft_term 3\n",
+        "memkit_raft_commit_index 42\n",
+        "memkit_raft_applied_index 41\n",
+        "memkit_raft_last_log_index 42\n",
+        "memkit_raft_follower_lag{node=\"2\"} 2\n",
+        "memkit_raft_follower_lag{node=\"4\"} 43\n",
+        "memkit_raft_follower_matched_index{node=\"2\"} 40\n",
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+    assert!(!text.contains("matched_index{node=\"4\"}"), "{text}");
+    assert_eq!(text.matches("# TYPE memkit_raft_follower_lag").count(), 1);
+    // A plain server: no raft_* lines, no families (followers alone do not make any).
+    let g = pairs(&[("version", "1.6.18")]);
+    let text = render(&[ServerStats {
+        up: true,
+        general: &g,
+        followers: &followers,
+        ..Default::default()
+    }]);
+    assert!(!text.contains("memkit_raft"), "{text}");
+}

@@ -3,8 +3,9 @@
 //! under the community memcached_exporter's names (the renderer `memkit stats --format
 //! prometheus` uses too, so both print the same series), plus the figures of the memkitd
 //! process itself ([`figures`]: `process_cpu_seconds_total`, `process_resident_memory_bytes`,
-//! `process_open_fds`, ...), which only the server can measure. The same listener serves
-//! the live page for operators ([`page`]: `GET /` and its JSON).
+//! `process_open_fds`, ...), which only the server can measure, and, on the leader of a
+//! replicated group, each follower's lag ([`followers`]), which `stats` does not carry. The
+//! same listener serves the live page for operators ([`page`]: `GET /` and its JSON).
 //!
 //! Every response carries [`SECURITY_HEADERS`]: a Content-Security-Policy that lets a page
 //! load only its own scripts and styles and be framed by nobody.
@@ -33,6 +34,7 @@ pub fn exposition(sh: &Shared) -> String {
     let settings = fetch(&[b"settings"]);
     let items = fetch(&[b"items"]);
     let slabs = fetch(&[b"slabs"]);
+    let followers = followers(sh);
     let server = ServerStats {
         labels: &[],
         up: true,
@@ -40,8 +42,25 @@ pub fn exposition(sh: &Shared) -> String {
         settings: &settings,
         items: &items,
         slabs: &slabs,
+        followers: &followers,
     };
     memkit_metrics::render_own(&server, &figures::now(sh))
+}
+
+/// On the leader of a replicated group, how far each follower is behind (as the node read it
+/// a moment ago: a scrape never waits on the group); none on any other server.
+pub fn followers(sh: &Shared) -> Vec<memkit_metrics::RaftFollower> {
+    let Some(r) = sh.replica().and_then(|r| r.replication()) else {
+        return Vec::new();
+    };
+    r.followers
+        .iter()
+        .map(|f| memkit_metrics::RaftFollower {
+            node: f.id,
+            matched: f.matched,
+            lag: f.lag,
+        })
+        .collect()
 }
 
 /// The rows of `stats [args]` as the protocol would answer them, name and value.

@@ -1,13 +1,13 @@
 //! A memkitd that is one node of a replicated group (`--raft-node`, `--raft-listen`,
 //! `--raft-peers`): the node (`memkit_raft::Node`) on a runtime of its own, what a parked
-//! connection hands it ([`Job`]), and the figures `stats` reports.
+//! connection hands it ([`Job`]), and the figures `stats` and the exporter report.
 //!
 //! The engine connections read is the node's state machine's: committed writes reach it
 //! through the log, on every node in the same order. A write never runs on it directly:
 //! the executor turns it into a `memkit_raft::Write`, the connection parks, and a [`Job`]
 //! carries it to the leader (forwarded when this node does not lead); the reply renders
 //! the outcome the entry had. A linearizable read parks for a read barrier first
-//! ([`Barriers`]): one barrier serves every connection that asked before it began, so a
+//! (`Barriers`): one barrier serves every connection that asked before it began, so a
 //! busy node asks the leader once per round trip, not once per read.
 //!
 //! Why a runtime of its own: the worker threads are not tokio's, and the peer protocol,
@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use memkit_engine::Engine;
-use memkit_raft::{Node, Reply, Role, Write};
+use memkit_raft::{Node, Replication, Reply, Role, Write};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
@@ -28,6 +28,11 @@ use crate::state::gate::Completer;
 
 /// How long the figures' refresher waits between two reads of the commit index.
 const FIGURES_EVERY: Duration = Duration::from_millis(20);
+
+/// How long the refresher waits for the leader's own status. It never leaves the node
+/// while the node leads; one that stepped down in between asks the new leader over the
+/// network, and the refresher must not stall on that.
+const STATUS_WAIT: Duration = Duration::from_millis(500);
 
 /// How long a stop waits for Raft to shut down before the runtime is dropped under it.
 const STOP_WAIT: Duration = Duration::from_secs(2);
@@ -41,6 +46,9 @@ pub struct Replica {
     barriers: Arc<Barriers>,
     /// The last commit index read (openraft's metrics do not carry it).
     commit_index: Arc<AtomicU64>,
+    /// While this node leads, its followers' progress as last read (for the exporter,
+    /// which must not wait on the node).
+    replication: Arc<Mutex<Option<Replication>>>,
 }
 
 impl std::fmt::Debug for Replica {
@@ -225,9 +233,11 @@ impl Replica {
             .map_err(|e| refuse("node", &e))?;
         let node = Arc::new(node);
         let commit_index = Arc::new(AtomicU64::new(0));
-        runtime.spawn(refresh_commit_index(
+        let replication = Arc::new(Mutex::new(None));
+        runtime.spawn(refresh_figures(
             Arc::downgrade(&node),
             commit_index.clone(),
+            replication.clone(),
         ));
         Ok(Replica {
             barriers: Arc::new(Barriers::new(node.clone())),
@@ -236,6 +246,7 @@ impl Replica {
             node,
             read: s.read,
             commit_index,
+            replication,
         })
     }
 
@@ -312,6 +323,15 @@ impl Replica {
         }
     }
 
+    /// While this node leads: how far each follower is behind, as read a moment ago
+    /// (`None` on any other node). Does not wait: [`Node::status`] may.
+    pub fn replication(&self) -> Option<Replication> {
+        if self.node.metrics_now().role != Role::Leader {
+            return None;
+        }
+        self.replication.lock().clone()
+    }
+
     /// Stops the node (its Raft, then its runtime, which closes its peer port and
     /// connections). The log stays on disk. Callable from within another runtime.
     pub fn stop(&self) {
@@ -329,12 +349,31 @@ impl Replica {
     }
 }
 
-/// Keeps [`Replica::commit_index`] near the node's, while the node lives.
-async fn refresh_commit_index(node: std::sync::Weak<Node>, into: Arc<AtomicU64>) {
+/// Keeps [`Replica::commit_index`] near the node's and, while it leads,
+/// [`Replica::replication`] too, while the node lives. A leader's status carries its
+/// commit index, so each round asks the node's Raft task once either way.
+async fn refresh_figures(
+    node: std::sync::Weak<Node>,
+    commit: Arc<AtomicU64>,
+    replication: Arc<Mutex<Option<Replication>>>,
+) {
     while let Some(n) = node.upgrade() {
-        if let Some(c) = n.metrics().await.commit_index {
-            into.store(c, Relaxed);
+        let (c, r) = if n.metrics_now().role == Role::Leader {
+            match tokio::time::timeout(STATUS_WAIT, n.status()).await {
+                // Another leader's view (this node stepped down meanwhile) is not ours.
+                Ok(st) => (
+                    st.commit_index,
+                    st.replication.filter(|r| r.leader == n.id()),
+                ),
+                Err(_) => (None, None),
+            }
+        } else {
+            (n.metrics().await.commit_index, None)
+        };
+        if let Some(c) = c {
+            commit.store(c, Relaxed);
         }
+        *replication.lock() = r;
         drop(n);
         tokio::time::sleep(FIGURES_EVERY).await;
     }

@@ -8,15 +8,17 @@
 //! memkit delete KEY...   memkit incr KEY [DELTA]   memkit decr KEY [DELTA]
 //! memkit stats [ARGS]    memkit flush [DELAY]      memkit ping   memkit version
 //! memkit verbosity LEVEL memkit top   memkit dump   memkit watch   memkit trace FILE...
+//! memkit cluster status [--format json]   memkit cluster add ID HOST:PORT
+//! memkit cluster remove ID        (a replicated memkitd group, through any node)
 //! memkit --which KEY              (the server KEY maps to)
 //! ```
 //! Every subcommand reaches TLS (`--tls ...`) and `-Y` servers (`--username/--password`),
 //! see [`crate::connect`]. With `--binary` (libmemcached-tools' flag) every subcommand that
 //! has a binary form speaks it, and `--username/--password` log in with SASL PLAIN (`-S`
 //! servers): the key verbs, `stats` and `top` (binary `STAT`), `flush`, `ping`, `version`;
-//! `dump`, `watch` and `verbosity` have none (memcached's binary protocol has no metadump,
-//! no watch, and 1.6 answers its `VERBOSITY` with `UNKNOWN_COMMAND`) and are refused with
-//! status 2 before any server is contacted. The server list defaults to
+//! `dump`, `watch`, `verbosity` and `cluster` have none (memcached's binary protocol has no
+//! metadump, no watch and no cluster command, and 1.6 answers its `VERBOSITY` with
+//! `UNKNOWN_COMMAND`) and are refused with status 2 before any server is contacted. The server list defaults to
 //! `$MEMCACHED_SERVERS` (as libmemcached-tools read it), then `127.0.0.1:11211`.
 //!
 //! Exit status: 0 on success (every key found, every store applied); 1 when a key was
@@ -196,6 +198,13 @@ pub enum Cmd {
         #[arg(long)]
         duration: Option<f64>,
     },
+    /// A replicated memkitd group (--raft-*), through the first server that answers: its
+    /// status, or a member added or removed (text protocol only: not with --binary).
+    Cluster {
+        /// status, add ID HOST:PORT, remove ID.
+        #[command(subcommand)]
+        action: crate::cluster::ClusterCmd,
+    },
     /// Render the cookbook's M/L/W/U/H per-key trace files (or every *.trace in a directory).
     Trace {
         /// Trace files or directories.
@@ -252,6 +261,10 @@ async fn run(args: Args) -> Result<ExitCode, String> {
             "verbosity",
             "memcached 1.6 answers the binary VERBOSITY with UNKNOWN_COMMAND",
         )?,
+        Some(Cmd::Cluster { .. }) => args.conn.refuse_binary(
+            "cluster",
+            "memcached's binary protocol has no cluster command",
+        )?,
         _ => {}
     }
     let c = args.conn.cluster()?;
@@ -271,6 +284,9 @@ async fn run(args: Args) -> Result<ExitCode, String> {
     let status = match cmd {
         Cmd::Top { .. } | Cmd::Dump { .. } | Cmd::Watch { .. } => {
             views(&args.conn, &c, cmd).await?
+        }
+        Cmd::Cluster { action } => {
+            crate::cluster::run(c.servers(), &args.conn.client_config()?, action).await?
         }
         cmd => crate::verbs::run(&c, cmd).await?,
     };

@@ -4,7 +4,7 @@
 //! authentication (`--username`/`--password`): ASCII authentication for `-Y` servers over
 //! text, SASL PLAIN for `-S` servers with `--binary`. One [`ClientConfig`] comes out of
 //! these and serves every subcommand: the key-value verbs and `stats`/`top` through
-//! [`Cluster`], `dump`/`watch`/`verbosity` through [`crate::raw::Raw`], which opens its
+//! [`Cluster`], `dump`/`watch`/`verbosity`/`cluster` through [`crate::raw::Raw`], which opens its
 //! streams with the same configuration (text only: they have no binary form, see
 //! [`ConnArgs::refuse_binary`]).
 
@@ -57,8 +57,8 @@ pub struct ConnArgs {
     #[arg(long, global = true)]
     pub tls_insecure: bool,
     /// Speak the binary protocol (servers started with -S serve nothing else); with
-    /// --username/--password, log in with SASL PLAIN. dump, watch and verbosity have no
-    /// binary form and are refused.
+    /// --username/--password, log in with SASL PLAIN. dump, watch, verbosity and cluster
+    /// have no binary form and are refused.
     #[arg(long, global = true)]
     pub binary: bool,
     /// User: ASCII authentication (servers started with -Y), or SASL PLAIN with --binary

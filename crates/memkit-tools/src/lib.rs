@@ -15,16 +15,20 @@
 //!   and `prometheus` formats of `memkit stats`; the Prometheus text format (the community
 //!   memcached_exporter's metric names) is rendered by `memkit_metrics`, the renderer
 //!   behind `memkitd --metrics-addr` too, so both print the same series.
-//! - [`top`]: the live dashboard (on [`term`], a few termios calls).
-//! - [`dump`] (`lru_crawler metadump all`), [`watch`] (the servers' `watch` streams) over
-//!   [`raw`] text connections (so not with `--binary`); [`trace`] renders the cookbook's
-//!   `MLWUH` trace files.
+//! - [`top`]: the live dashboard (on [`term`], a few termios calls); [`top_group`], its
+//!   section for the nodes of a replicated memkitd group.
+//! - [`dump`] (`lru_crawler metadump all`), [`watch`] (the servers' `watch` streams) and
+//!   [`cluster`] (a replicated memkitd group's `cluster status|add|remove`) over [`raw`]
+//!   text connections (so not with `--binary`); [`trace`] renders the cookbook's `MLWUH`
+//!   trace files.
 //!
 //! Goals: scripts and people can check where keys live and what servers hold, and watch a
 //! pool live (see `docs/operations.md`). Only standard memcached commands are used, so every
-//! tool works against real memcached as well as memkitd.
+//! tool works against real memcached as well as memkitd, but for `cluster`, which only a
+//! memkitd in a replicated group answers.
 
 pub mod cli;
+pub mod cluster;
 pub mod connect;
 pub mod dump;
 pub mod json;
@@ -33,6 +37,7 @@ pub mod stats;
 pub mod status;
 pub mod term;
 pub mod top;
+pub mod top_group;
 pub mod trace;
 pub mod verbs;
 pub mod watch;

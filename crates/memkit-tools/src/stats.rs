@@ -286,6 +286,9 @@ pub fn render_prometheus(results: &[(String, Result<Snapshot, String>)]) -> Stri
                 settings: &s.settings,
                 items: &s.items,
                 slabs: &s.slabs,
+                // A group's follower progress is not in `stats`: memkitd's own endpoint
+                // has it, `memkit cluster status` shows it.
+                followers: &[],
             }
         })
         .collect();

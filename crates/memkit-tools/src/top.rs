@@ -5,7 +5,8 @@
 //! memory per item-size class as a bar chart — seed 003's figure 4, "if it doesn't look like
 //! what the application should produce, worry". Only `stats`, `stats items` and
 //! `stats slabs` are used (binary `STAT`, `STAT items`, `STAT slabs` with `--binary`), so
-//! it works against memcached as well as memkitd, `-S` servers included.
+//! it works against memcached as well as memkitd, `-S` servers included. Nodes of a
+//! replicated memkitd group get a row each in a replication section ([`crate::top_group`]).
 //!
 //! Keys: `q` quits, Tab / Shift-Tab (or arrows) move between the total and each server.
 //! Without a terminal (or with `--batch`) frames are printed one after another.
@@ -269,6 +270,7 @@ pub fn frame(
     let t = total(views);
     l.push(row("TOTAL", &t, selected == 0, None));
     l.push(String::new());
+    l.extend(crate::top_group::section(views));
     let (title, f, classes) = selected_view(views, selected, t);
     detail(&mut l, &title, &f, width);
     histogram(&mut l, classes, width, height);

@@ -6,6 +6,10 @@
 //! [`crate::relay::Relay`] of its own (node `i`'s `--raft-peers` names, for node `j`, the
 //! relay from `i` to `j`; memkit-raft dials the addresses a node's own list gives), so a
 //! test can cut any one way between two nodes, or a node off from all, and heal it.
+//!
+//! [`Group::add_node`] starts one more node, outside the group until a `cluster add` (to
+//! any member) names it; with [`GroupOptions::metrics`] every node serves its exporter
+//! (`--metrics-addr`), read with [`Group::scrape`].
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,6 +31,8 @@ pub struct GroupOptions {
     pub args: Vec<String>,
     /// Nodes whose `--persist` directory is elsewhere (a small disk that fills).
     pub dirs: BTreeMap<u64, PathBuf>,
+    /// Every node serves Prometheus metrics on a port of its own ([`Group::metrics_port`]).
+    pub metrics: bool,
 }
 
 impl Default for GroupOptions {
@@ -36,6 +42,7 @@ impl Default for GroupOptions {
             relays: false,
             args: Vec::new(),
             dirs: BTreeMap::new(),
+            metrics: false,
         }
     }
 }
@@ -43,7 +50,19 @@ impl Default for GroupOptions {
 struct Member {
     port: u16,
     raft_port: u16,
+    metrics_port: Option<u16>,
     server: Option<TestServer>,
+}
+
+impl Member {
+    fn new(metrics: bool) -> Member {
+        Member {
+            port: free_port(),
+            raft_port: free_port(),
+            metrics_port: metrics.then(free_port),
+            server: None,
+        }
+    }
 }
 
 /// A replicated group of memkitd processes; each is killed when the group drops.
@@ -54,6 +73,10 @@ pub struct Group {
     dir: TempDir,
     args: Vec<String>,
     dirs: BTreeMap<u64, PathBuf>,
+    /// Whether nodes reach each other through relays (nodes added later too).
+    relayed: bool,
+    /// Whether nodes serve metrics (nodes added later too).
+    metrics: bool,
 }
 
 impl std::fmt::Debug for Group {
@@ -76,13 +99,7 @@ impl Group {
 
     /// A group as `opts` asks.
     pub fn start_with(opts: GroupOptions) -> Group {
-        let members: Vec<Member> = (0..opts.nodes)
-            .map(|_| Member {
-                port: free_port(),
-                raft_port: free_port(),
-                server: None,
-            })
-            .collect();
+        let members: Vec<Member> = (0..opts.nodes).map(|_| Member::new(opts.metrics)).collect();
         let relays = (0..opts.nodes)
             .map(|i| {
                 (0..opts.nodes)
@@ -99,6 +116,8 @@ impl Group {
             dir: crate::tempdir::tempdir("group"),
             args: opts.args,
             dirs: opts.dirs,
+            relayed: opts.relays,
+            metrics: opts.metrics,
         };
         for id in g.ids() {
             g.start_node(id);
@@ -126,6 +145,56 @@ impl Group {
     /// Node `id`'s client port.
     pub fn port(&self, id: u64) -> u16 {
         self.member(id).port
+    }
+
+    /// Node `id`'s peer address (`127.0.0.1:PORT`), the one `cluster add` names.
+    pub fn raft_addr(&self, id: u64) -> String {
+        format!("127.0.0.1:{}", self.member(id).raft_port)
+    }
+
+    /// Node `id`'s metrics port. Panics unless the group started with
+    /// [`GroupOptions::metrics`].
+    pub fn metrics_port(&self, id: u64) -> u16 {
+        self.member(id)
+            .metrics_port
+            .expect("a group started with metrics")
+    }
+
+    /// Node `id`'s `GET /metrics` body.
+    pub fn scrape(&self, id: u64) -> String {
+        let mut w = BlockingWire::tcp(("127.0.0.1", self.metrics_port(id)))
+            .expect("connect to the metrics port")
+            .with_timeout(Duration::from_secs(20));
+        let reply = w.ask(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", Until::Closed);
+        match reply.split_once("\r\n\r\n") {
+            Some((head, body)) if head.starts_with("HTTP/1.1 200") => body.to_string(),
+            _ => panic!("node {id}: GET /metrics: {reply}"),
+        }
+    }
+
+    /// Starts one more node (the next id, its own directory and ports, the group's flags),
+    /// once it serves; its id. Its `--raft-peers` lists every node so far and itself, as a
+    /// node joining a group is started. It is no member (and names no leader, so
+    /// [`Group::leader`] waits for it too) until a `cluster add ID` of its id and
+    /// [`Group::raft_addr`] reaches the group.
+    pub fn add_node(&mut self) -> u64 {
+        self.members.push(Member::new(self.metrics));
+        let n = self.members.len();
+        let id = n as u64;
+        // Each earlier node's way to the new one, then the new one's to every node.
+        let to_new = ([127, 0, 0, 1], self.members[n - 1].raft_port).into();
+        for row in &mut self.relays {
+            row.push(self.relayed.then(|| Relay::start(to_new)));
+        }
+        let row = (0..n)
+            .map(|j| {
+                let to = ([127, 0, 0, 1], self.members[j].raft_port).into();
+                (self.relayed && j != n - 1).then(|| Relay::start(to))
+            })
+            .collect();
+        self.relays.push(row);
+        self.start_node(id);
+        id
     }
 
     /// Node `id`'s server. Panics if it is down.
@@ -182,6 +251,9 @@ impl Group {
             "--raft-timeout-ms".into(),
             "3000".into(),
         ];
+        if let Some(p) = m.metrics_port {
+            args.extend(["--metrics-addr".into(), format!("127.0.0.1:{p}")]);
+        }
         if is_root() {
             args.extend(["-u".into(), "root".into()]);
         }
