@@ -516,7 +516,6 @@ fn meta_debug(sh: &Shared, key: &[u8], base64: bool, out: &mut Vec<u8>) {
     }
 }
 
-/// `lru_crawler`, `watch`, `slabs`, `lru`.
 /// `cluster status|add ID HOST:PORT|remove ID`: carried out by the group's node while the
 /// connection waits, as a write is (`crate::exec::replicate`).
 fn cluster(sh: &Shared, cx: &mut Cx, args: &[&[u8]], out: &mut Vec<u8>) -> Action {
@@ -542,6 +541,7 @@ fn cluster(sh: &Shared, cx: &mut Cx, args: &[&[u8]], out: &mut Vec<u8>) -> Actio
     Action::Continue
 }
 
+/// `lru_crawler`, `watch`, `slabs`, `lru`.
 fn admin(sh: &Shared, cmd: AdminCmd, args: &[&[u8]], out: &mut Vec<u8>) -> Action {
     match cmd {
         AdminCmd::LruCrawler => match args.first().copied() {
