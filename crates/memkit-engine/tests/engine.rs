@@ -522,3 +522,26 @@ mod s3fifo {
 mod sieve {
     behaviours!(Sieve);
 }
+
+#[test]
+fn clear_drops_every_item_and_keeps_the_counters() {
+    let (e, _clock) = engine(EvictionPolicy::default(), 8);
+    for i in 0..1000 {
+        let key = format!("k{i}");
+        e.store(key.as_bytes(), b"value", &StoreOptions::default())
+            .unwrap();
+    }
+    assert!(e.get(b"k1", &GetOptions::default()).unwrap().is_some());
+    e.clear();
+    let s = e.stats();
+    assert_eq!((s.counters.curr_items, s.counters.bytes), (0, 0));
+    assert_eq!(s.counters.cmd_set, 1000, "counters carry over");
+    assert_eq!(e.get(b"k1", &GetOptions::default()).unwrap(), None);
+    // The engine goes on as an empty one: the whole budget is there again.
+    for i in 0..1000 {
+        let key = format!("n{i}");
+        e.store(key.as_bytes(), b"value", &StoreOptions::default())
+            .unwrap();
+    }
+    assert_eq!(e.stats().counters.curr_items, 1000);
+}

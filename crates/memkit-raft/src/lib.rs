@@ -1,7 +1,7 @@
 //! memkit-raft: memcached's writes replicated through a Raft log (openraft 0.9), so a
 //! group of nodes keeps every acknowledged write while a majority of them is up, and
-//! every command means the same on every node. The core library: not yet wired into
-//! memkitd.
+//! every command means the same on every node. memkitd's `--raft-*` run it
+//! (`memkit_server::replica`; `docs/replication.md`).
 //!
 //! Map:
 //! - [`types`]: the log's vocabulary: [`Write`] (a mutation with absolute times),

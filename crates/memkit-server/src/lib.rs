@@ -14,9 +14,14 @@
 //! - [`state`]: what every connection shares ([`Shared`]: engine, persistent store,
 //!   settings, counters), the connection registry, and the [`state::gate`] a request's
 //!   replies may wait on. Nothing in it knows how bytes move.
+//! - [`replica`] (beside [`state`], which holds it; it knows only the gate's completer):
+//!   the replicated group's node (`--raft-*`) on a runtime of its own, what a
+//!   parked connection hands it (writes, a read barrier, a `cluster` command), and `stats`'
+//!   `raft_*` figures.
 //! - [`exec`]: THE place where a request meets the storage backend: one executor for the
 //!   logical commands every encoding decodes into, and the [`exec::Reply`] trait each
-//!   encoding's renderer implements.
+//!   encoding's renderer implements; in a group, [`exec::replicate`] turns writes into log
+//!   entries.
 //! - [`dispatch`]: text and meta requests into logical commands, their renderers, and the
 //!   operator commands; [`binary`]: the same for binary frames; [`sasl`]: SASL PLAIN;
 //!   [`stats`]: `stats` and its subcommands with memcached's names, and the dumps' lines.

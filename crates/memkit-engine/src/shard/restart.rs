@@ -260,7 +260,11 @@ impl Shard {
     pub(crate) fn clear_keeping_counters(&mut self, budget: usize) {
         let counters = self.stats.counters.clone();
         self.warm_clear(budget);
-        self.stats.counters = counters;
+        self.stats.counters = crate::stats::Counters {
+            curr_items: 0,
+            bytes: 0,
+            ..counters
+        };
     }
 
     /// The section state to save with the records.
