@@ -24,6 +24,13 @@ complete -c memkitd -s N -l napi-ids -d 'Number of NAPI ids (accepted, no effect
 complete -c memkitd -l persist -d 'Persistent mode: keep the data in this directory (MemcacheDB-style, crash-safe)' -r -F
 complete -c memkitd -l durability -d 'With --persist: when a write is on disk. sync (default: acknowledged once fsynced, group commit), periodic[:MS] (fsync every MS ms, default 1000), none (never fsync)' -r
 complete -c memkitd -l persist-reserve -d 'With --persist: refuse new data (SERVER_ERROR out of disk space storing object) while fewer than this many MiB are free on the store\'s filesystem, so that the store itself never meets a full disk. Default: 4x the memtable budget, at least 64. 0 turns the guard off' -r
+complete -c memkitd -l raft-node -d 'With --persist: this node\'s id in a replicated group (a number from 1)' -r
+complete -c memkitd -l raft-listen -d 'The address the group\'s peers reach this node at' -r
+complete -c memkitd -l raft-peers -d 'The group: every node\'s id and peer address, this one\'s included. A node started with it on an empty --persist directory joins the group\'s first start (the lowest id bootstraps it); on a non-empty one it rejoins' -r
+complete -c memkitd -l read-consistency -d 'linearizable (default: a read sees every write acknowledged before it began, on any node) or local (a node\'s own state, which may lag the leader\'s by what is not yet replicated to it)' -r
+complete -c memkitd -l raft-timeout-ms -d 'How long a write or a linearizable read may wait for the group (a leader, a majority) before it is answered SERVER_ERROR' -r
+complete -c memkitd -l raft-heartbeat-ms -d 'Heartbeat period; elections start after 5 to 10 of them without a leader' -r
+complete -c memkitd -l raft-snapshot-after -d 'A snapshot after this many log entries since the last; the log keeps a tenth of that (at most 1000) behind it for followers slightly behind' -r
 complete -c memkitd -l metrics-addr -d 'Serve Prometheus metrics (memcached_exporter\'s names) at http://HOST:PORT/metrics, and a live page for operators at http://HOST:PORT/' -r
 complete -c memkitd -l log-format -d 'Log format on standard error; the level is RUST_LOG when set, else -v/-vv/-vvv' -r -f -a "text\t'One human-readable line per event'
 json\t'One JSON object per line'"
