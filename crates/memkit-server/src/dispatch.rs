@@ -80,7 +80,22 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, cx: &mut Cx, out: &mut Vec<u8>) 
                     key,
                     opts: opts.clone(),
                 };
-                execute(&cmd, sh, cx, &mut TextReply { out, key, cas });
+                let before = out.len();
+                let mut reply = TextReply {
+                    out,
+                    key,
+                    cas,
+                    failed: false,
+                };
+                execute(&cmd, sh, cx, &mut reply);
+                if reply.failed {
+                    // An error ends the reply, as memcached's does: the error line alone,
+                    // no values before it and no END after (a client reads one reply).
+                    let line = out.split_off(before);
+                    out.truncate(mark);
+                    out.extend_from_slice(&line);
+                    return Action::Continue;
+                }
             }
             render::write_end(out);
             Action::Continue
@@ -188,6 +203,7 @@ fn text(sh: &Shared, cx: &mut Cx, out: &mut Vec<u8>, cmd: Option<Command<'_>>) -
             out,
             key,
             cas: false,
+            failed: false,
         },
     );
     Action::Continue
@@ -199,6 +215,8 @@ struct TextReply<'o, 'k> {
     key: &'k [u8],
     /// `gets`/`gats`: values carry their CAS.
     cas: bool,
+    /// An error was rendered: a retrieval's reply ends there.
+    failed: bool,
 }
 
 impl Reply for TextReply<'_, '_> {
@@ -257,6 +275,7 @@ impl Reply for TextReply<'_, '_> {
     }
 
     fn error(&mut self, e: &Error) {
+        self.failed = true;
         error_line(self.out, e);
     }
 }

@@ -333,6 +333,12 @@ fn a_minority_answers_server_error_until_a_majority_is_back() {
     assert!(r.starts_with("SERVER_ERROR"), "{r}");
     let r = ask(&g, 1, "incr k 1\r\n");
     assert!(r.starts_with("SERVER_ERROR"), "{r}");
+    // A read that cannot be served is one reply, the error line (no END after it): the
+    // next request's reply is the next line.
+    let r = g.wire(1).ask(b"get k j\r\nversion\r\n", Until::Lines(2));
+    let lines: Vec<&str> = r.lines().collect();
+    assert!(lines[0].starts_with("SERVER_ERROR"), "{r}");
+    assert!(lines[1].starts_with("VERSION"), "{r}");
     g.start_node(3);
     g.leader(ELECTION);
     assert_eq!(ask(&g, 1, "set k 0 0 1\r\nc\r\n"), "STORED");
