@@ -11,8 +11,13 @@ pub struct Lines(pub BlockingWire);
 
 impl Lines {
     pub fn connect(port: u16) -> std::io::Result<Lines> {
+        Lines::connect_waiting(port, Duration::from_secs(10))
+    }
+
+    /// A connection waiting up to `wait` for each reply (a read past it fails `TimedOut`).
+    pub fn connect_waiting(port: u16, wait: Duration) -> std::io::Result<Lines> {
         let w = BlockingWire::tcp(("127.0.0.1", port))?;
-        Ok(Lines(w.with_timeout(Duration::from_secs(10))))
+        Ok(Lines(w.with_timeout(wait)))
     }
 
     /// The next line, without its `\r\n`; `UnexpectedEof` when the server closed first.
