@@ -211,15 +211,11 @@ fn client(
                 }
                 rec.complete(call, ret);
             }
-            // Not completed: the history keeps it as unknown. A write's connection is still
-            // in step (one request, one reply line); a retrieval's is not: memkitd follows
-            // its SERVER_ERROR (a failed read barrier) with a stray `END` today, which the
-            // next request would read as its reply (a `get` as a miss). So another one.
+            // Not completed: the history keeps it as unknown. The connection stays in step
+            // (one request, one reply: a failed retrieval is its error line alone), so any
+            // stray line would show as a wrong answer to the next request.
             Ok(Outcome::Unknown(why)) => {
                 recent.push(format!("#{} {why}", call.0));
-                if matches!(op, Op::Get | Op::Gets) {
-                    conn = None;
-                }
             }
             Ok(Outcome::Wrong(what)) => {
                 return Err(format!(
