@@ -22,11 +22,14 @@
 //! - [`members`]: membership changes as the leader makes them ([`Change`]: add a learner,
 //!   promote, remove), finishing an interrupted one when sent again, refusing one that
 //!   would leave no majority able to commit.
-//! - [`network`]: the peer protocol (length-prefixed postcard frames over TCP) and its
-//!   client side: openraft's network factory, a pool for forwarded requests (this node's
-//!   own peer list first, then the current membership's addresses).
-//! - [`server`]: the peer protocol's server side, refusing senders outside the group (a
-//!   removed node once its removal is committed).
+//! - [`tls`]: [`PeerTls`], the peer protocol over TLS 1.3 with mutual certificates: the
+//!   chain checked against the group's CA both ways, host names not.
+//! - [`network`]: the peer protocol (length-prefixed postcard frames over TCP, or TLS over
+//!   it) and its client side: openraft's network factory, a pool for forwarded requests
+//!   (this node's own peer list first, then the current membership's addresses).
+//! - [`server`]: the peer protocol's server side, refusing peers without a certificate
+//!   from the CA (with TLS) and senders outside the group (a removed node once its removal
+//!   is committed).
 //! - [`leader`]: what only the leader does: propose with its stamp, confirm a read index.
 //! - [`node`]: [`Node`], the façade: start (bootstrap or rejoin), write (forwarded to the
 //!   leader), linearizable reads, membership changes and status (forwarded too), metrics,
@@ -34,8 +37,8 @@
 //! - [`error`]: [`ClusterError`]: why the group did not answer, and whether a retry is safe.
 //!
 //! Dependencies point one way: `types`, `error` and `codec` under everything; `clock` and
-//! `snapshot` under `state_machine`; `status` under `members`, both under `network`;
-//! `network`, `leader` and `members` under `server`; `node` on top.
+//! `snapshot` under `state_machine`; `status` under `members`, both under `network`, and
+//! so is `tls`; `network`, `leader` and `members` under `server`; `node` on top.
 //!
 //! Semantics in one sentence: a write is acknowledged once a majority has it in its log on
 //! disk and the leader has applied it; its outcome and its CAS (the log index) are the same
@@ -57,6 +60,7 @@ pub mod server;
 pub mod snapshot;
 pub mod state_machine;
 pub mod status;
+pub mod tls;
 pub mod types;
 
 pub use clock::LogClock;
@@ -65,6 +69,7 @@ pub use members::Change;
 pub use node::{Config, Metrics, Node, StartError};
 pub use state_machine::{StateMachine, Store};
 pub use status::{Follower, Membership, Replication, Role, Status, View};
+pub use tls::PeerTls;
 pub use types::{
     ArithResult, DeleteResult, ExptimeUnix, Mode, NodeId, Proposal, Refusal, Reply, SetExptime,
     StoreResult, TypeConfig, Vivify, Write, exptime_unix,

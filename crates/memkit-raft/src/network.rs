@@ -1,6 +1,8 @@
 //! The peer protocol and its client side.
 //!
-//! TCP, one request and one response at a time per connection, each a frame: 4 bytes of
+//! TCP, or TLS over it when the node has a [`PeerTls`] (`crate::tls`: mutual
+//! certificates, a peer without one is refused in the handshake), one request and one
+//! response at a time per connection, each a frame: 4 bytes of
 //! length (big-endian), then the message in postcard (see [`crate::codec`]: a value's
 //! bytes travel as they are, a snapshot chunk of 1 MiB is a frame of 1 MiB and a few
 //! bytes). A request is an [`Envelope`]: the sender's node id and the [`Request`]
@@ -29,8 +31,10 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, RaftMetrics, RaftNetwork, RaftNetworkFactory, Snapshot, Vote};
 use parking_lot::Mutex;
+use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -38,6 +42,7 @@ use crate::codec;
 use crate::error::ClusterError;
 use crate::members::Change;
 use crate::status::{Membership, Status};
+use crate::tls::{PEER_SERVER_NAME, PeerTls};
 use crate::types::{NodeId, Reply, TypeConfig, Write};
 
 /// The largest frame either side accepts: bounds what a garbled length can make a node
@@ -105,8 +110,22 @@ pub enum Response {
     Refused(String),
 }
 
+/// What a peer connection is, plain or TLS: boxed, so that the framing, the clients and
+/// the server are one implementation whatever the transport (a virtual call per read or
+/// write is nothing next to a frame's syscalls). `Sync` because openraft wants its network
+/// clients shareable.
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send + Sync + std::fmt::Debug {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync + std::fmt::Debug> Stream for T {}
+
+/// A peer connection.
+pub type Conn = Box<dyn Stream>;
+
 /// Writes one frame: the length and the message in one buffer, one write.
-pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> std::io::Result<()> {
+pub async fn write_frame<T: Serialize, S: AsyncWrite + Unpin + ?Sized>(
+    s: &mut S,
+    msg: &T,
+) -> std::io::Result<()> {
     let mut buf = codec::to_vec_after(msg, 4).map_err(std::io::Error::other)?;
     let len = buf.len() - 4;
     if len > MAX_FRAME {
@@ -118,7 +137,9 @@ pub async fn write_frame<T: Serialize>(s: &mut TcpStream, msg: &T) -> std::io::R
 
 /// Reads one frame; a bad length or a message that does not decode (or leaves bytes over)
 /// is an error, never a panic.
-pub async fn read_frame<T: for<'de> Deserialize<'de>>(s: &mut TcpStream) -> std::io::Result<T> {
+pub async fn read_frame<T: for<'de> Deserialize<'de>, S: AsyncRead + Unpin + ?Sized>(
+    s: &mut S,
+) -> std::io::Result<T> {
     let len = s.read_u32().await? as usize;
     if len > MAX_FRAME {
         return Err(std::io::Error::other("frame too large"));
@@ -159,25 +180,36 @@ fn timed_out() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::TimedOut, "peer call timed out")
 }
 
-async fn dial(addr: &str, deadline: Duration) -> Result<TcpStream, CallError> {
-    match tokio::time::timeout(deadline, TcpStream::connect(addr)).await {
-        Ok(Ok(s)) => {
-            let _ = s.set_nodelay(true);
-            Ok(s)
-        }
-        Ok(Err(e)) => Err(CallError::NotSent(e)),
+/// Connects to `addr`, with the TLS handshake when `tls` is given, all within `deadline`.
+/// A handshake that fails (the peer refused this node's certificate, or presented one the
+/// CA did not sign) fails the dial: nothing was sent.
+async fn dial(
+    addr: &str,
+    tls: Option<&Arc<ClientConfig>>,
+    deadline: Duration,
+) -> Result<Conn, CallError> {
+    let connect = async {
+        let s = TcpStream::connect(addr).await?;
+        let _ = s.set_nodelay(true);
+        let Some(tls) = tls else {
+            return Ok(Box::new(s) as Conn);
+        };
+        let name = ServerName::try_from(PEER_SERVER_NAME).map_err(std::io::Error::other)?;
+        let s = tokio_rustls::TlsConnector::from(tls.clone())
+            .connect(name, s)
+            .await?;
+        Ok(Box::new(s) as Conn)
+    };
+    match tokio::time::timeout(deadline, connect).await {
+        Ok(r) => r.map_err(CallError::NotSent),
         Err(_) => Err(CallError::NotSent(timed_out())),
     }
 }
 
-async fn exchange(
-    s: &mut TcpStream,
-    env: &Envelope,
-    deadline: Duration,
-) -> Result<Response, CallError> {
+async fn exchange(s: &mut Conn, env: &Envelope, deadline: Duration) -> Result<Response, CallError> {
     let call = async {
         write_frame(s, env).await?;
-        read_frame::<Response>(s).await
+        read_frame::<Response, _>(s).await
     };
     match tokio::time::timeout(deadline, call).await {
         Ok(r) => r.map_err(CallError::Lost),
@@ -191,16 +223,24 @@ pub struct PeerClient {
     me: NodeId,
     target: NodeId,
     addr: String,
-    conn: Option<TcpStream>,
+    tls: Option<Arc<ClientConfig>>,
+    conn: Option<Conn>,
 }
 
 impl PeerClient {
-    /// A client from `me` to `target` at `addr`; nothing is dialed yet.
-    pub fn new(me: NodeId, target: NodeId, addr: String) -> PeerClient {
+    /// A client from `me` to `target` at `addr`, over TLS when `tls` is given; nothing is
+    /// dialed yet.
+    pub fn new(
+        me: NodeId,
+        target: NodeId,
+        addr: String,
+        tls: Option<Arc<ClientConfig>>,
+    ) -> PeerClient {
         PeerClient {
             me,
             target,
             addr,
+            tls,
             conn: None,
         }
     }
@@ -210,7 +250,7 @@ impl PeerClient {
         let started = tokio::time::Instant::now();
         let mut conn = match self.conn.take() {
             Some(c) => c,
-            None => dial(&self.addr, deadline).await?,
+            None => dial(&self.addr, self.tls.as_ref(), deadline).await?,
         };
         let env = Envelope { from: self.me, req };
         let left = deadline.saturating_sub(started.elapsed());
@@ -315,6 +355,7 @@ pub struct Network {
     me: NodeId,
     /// This node's own peer list: the address it dials a node at, when it lists that node.
     dial: BTreeMap<NodeId, String>,
+    tls: Option<Arc<ClientConfig>>,
 }
 
 impl Network {
@@ -322,8 +363,10 @@ impl Network {
     /// any other at the address the membership holds for it. Each node's own list wins
     /// because the membership holds one address a node, the one the bootstrapping node
     /// was given, while the way from one host to another may differ (a relay, a NAT).
-    pub fn new(me: NodeId, dial: BTreeMap<NodeId, String>) -> Network {
-        Network { me, dial }
+    /// With `tls`, every connection is TLS ([`PeerTls::client`]).
+    pub fn new(me: NodeId, dial: BTreeMap<NodeId, String>, tls: Option<&PeerTls>) -> Network {
+        let tls = tls.map(|t| t.client.clone());
+        Network { me, dial, tls }
     }
 }
 
@@ -332,7 +375,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
         let addr = self.dial.get(&target).unwrap_or(&node.addr);
-        PeerClient::new(self.me, target, addr.clone())
+        PeerClient::new(self.me, target, addr.clone(), self.tls.clone())
     }
 }
 
@@ -386,22 +429,25 @@ pub struct Pool {
     /// This node's Raft metrics: the current membership, with every member's address.
     metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
     /// Keyed by address too: an id removed and added again elsewhere is another peer.
-    idle: Mutex<HashMap<(NodeId, String), Vec<TcpStream>>>,
+    idle: Mutex<HashMap<(NodeId, String), Vec<Conn>>>,
+    tls: Option<Arc<ClientConfig>>,
 }
 
 impl Pool {
     /// A pool from `me` to the peers at `addrs`, and to the other members its Raft's
-    /// `metrics` name at the membership's addresses.
+    /// `metrics` name at the membership's addresses; over TLS with `tls`.
     pub fn new(
         me: NodeId,
         addrs: BTreeMap<NodeId, String>,
         metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
+        tls: Option<&PeerTls>,
     ) -> Arc<Pool> {
         Arc::new(Pool {
             me,
             addrs,
             metrics,
             idle: Mutex::default(),
+            tls: tls.map(|t| t.client.clone()),
         })
     }
 
@@ -439,7 +485,7 @@ impl Pool {
         let idle = self.idle.lock().get_mut(&key).and_then(Vec::pop);
         let mut conn = match idle {
             Some(c) => c,
-            None => dial(&key.1, deadline).await?,
+            None => dial(&key.1, self.tls.as_ref(), deadline).await?,
         };
         let env = Envelope { from: self.me, req };
         let left = deadline.saturating_sub(started.elapsed());

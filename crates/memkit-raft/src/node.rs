@@ -35,6 +35,7 @@ use crate::server::{PING_TIMEOUT, Service, serve};
 use crate::state_machine::{StateMachine, Store};
 pub use crate::status::Role;
 use crate::status::{Membership, Status, View};
+use crate::tls::PeerTls;
 use crate::types::{ExptimeUnix, NodeId, Raft, Reply, Write};
 
 /// How long [`Node::snapshot`] waits for a snapshot before triggering one again (a
@@ -62,6 +63,9 @@ pub struct Config {
     /// How long a membership change keeps trying, a new learner's catching up included
     /// (a snapshot of the whole engine may have to travel).
     pub change_timeout: Duration,
+    /// The peer protocol over TLS with mutual certificates (`crate::tls`); `None`: plain
+    /// TCP. Every node of a group must agree: a TLS node and a plain one cannot talk.
+    pub tls: Option<PeerTls>,
 }
 
 impl Default for Config {
@@ -75,6 +79,7 @@ impl Default for Config {
             request_timeout: Duration::from_secs(5),
             bootstrap: true,
             change_timeout: Duration::from_secs(60),
+            tls: None,
         }
     }
 }
@@ -190,7 +195,7 @@ impl Node {
         let raft = Raft::new(
             id,
             Arc::new(raft_cfg),
-            Network::new(id, peers.clone()),
+            Network::new(id, peers.clone(), cfg.tls.as_ref()),
             log,
             sm,
         )
@@ -201,12 +206,13 @@ impl Node {
             .map_err(|e| start_err("listen")(&e))?;
         let addr = listener.local_addr().map_err(|e| start_err("listen")(&e))?;
         let (stop, stop_rx) = watch::channel(false);
-        let pool = Pool::new(id, peers.clone(), raft.metrics());
+        let pool = Pool::new(id, peers.clone(), raft.metrics(), cfg.tls.as_ref());
         let svc = Arc::new(Service {
             raft: raft.clone(),
             peers: peers.clone(),
             request_timeout: cfg.request_timeout,
             pool: pool.clone(),
+            tls: cfg.tls.as_ref().map(|t| t.server.clone()),
         });
         let server = tokio::spawn(serve(listener, svc, stop_rx));
         if fresh && cfg.bootstrap && peers.keys().next() == Some(&id) {

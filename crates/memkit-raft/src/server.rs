@@ -8,25 +8,32 @@
 //! the entry adding it reaches this node, and a node removed keeps being admitted until its
 //! removal is committed (it may be the leader that proposed it, and must still tell the
 //! others that it committed), then is refused. Openraft's RPCs must also carry the sender's
-//! own vote (a node may not speak for another). This is a sanity check against misdirected
-//! traffic, not authentication: the peer port belongs on a private network.
+//! own vote (a node may not speak for another). Over plain TCP this is a sanity check
+//! against misdirected traffic, not authentication: the peer port belongs on a private
+//! network. With TLS ([`Service::tls`]) a peer must first present a certificate the group's
+//! CA signed, or the handshake fails and not one frame of it is read (`crate::tls`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rustls::ServerConfig;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::error::ClusterError;
 use crate::leader;
 use crate::members;
-use crate::network::{Envelope, Pool, Request, Response, read_frame, write_frame};
+use crate::network::{Conn, Envelope, Pool, Request, Response, read_frame, write_frame};
 use crate::status::{Status, View};
 use crate::types::{NodeId, Raft};
 
 /// How long the leader waits for each voter-to-be's ping before a change of voters.
 pub const PING_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How long a peer has to finish the TLS handshake: one that connects and never speaks
+/// must not keep its task (and socket) forever.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a node's server needs.
 pub struct Service {
@@ -38,6 +45,9 @@ pub struct Service {
     pub request_timeout: Duration,
     /// Connections to the peers (the leader pings voters-to-be before a change of voters).
     pub pool: Arc<Pool>,
+    /// TLS: every connection must complete this handshake (a client certificate the CA
+    /// signed) before it is read. `None`: plain TCP.
+    pub tls: Option<Arc<ServerConfig>>,
 }
 
 impl std::fmt::Debug for Service {
@@ -148,10 +158,37 @@ pub async fn serve(listener: TcpListener, svc: Arc<Service>, mut stop: watch::Re
     }
 }
 
-async fn connection(mut s: TcpStream, svc: Arc<Service>, mut stop: watch::Receiver<bool>) {
+/// `s` as a peer connection: as it is, or after the TLS handshake. `None` when the
+/// handshake fails (no certificate, another CA's, not TLS at all) or takes too long.
+async fn accept(s: TcpStream, tls: Option<&Arc<ServerConfig>>) -> Option<Conn> {
+    let Some(tls) = tls else {
+        return Some(Box::new(s));
+    };
+    let peer = s.peer_addr().ok();
+    let handshake = tokio_rustls::TlsAcceptor::from(tls.clone()).accept(s);
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok(s)) => Some(Box::new(s)),
+        // Debug, not warn: a misconfigured peer redials every heartbeat, and says why on
+        // its own side too.
+        Ok(Err(e)) => {
+            tracing::debug!("peer {peer:?}: TLS handshake refused: {e}");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+async fn connection(s: TcpStream, svc: Arc<Service>, mut stop: watch::Receiver<bool>) {
+    let accepted = tokio::select! {
+        s = accept(s, svc.tls.as_ref()) => s,
+        _ = stop.changed() => return,
+    };
+    let Some(mut s) = accepted else {
+        return;
+    };
     loop {
         let env = tokio::select! {
-            r = read_frame::<Envelope>(&mut s) => match r {
+            r = read_frame::<Envelope, _>(&mut s) => match r {
                 Ok(env) => env,
                 // Closed, or a frame that does not parse: nothing to answer on.
                 Err(_) => return,

@@ -184,7 +184,7 @@ fn holds(node: &Node, key: &str, from: u32, to: u32) {
 /// A peer-protocol ping to `addr` sent as node `from`: `true` for an answer, `false` for a
 /// refusal.
 async fn admitted(from: NodeId, addr: &str) -> bool {
-    let mut c = PeerClient::new(from, 0, addr.to_string());
+    let mut c = PeerClient::new(from, 0, addr.to_string(), None);
     match c.call(Request::Ping, Duration::from_secs(2)).await {
         Ok(Response::Pong) => true,
         Ok(Response::Refused(_)) => false,

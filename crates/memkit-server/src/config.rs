@@ -623,6 +623,10 @@ impl Settings {
         if self.ssl.enabled && self.port == 0 {
             return usage("ERROR: You cannot enable SSL without a TCP port.".into());
         }
+        // The peer port is TLS too, with mutual certificates (`crate::tls::peer_tls`).
+        if self.ssl.enabled && self.raft.is_some() && self.ssl.ca_cert.is_none() {
+            return usage(crate::tls::PEER_CA_REQUIRED.into());
+        }
         // What memcached's extstore_init refuses, once the rest has started.
         self.flash
             .as_ref()

@@ -245,9 +245,19 @@ fn start_replica(
     let (Some(r), Some(dir)) = (&settings.raft, &settings.persist) else {
         return Ok(None);
     };
-    let rep = memkit_server::replica::Replica::start(dir, r, settings.memory_limit)?;
+    // `-Z`: the peers speak TLS with the client port's certificate; memcached exits with
+    // EX_USAGE when TLS cannot be set up.
+    let tls = match settings.ssl.enabled {
+        true => Some(
+            memkit_server::tls::peer_tls(&settings.ssl)
+                .map_err(|e| Refusal::new(memkit_server::config::EX_USAGE, e))?,
+        ),
+        false => None,
+    };
+    let tls_on = if tls.is_some() { " (TLS)" } else { "" };
+    let rep = memkit_server::replica::Replica::start(dir, r, settings.memory_limit, tls)?;
     tracing::info!(
-        "replication: node {} of {:?}, peers on {}",
+        "replication: node {} of {:?}, peers on {}{tls_on}",
         r.node,
         r.peers,
         r.listen

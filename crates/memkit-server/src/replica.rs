@@ -195,11 +195,14 @@ pub struct Figures {
 
 impl Replica {
     /// Starts this node of the group the settings describe, its log and snapshots in
-    /// `dir`. On an empty `dir` the node with the lowest id bootstraps the group.
+    /// `dir`. On an empty `dir` the node with the lowest id bootstraps the group. With
+    /// `tls` (`-Z`: [`crate::tls::peer_tls`]) the peer protocol is TLS with mutual
+    /// certificates.
     pub fn start(
         dir: &std::path::Path,
         s: &RaftSettings,
         memory_limit: usize,
+        tls: Option<memkit_raft::PeerTls>,
     ) -> Result<Replica, Refusal> {
         let refuse = |what: &str, e: &dyn std::fmt::Display| {
             Refusal::new(EX_OSERR, format!("replication: {what}: {e}"))
@@ -217,6 +220,7 @@ impl Replica {
             request_timeout: s.timeout,
             snapshot_after: s.snapshot_after,
             keep_behind_snapshot: (s.snapshot_after / 10).min(1000),
+            tls,
             ..Default::default()
         };
         // Started on its runtime and waited for from here: memkitd calls this from within

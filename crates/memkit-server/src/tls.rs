@@ -10,6 +10,11 @@
 //! `ssl_ca_cert` (OpenSSL would fall back to its system store), keys are PEM only, and
 //! TLS 1.0/1.1 are not offered.
 //!
+//! A replicated node (`--raft-*`) speaks TLS to its peers too ([`peer_tls`]): the same
+//! certificate, key and CA, client certificates always required whatever
+//! `ssl_verify_mode` says (so `ssl_ca_cert` is required), TLS 1.3 only
+//! (`memkit_raft::tls`).
+//!
 //! The handshake runs in the connection's own task under a deadline ([`crate::task`]), so a
 //! client that opens a socket and never speaks holds one connection slot for
 //! [`HANDSHAKE_TIMEOUT`], not forever, and never blocks the accept loop.
@@ -78,20 +83,31 @@ pub fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
-/// The rustls server configuration for `ssl`.
-pub fn server_config(ssl: &SslSettings) -> Result<Arc<ServerConfig>, String> {
+/// The server's certificate chain and key, as `ssl` names them.
+fn load_identity(
+    ssl: &SslSettings,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
     let chain_path = ssl.chain_cert.as_deref().unwrap_or("(null)");
     let chain = load_certs(chain_path)
         .map_err(|e| format!("Error loading the certificate chain: {chain_path} : {e}"))?;
     let key_path = ssl.key.as_deref().unwrap_or(chain_path);
     let key = PrivateKeyDer::from_pem_file(key_path)
         .map_err(|e| format!("Error loading the key: {key_path} : {e}"))?;
+    Ok((chain, key))
+}
+
+/// The CA certificates of `path`.
+fn load_ca(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    load_certs(path).map_err(|e| format!("Error loading the CA certificate: {path} : {e}"))
+}
+
+/// The rustls server configuration for `ssl`.
+pub fn server_config(ssl: &SslSettings) -> Result<Arc<ServerConfig>, String> {
+    let (chain, key) = load_identity(ssl)?;
     let ca = match &ssl.ca_cert {
         Some(path) => {
             let mut roots = RootCertStore::empty();
-            for c in load_certs(path)
-                .map_err(|e| format!("Error loading the CA certificate: {path} : {e}"))?
-            {
+            for c in load_ca(path)? {
                 roots
                     .add(c)
                     .map_err(|e| format!("Error loading the CA certificate: {path} : {e}"))?;
@@ -134,3 +150,18 @@ pub fn server_config(ssl: &SslSettings) -> Result<Arc<ServerConfig>, String> {
         .map_err(|e| format!("Error validating the certificate: {e}"))?;
     Ok(Arc::new(config))
 }
+
+/// The peer protocol's TLS for a replicated node: `ssl`'s certificate and key, presented
+/// both as server and as client, peers' certificates checked against `ssl_ca_cert`.
+pub fn peer_tls(ssl: &SslSettings) -> Result<memkit_raft::PeerTls, String> {
+    let (chain, key) = load_identity(ssl)?;
+    let Some(ca_path) = &ssl.ca_cert else {
+        return Err(PEER_CA_REQUIRED.into());
+    };
+    memkit_raft::PeerTls::new(chain, key, load_ca(ca_path)?)
+        .map_err(|e| format!("Error setting up TLS for the raft peers: {e}"))
+}
+
+/// Why `-Z` with `--raft-node` needs `ssl_ca_cert`.
+pub const PEER_CA_REQUIRED: &str = "ERROR: -Z with --raft-node needs ssl_ca_cert: the raft \
+     peers present certificates to each other and check them against it";

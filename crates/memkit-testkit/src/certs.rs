@@ -1,5 +1,6 @@
 //! A throwaway PKI for TLS tests: a CA, a server certificate for `localhost` and
-//! `127.0.0.1`, a client certificate from the same CA, and a client certificate from an
+//! `127.0.0.1` (good as a client certificate too, as a replicated node's is: it dials its
+//! peers with it), a client certificate from the same CA, and a client certificate from an
 //! unrelated CA (which a server must refuse). Generated with rcgen (ring) on every run,
 //! written as PEM files to a fresh temp directory that is removed on drop, so real
 //! memcached (`-Z -o ssl_chain_cert=...`) can read them as well as memkitd.
@@ -19,7 +20,7 @@ pub struct TestPki {
     dir: TempDir,
     /// The CA certificate (PEM) that signed the server and the good client certificate.
     pub ca_pem: String,
-    /// Server certificate and key (PEM).
+    /// Server certificate and key (PEM); its certificate serves as a client one too.
     pub server_cert_pem: String,
     pub server_key_pem: String,
     /// Client certificate and key from the same CA (PEM).
@@ -48,13 +49,13 @@ fn leaf(
     issuer: &Issuer<'_, KeyPair>,
     names: &[&str],
     cn: &str,
-    usage: ExtendedKeyUsagePurpose,
+    usage: &[ExtendedKeyUsagePurpose],
 ) -> (String, String) {
     let key = KeyPair::generate().expect("leaf key");
     let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     let mut p = CertificateParams::new(names).expect("leaf params");
     p.distinguished_name.push(DnType::CommonName, cn);
-    p.extended_key_usages = vec![usage];
+    p.extended_key_usages = usage.to_vec();
     let cert = p.signed_by(&key, issuer).expect("leaf cert");
     (cert.pem(), key.serialize_pem())
 }
@@ -69,13 +70,16 @@ impl TestPki {
             &issuer,
             &["localhost", "127.0.0.1"],
             "memkit test server",
-            ExtendedKeyUsagePurpose::ServerAuth,
+            &[
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
         );
         let (client_cert_pem, client_key_pem) = leaf(
             &issuer,
             &["client.memkit.test"],
             "memkit test client",
-            ExtendedKeyUsagePurpose::ClientAuth,
+            &[ExtendedKeyUsagePurpose::ClientAuth],
         );
         let (rogue_params, rogue_key, _) = ca("some other CA");
         let rogue = Issuer::new(rogue_params, rogue_key);
@@ -83,7 +87,7 @@ impl TestPki {
             &rogue,
             &["rogue.memkit.test"],
             "rogue client",
-            ExtendedKeyUsagePurpose::ClientAuth,
+            &[ExtendedKeyUsagePurpose::ClientAuth],
         );
         let pki = TestPki {
             dir,

@@ -281,6 +281,42 @@ fn security_flags_parse_like_memcached() {
     );
 }
 
+#[test]
+fn tls_on_a_replicated_node_needs_a_ca_for_the_peers() {
+    let raft = [
+        "--persist",
+        "/d",
+        "--raft-node",
+        "1",
+        "--raft-listen",
+        "127.0.0.1:7000",
+        "--raft-peers",
+        "1=127.0.0.1:7000",
+    ];
+    let with = |o: &'static str| ["-Z", "-o", o].into_iter().chain(raft).collect::<Vec<_>>();
+    let r = refusal(&with("ssl_chain_cert=c.pem,ssl_key=k.pem"));
+    assert_eq!(
+        (r.code, r.message.as_str()),
+        (64, crate::tls::PEER_CA_REQUIRED)
+    );
+    let argv = with("ssl_chain_cert=c.pem,ssl_key=k.pem,ssl_ca_cert=ca.pem");
+    let argv = std::iter::once("memkitd").chain(argv);
+    assert!(
+        Settings::from_args(Args::parse_from(argv))
+            .0
+            .check()
+            .is_ok()
+    );
+    // Without replication, -Z alone needs no CA, as in memcached.
+    let argv = ["memkitd", "-Z", "-o", "ssl_chain_cert=c.pem,ssl_key=k.pem"];
+    assert!(
+        Settings::from_args(Args::parse_from(argv))
+            .0
+            .check()
+            .is_ok()
+    );
+}
+
 fn flash_of(o: &str) -> (Settings, Vec<String>) {
     Settings::from_args(Args::parse_from(["memkitd", "-o", o]))
 }

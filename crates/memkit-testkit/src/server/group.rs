@@ -9,7 +9,8 @@
 //!
 //! [`Group::add_node`] starts one more node, outside the group until a `cluster add` (to
 //! any member) names it; with [`GroupOptions::metrics`] every node serves its exporter
-//! (`--metrics-addr`), read with [`Group::scrape`].
+//! (`--metrics-addr`), read with [`Group::scrape`]. With `-Z` among
+//! [`GroupOptions::args`] the peer protocol is TLS, the client port plain (`notls:`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -233,11 +234,15 @@ impl Group {
     /// Starts node `id` (again) on its directory and ports, once it serves.
     pub fn start_node(&mut self, id: u64) {
         let m = self.member(id);
+        // With `-Z` in the options the peers speak TLS; the client port stays plain
+        // (`notls:`), so that the group's own helpers (`wire`, `stats`, `leader`) still work.
+        let tls = self.args.iter().any(|a| a == "-Z" || a == "--enable-ssl");
+        let listen = if tls { "notls:127.0.0.1" } else { "127.0.0.1" };
         let mut args: Vec<String> = vec![
             "-p".into(),
             m.port.to_string(),
             "-l".into(),
-            "127.0.0.1".into(),
+            listen.into(),
             "--persist".into(),
             self.dir(id).display().to_string(),
             "--raft-node".into(),

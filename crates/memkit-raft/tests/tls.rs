@@ -1,0 +1,268 @@
+//! The peer protocol over TLS with mutual certificates, with the testkit's throwaway PKI:
+//! a group of TLS nodes elects and commits, forwarded writes and read-index questions
+//! included; a caller without a certificate, with another CA's, or without TLS at all is
+//! refused at the connection although it claims a member's id; and a node with another
+//! CA's certificate, or a plain-TCP node, listed as the group's third member, never gets
+//! an entry and never lends its vote: with one good node down, the other good node and it
+//! elect no one.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use memkit_raft::network::{PeerClient, Request, Response};
+use memkit_raft::tls::{client_config, roots};
+use memkit_raft::{Config, Mode, Node, NodeId, PeerTls, Reply, Role, StoreResult, Write};
+use memkit_testkit::certs::TestPki;
+use memkit_testkit::tempdir::{TempDir, tempdir};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::time::{Instant, sleep, timeout};
+
+/// Whole-test bound: a hung election fails the test instead of the run.
+const TEST_LIMIT: Duration = Duration::from_secs(60);
+
+/// How long a group without a usable majority is watched for a leader: two elections'
+/// worth of the longest timeout below.
+const NO_LEADER_FOR: Duration = Duration::from_secs(4);
+
+/// As `group.rs`: room for a loaded two-core machine.
+fn config(tls: Option<PeerTls>) -> Config {
+    Config {
+        memory_limit: 8 << 20,
+        heartbeat_ms: 100,
+        election_timeout_ms: (1000, 2000),
+        request_timeout: Duration::from_secs(2),
+        tls,
+        ..Config::default()
+    }
+}
+
+fn cert(pem: &str) -> Vec<CertificateDer<'static>> {
+    vec![CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()]
+}
+
+fn key(pem: &str) -> PrivateKeyDer<'static> {
+    PrivateKeyDer::from_pem_slice(pem.as_bytes()).unwrap()
+}
+
+/// What a node, or a caller, brings to the peer port.
+#[derive(Debug, Clone, Copy)]
+enum Peer {
+    /// The group's: a certificate the CA signed (the PKI's server certificate, which has
+    /// both usages).
+    Good,
+    /// A certificate from another CA; it trusts the group's CA (which is public).
+    OtherCa,
+    /// No client certificate, the group's server certificate (a caller only).
+    NoCert,
+    /// No TLS at all.
+    Plain,
+}
+
+fn tls(pki: &TestPki, peer: Peer) -> Option<PeerTls> {
+    let ca = || cert(&pki.ca_pem);
+    let good = || PeerTls::new(cert(&pki.server_cert_pem), key(&pki.server_key_pem), ca());
+    match peer {
+        Peer::Good => Some(good().unwrap()),
+        Peer::OtherCa => {
+            Some(PeerTls::new(cert(&pki.rogue_cert_pem), key(&pki.rogue_key_pem), ca()).unwrap())
+        }
+        Peer::NoCert => Some(PeerTls {
+            client: client_config(roots(ca()).unwrap(), None).unwrap(),
+            ..good().unwrap()
+        }),
+        Peer::Plain => None,
+    }
+}
+
+struct Group {
+    dir: TempDir,
+    peers: BTreeMap<NodeId, String>,
+    kinds: BTreeMap<NodeId, Peer>,
+    nodes: BTreeMap<NodeId, Node>,
+    pki: TestPki,
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+impl Group {
+    /// Nodes 1, 2, 3 of one group, node `i` bringing `kinds[i - 1]`.
+    async fn start(name: &str, kinds: [Peer; 3]) -> Group {
+        let peers = (1..=3)
+            .map(|id| (id, format!("127.0.0.1:{}", free_port())))
+            .collect();
+        let mut g = Group {
+            dir: tempdir(name),
+            peers,
+            kinds: (1..=3).zip(kinds).collect(),
+            nodes: BTreeMap::new(),
+            pki: TestPki::generate(),
+        };
+        for id in 1..=3 {
+            g.boot(id).await;
+        }
+        g
+    }
+
+    async fn boot(&mut self, id: NodeId) {
+        let dir = self.dir.path().join(format!("n{id}"));
+        let cfg = config(tls(&self.pki, self.kinds[&id]));
+        let node = Node::start_with(id, &dir, &self.peers[&id], self.peers.clone(), cfg)
+            .await
+            .expect("node starts");
+        self.nodes.insert(id, node);
+    }
+
+    fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[&id]
+    }
+
+    /// Waits until nodes `ids` agree on one leader among them.
+    async fn leader(&self, ids: &[NodeId]) -> NodeId {
+        let until = Instant::now() + Duration::from_secs(15);
+        loop {
+            let leaders: Vec<NodeId> = ids
+                .iter()
+                .filter(|&&id| self.node(id).metrics_now().role == Role::Leader)
+                .copied()
+                .collect();
+            if let [l] = leaders[..]
+                && ids
+                    .iter()
+                    .all(|&id| self.node(id).metrics_now().leader == Some(l))
+            {
+                return l;
+            }
+            assert!(Instant::now() < until, "no leader elected among {ids:?}");
+            sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Calls node `target` as node `from` would, bringing `peer`: `Pong`, or why not.
+    async fn ping(&self, from: NodeId, target: NodeId, peer: Peer) -> Result<(), String> {
+        let client = tls(&self.pki, peer).map(|t| t.client);
+        let mut c = PeerClient::new(from, target, self.peers[&target].clone(), client);
+        match c.call(Request::Ping, Duration::from_secs(2)).await {
+            Ok(Response::Pong) => Ok(()),
+            Ok(other) => Err(format!("{other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+fn set(key: &str, value: &str) -> Write {
+    Write::Store {
+        key: key.into(),
+        value: value.into(),
+        flags: 0,
+        exptime_unix: None,
+        mode: Mode::Set,
+        cas: None,
+        invalidate: false,
+        vivify: None,
+    }
+}
+
+fn stored_cas(r: Reply) -> u64 {
+    match r {
+        Reply::Stored {
+            outcome: StoreResult::Stored,
+            cas,
+        } => cas,
+        other => panic!("not stored: {other:?}"),
+    }
+}
+
+async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
+    timeout(TEST_LIMIT, f).await.expect("test took too long");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_group_elects_and_commits_through_every_node() {
+    bounded(async {
+        let g = Group::start("tls-group", [Peer::Good; 3]).await;
+        g.leader(&[1, 2, 3]).await;
+        // Followers forward their writes to the leader through the pool: TLS too.
+        let mut last = 0;
+        for id in 1..=3 {
+            let r = g.node(id).write(set(&format!("k{id}"), "v")).await.unwrap();
+            last = last.max(stored_cas(r));
+        }
+        for id in 1..=3 {
+            // A linearizable read on a follower asks the leader for its read index.
+            let item = g.node(id).read_linearizable(b"k3").await.unwrap().unwrap();
+            assert_eq!(item.value.as_ref(), b"v");
+            g.node(id).applied(last).await.unwrap();
+            for k in ["k1", "k2", "k3"] {
+                assert!(g.node(id).read_local(k.as_bytes()).unwrap().is_some());
+            }
+        }
+        // The same call with the group's certificate is answered; under the same member id,
+        // none of the others even reaches the id check.
+        assert_eq!(g.ping(2, 1, Peer::Good).await, Ok(()));
+        for peer in [Peer::NoCert, Peer::OtherCa, Peer::Plain] {
+            let r = g.ping(2, 1, peer).await;
+            assert!(r.is_err(), "{peer:?} was answered");
+        }
+    })
+    .await;
+}
+
+/// Nodes 1 and 2 good, node 3 bringing `outsider`: 1 and 2 elect and commit without it, it
+/// never gets an entry; then, the leader stopped, the other good node and node 3 are two
+/// of three voters, a majority if node 3 could vote, and elect no one. The leader back,
+/// the group goes on with the write it had.
+async fn an_outsider_cannot_join_or_vote(name: &str, outsider: Peer) {
+    let mut g = Group::start(name, [Peer::Good, Peer::Good, outsider]).await;
+    let leader = g.leader(&[1, 2]).await;
+    let cas = stored_cas(g.node(leader).write(set("k", "v")).await.unwrap());
+    let other = 3 - leader;
+    g.node(other).applied(cas).await.unwrap();
+    assert!(
+        g.node(3).read_local(b"k").unwrap().is_none(),
+        "node 3 got the entry"
+    );
+    assert_eq!(g.node(3).metrics_now().leader, None);
+    assert!(g.node(3).write(set("k3", "v")).await.is_err());
+    // Its own calls fail too, under its member id: it is refused, not unknown.
+    assert!(g.ping(3, leader, outsider).await.is_err());
+
+    g.nodes.remove(&leader).unwrap().shutdown().await;
+    let until = Instant::now() + NO_LEADER_FOR;
+    while Instant::now() < until {
+        for id in [other, 3] {
+            let m = g.node(id).metrics_now();
+            assert!(m.role != Role::Leader, "node {id} was elected: {m:?}");
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+    assert!(g.node(other).write(set("k2", "v")).await.is_err());
+
+    g.boot(leader).await;
+    g.leader(&[1, 2]).await;
+    let item = g
+        .node(other)
+        .read_linearizable(b"k")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(item.cas, cas);
+    assert!(g.node(3).read_local(b"k").unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_another_cas_certificate_cannot_join_or_vote() {
+    bounded(an_outsider_cannot_join_or_vote(
+        "tls-other-ca",
+        Peer::OtherCa,
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_tcp_node_cannot_talk_to_tls_nodes() {
+    bounded(an_outsider_cannot_join_or_vote("tls-plain", Peer::Plain)).await;
+}
