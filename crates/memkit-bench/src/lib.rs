@@ -25,6 +25,10 @@
 //!   server's memory bound, that no connection is stuck, and that `stats` adds up.
 //! - [`restart_bench`]: `memkit-bench restart`: warm restart (`-e FILE`) of a full cache,
 //!   memkitd and memcached: stop and start times, items kept.
+//! - [`raft_bench`]: `memkit-bench raft`: a replicated group of three memkitd nodes on
+//!   loopback against one unreplicated `--persist --durability sync` memkitd: replicated
+//!   sets, linearizable and local gets, and failover after a SIGKILL of the leader;
+//!   [`raft_group`] runs the group's processes, [`raft_failover`] the kills.
 //! - [`loadgen`]: the async (tokio) load generator, text or binary protocol (the binary side
 //!   on `memkit_protocol::binary`'s client codec); [`procs`]: the server processes and their
 //!   `/proc` figures; [`cpu_sample`]: a server's user/kernel split sampled by `perf record`
@@ -41,6 +45,9 @@ pub mod loadgen;
 pub mod lru;
 pub mod persist_bench;
 pub mod procs;
+pub mod raft_bench;
+pub mod raft_failover;
+pub mod raft_group;
 pub mod report;
 pub mod restart_bench;
 pub mod server_bench;

@@ -12,6 +12,9 @@
 //! - `soak`: a bounded mixed run against memkitd with checks (see [`memkit_bench::soak`]).
 //! - `restart`: warm restart (`-e`) of a full cache, memkitd and memcached (see
 //!   [`memkit_bench::restart_bench`]).
+//! - `raft`: a replicated group of three memkitd nodes against an unreplicated one: sets,
+//!   linearizable and local gets, failover after a SIGKILL of the leader (see
+//!   [`memkit_bench::raft_bench`]).
 
 use clap::{Args, Parser, Subcommand};
 use memkit_bench::engine_bench::{self, EngineBenchConfig, Part};
@@ -46,6 +49,9 @@ enum Cmd {
     /// memkitd and memcached with `-e FILE`: a full cache stopped with SIGUSR1 and started
     /// again: stop and start times, items kept.
     Restart(memkit_bench::restart_bench::RestartArgs),
+    /// A replicated group of three memkitd nodes on loopback against one unreplicated
+    /// `--persist --durability sync` memkitd: sets, gets, failover after a leader SIGKILL.
+    Raft(memkit_bench::raft_bench::RaftArgs),
 }
 
 #[derive(Debug, Args)]
@@ -99,5 +105,6 @@ fn main() {
         Cmd::Fill(a) => std::process::exit(memkit_bench::fill::main(a)),
         Cmd::Flash(a) => std::process::exit(memkit_bench::flash_bench::main(a)),
         Cmd::Restart(a) => std::process::exit(memkit_bench::restart_bench::main(a)),
+        Cmd::Raft(a) => std::process::exit(memkit_bench::raft_bench::main(a)),
     }
 }
