@@ -67,6 +67,10 @@ pub struct RaftArgs {
     /// Leader kills of the failover phase.
     #[arg(long, default_value_t = 20)]
     pub kills: usize,
+    /// The nodes' heartbeat, ms (memkitd's hidden `--raft-heartbeat-ms`; elections after 5
+    /// to 10 of them). Default: memkitd's (100).
+    #[arg(long)]
+    pub heartbeat_ms: Option<u64>,
     /// Parts to run (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub only: Vec<Part>,
@@ -203,6 +207,15 @@ fn node_args(a: &RaftArgs, extra: &[&str]) -> Vec<String> {
     v
 }
 
+/// [`node_args`] for a group's node: the heartbeat too, when asked for.
+fn group_args(a: &RaftArgs, extra: &[&str]) -> Vec<String> {
+    let mut v = node_args(a, extra);
+    if let Some(ms) = a.heartbeat_ms {
+        v.extend(["--raft-heartbeat-ms".to_string(), ms.to_string()]);
+    }
+    v
+}
+
 /// The unreplicated baseline: sets at each depth, then gets of the loaded keys.
 fn baseline(cx: &Ctx, bin: &std::path::Path, dir: &std::path::Path) -> std::io::Result<Vec<Cell>> {
     let d = dir.join("single");
@@ -258,7 +271,7 @@ fn group_cells(cx: &Ctx, g: &mut Group) -> std::io::Result<Vec<Cell>> {
     for consistency in ["linearizable", "local"] {
         if consistency == "local" {
             g.kill_all();
-            g.set_args(&node_args(&cx.a, &["--read-consistency", "local"]));
+            g.set_args(&group_args(&cx.a, &["--read-consistency", "local"]));
             for id in g.ids() {
                 g.start_node(id)?;
             }
@@ -315,11 +328,11 @@ fn run(cx: &Ctx, bin: &std::path::Path, dir: &std::path::Path) -> std::io::Resul
     let mut cells = Vec::new();
     if cx.wants(Part::Sets) || cx.wants(Part::Gets) {
         cells.extend(baseline(cx, bin, dir)?);
-        let mut g = Group::start(bin, &dir.join("group"), 3, &node_args(&cx.a, &[]))?;
+        let mut g = Group::start(bin, &dir.join("group"), 3, &group_args(&cx.a, &[]))?;
         cells.extend(group_cells(cx, &mut g)?);
     }
     let failovers = if cx.wants(Part::Failover) {
-        let mut g = Group::start(bin, &dir.join("failover"), 3, &node_args(&cx.a, &[]))?;
+        let mut g = Group::start(bin, &dir.join("failover"), 3, &group_args(&cx.a, &[]))?;
         Some(raft_failover::run(&mut g, cx.a.kills, cx.a.value_len)?)
     } else {
         None

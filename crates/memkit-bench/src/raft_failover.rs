@@ -116,6 +116,11 @@ pub fn run(g: &mut Group, kills: usize, value_len: usize) -> io::Result<Failover
             .collect::<io::Result<_>>()?;
         thread::sleep(WARM);
         let t0 = g.kill(leader)?;
+        // On the wall clock too, to read the nodes' logs against.
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .saturating_sub(t0.elapsed());
         let _ = kill_at.set(t0);
         let mut first = None::<Instant>;
         for w in writers {
@@ -140,8 +145,9 @@ pub fn run(g: &mut Group, kills: usize, value_len: usize) -> io::Result<Failover
         g.wait_caught_up(SETTLE)?;
         let rejoin = rejoin_from.elapsed();
         eprintln!(
-            "# kill {}: leader {leader}, next write acknowledged after {:.0} ms; back and caught up in {:.0} ms",
+            "# kill {} at unix {:.3}: leader {leader}, next write acknowledged after {:.0} ms; back and caught up in {:.0} ms",
             round + 1,
+            wall.as_secs_f64(),
             took.as_secs_f64() * 1e3,
             rejoin.as_secs_f64() * 1e3
         );
