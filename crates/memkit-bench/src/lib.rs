@@ -28,6 +28,10 @@
 //! - [`raft_snapshot`]: `memkit-bench raft-snapshot`: a three-node `memkit-raft` group in
 //!   process: replicated writes/s with concurrent writers through the leader, a snapshot of
 //!   every item, and how long a wiped follower takes to install it (peak RSS per phase).
+//! - [`raft_bench`]: `memkit-bench raft`: a replicated group of three memkitd nodes on
+//!   loopback against one unreplicated `--persist --durability sync` memkitd: replicated
+//!   sets, linearizable and local gets, and failover after a SIGKILL of the leader;
+//!   [`raft_group`] runs the group's processes, [`raft_failover`] the kills.
 //! - [`loadgen`]: the async (tokio) load generator, text or binary protocol (the binary side
 //!   on `memkit_protocol::binary`'s client codec); [`procs`]: the server processes and their
 //!   `/proc` figures; [`cpu_sample`]: a server's user/kernel split sampled by `perf record`
@@ -44,6 +48,9 @@ pub mod loadgen;
 pub mod lru;
 pub mod persist_bench;
 pub mod procs;
+pub mod raft_bench;
+pub mod raft_failover;
+pub mod raft_group;
 pub mod raft_snapshot;
 pub mod report;
 pub mod restart_bench;

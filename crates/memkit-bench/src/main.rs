@@ -14,6 +14,9 @@
 //!   [`memkit_bench::restart_bench`]).
 //! - `raft-snapshot`: a three-node replicated group in-process: a pipelined fill through the
 //!   leader, a snapshot, a wiped follower rebuilt from it (see [`memkit_bench::raft_snapshot`]).
+//! - `raft`: a replicated group of three memkitd nodes against an unreplicated one: sets,
+//!   linearizable and local gets, failover after a SIGKILL of the leader (see
+//!   [`memkit_bench::raft_bench`]).
 
 use clap::{Args, Parser, Subcommand};
 use memkit_bench::engine_bench::{self, EngineBenchConfig, Part};
@@ -51,6 +54,9 @@ enum Cmd {
     /// A three-node memkit-raft group on loopback: replicated writes/s with concurrent
     /// writers, a snapshot of every item, and the time a wiped follower takes to install it.
     RaftSnapshot(memkit_bench::raft_snapshot::RaftSnapshotArgs),
+    /// A replicated group of three memkitd nodes on loopback against one unreplicated
+    /// `--persist --durability sync` memkitd: sets, gets, failover after a leader SIGKILL.
+    Raft(memkit_bench::raft_bench::RaftArgs),
 }
 
 #[derive(Debug, Args)]
@@ -105,5 +111,6 @@ fn main() {
         Cmd::Flash(a) => std::process::exit(memkit_bench::flash_bench::main(a)),
         Cmd::Restart(a) => std::process::exit(memkit_bench::restart_bench::main(a)),
         Cmd::RaftSnapshot(a) => std::process::exit(memkit_bench::raft_snapshot::main(a)),
+        Cmd::Raft(a) => std::process::exit(memkit_bench::raft_bench::main(a)),
     }
 }

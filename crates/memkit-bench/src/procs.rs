@@ -237,6 +237,16 @@ impl Server {
         }
     }
 
+    /// SIGKILLs the process (by its PID, `kill(2)` straight from here: no `kill` command to
+    /// spawn between the time taken and the signal) and waits for it to exit. Returns when
+    /// the signal was sent.
+    pub fn kill_now(&mut self) -> io::Result<Instant> {
+        let at = Instant::now();
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(at)
+    }
+
     /// The version line (`VERSION ...`).
     pub fn version(&self) -> String {
         self.command_line("version\r\n")

@@ -33,7 +33,8 @@ pub struct RaftArgs {
     /// majority) before it is answered SERVER_ERROR.
     #[arg(long = "raft-timeout-ms", value_name = "MS", default_value_t = 5000)]
     pub raft_timeout_ms: u64,
-    /// Heartbeat period; elections start after 5 to 10 of them without a leader.
+    /// Heartbeat period; an election starts after 6 to 8 of them without a leader (openraft
+    /// adds its leader lease to the election timeout).
     #[arg(
         long = "raft-heartbeat-ms",
         value_name = "MS",
