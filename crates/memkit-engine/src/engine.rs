@@ -361,6 +361,11 @@ impl Engine {
             .min(u64::from(u32::MAX - 1)) as u32
     }
 
+    /// A Unix second as this engine's (seconds since its epoch).
+    fn engine_secs(&self, unix: u64) -> u32 {
+        unix.saturating_sub(self.epoch).min(u64::from(u32::MAX - 1)) as u32
+    }
+
     /// Engine-relative expiry second for `e` given now; 0 = never, 1 = already expired.
     fn rel_exptime(&self, e: Exptime) -> u32 {
         match e.deadline(self.clock.now_secs()) {
@@ -444,9 +449,13 @@ impl Engine {
     ) -> Result<Option<R>> {
         Self::check_key(key)?;
         let now = self.now();
+        let judge = opts
+            .read_at_unix
+            .map(|t| self.engine_secs(t))
+            .filter(|&j| j > now);
         let (h, mut shard) = self.shard(key);
         let Some(hook) = &self.hook else {
-            return shard.get(h, key, opts, now, |e| self.rel_exptime(e), f);
+            return shard.get(h, key, opts, (now, judge), |e| self.rel_exptime(e), f);
         };
         let live = self.preload(&**hook, &mut shard, h, key, now)?;
         let mut won = false;
@@ -454,7 +463,7 @@ impl Engine {
             h,
             key,
             opts,
-            now,
+            (now, judge),
             |e| self.rel_exptime(e),
             |v| {
                 won = v.win;

@@ -205,6 +205,17 @@ impl Shard {
         }
     }
 
+    /// Whether a live item is dead at the later second `judge`: expired by then, or under a
+    /// delayed flush due by then (which covers every item now linked: all were written
+    /// before its time).
+    pub(crate) fn dead_later(&self, at: &ItemAt, judge: u32) -> Option<Dead> {
+        if self.flush_at.is_some_and(|t| judge >= t) {
+            Some(Dead::Flushed)
+        } else {
+            self.dead(&at.header, judge)
+        }
+    }
+
     /// Applies a delayed `flush_all` whose time has come. Items written up to now become
     /// invisible: O(1), by moving the flush mark to the current write sequence.
     pub fn apply_flush(&mut self, now: u32) {

@@ -545,3 +545,50 @@ fn clear_drops_every_item_and_keeps_the_counters() {
     }
     assert_eq!(e.stats().counters.curr_items, 1000);
 }
+
+/// A replicated node's read: the engine's clock (the log's) stands still, the reader's has
+/// moved on. What is dead only at the reader's time is a miss for that read, and stays in
+/// the engine for the writes to come; TTLs are counted from the reader's time.
+#[test]
+fn a_read_at_a_later_time_judges_there_and_removes_nothing() {
+    use memkit_types::{Clock, Ttl};
+    let (e, clock) = engine(EvictionPolicy::default(), 8);
+    set(&e, b"short", b"1", 10).unwrap();
+    set(&e, b"long", b"2", 100).unwrap();
+    let later = |secs: u64| GetOptions {
+        meta: true,
+        read_at_unix: Some(clock.now_secs() + secs),
+        ..Default::default()
+    };
+    let ttl = |o: &GetOptions, k: &[u8]| e.get(k, o).unwrap().map(|i| i.ttl.unwrap());
+    assert_eq!(ttl(&later(4), b"short"), Some(Ttl::Secs(6)));
+    assert_eq!(
+        ttl(&later(10), b"short"),
+        None,
+        "expired at the reader's time"
+    );
+    assert_eq!(ttl(&later(10), b"long"), Some(Ttl::Secs(90)));
+    assert_eq!(e.stats().counters.get_expired, 1);
+    // An earlier time than the engine's changes nothing.
+    let earlier = GetOptions {
+        read_at_unix: Some(1),
+        ..later(0)
+    };
+    assert_eq!(ttl(&earlier, b"short"), Some(Ttl::Secs(10)));
+    // Still there for the engine's own clock: an append at its time finds it.
+    let append = StoreOptions::new(StoreMode::Append, 0, Exptime(0));
+    let r = e.store(b"short", b"+", &append).unwrap();
+    assert_eq!(r.outcome, StoreOutcome::Stored);
+    // A delayed flush due by the reader's time (a second early, as memcached's) hides
+    // every item from that read only.
+    e.flush_all(5);
+    assert_eq!(ttl(&later(3), b"long"), Some(Ttl::Secs(97)));
+    assert_eq!(ttl(&later(4), b"long"), None);
+    assert_eq!(get(&e, b"long").as_deref(), Some(&b"2"[..]));
+    clock.advance(4);
+    assert_eq!(
+        get(&e, b"long"),
+        None,
+        "and from every read once the engine gets there"
+    );
+}

@@ -10,8 +10,10 @@
 //! read does, such as unlinking an item it finds expired, can happen at a time later than
 //! an entry still to be applied: that would let a replica drop an item the leader's next
 //! entry still sees), and then judges expiry itself against the node's own clock, bounded
-//! below by the log clock (see `StateMachine::read`). The assumption: nodes' clocks
-//! roughly agree, and expiry seen by reads is local to the node reading.
+//! below by the log clock (see `Store::read`; memkitd asks its engine the same with
+//! `GetOptions::read_at_unix`, which leaves what is dead only then in place). The
+//! assumption: nodes' clocks roughly agree, and expiry seen by reads is local to the node
+//! reading.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

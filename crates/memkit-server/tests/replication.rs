@@ -109,6 +109,29 @@ fn every_node_answers_every_command_alike() {
     }
 }
 
+/// The state machine's clock moves only when an entry is applied; reads judge expiry and a
+/// delayed flush_all at the node's own clock, so an idle group expires items on time.
+#[test]
+fn items_expire_and_delayed_flushes_land_on_time_without_writes() {
+    let g = Group::start(3);
+    g.leader(ELECTION);
+    assert_eq!(ask(&g, 1, "set short 0 2 1\r\na\r\n"), "STORED");
+    assert_eq!(ask(&g, 2, "set long 0 100 1\r\nb\r\n"), "STORED");
+    std::thread::sleep(Duration::from_millis(3_100));
+    for id in g.ids() {
+        assert_eq!(gets(&g, id, "short"), None, "node {id}: expired");
+        let ttl = ask(&g, id, "mg long t\r\n");
+        let left: u32 = ttl.strip_prefix("HD t").unwrap().parse().unwrap();
+        assert!((95..=98).contains(&left), "node {id}: {ttl}");
+    }
+    assert_eq!(ask(&g, 3, "flush_all 2\r\n"), "OK");
+    assert!(gets(&g, 1, "long").is_some(), "the flush is not due yet");
+    std::thread::sleep(Duration::from_millis(2_100));
+    for id in g.ids() {
+        assert_eq!(gets(&g, id, "long"), None, "node {id}: flushed");
+    }
+}
+
 #[test]
 fn stats_name_one_leader_and_the_indexes_move_together() {
     let g = Group::start(3);

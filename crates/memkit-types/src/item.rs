@@ -115,6 +115,12 @@ pub struct GetOptions {
     /// tokens only to meta reads, so a classic read of a stale item neither wins nor takes
     /// the token from the next `mg`.
     pub classic: bool,
+    /// Judge expiry and a pending delayed `flush_all` at this Unix second when it is later
+    /// than the engine's clock, and report the TTL against it, without removing what is dead
+    /// only then. A replicated node's reads: its engine runs on the log's clock, which
+    /// stands still between writes and must not be moved by a read (see memkit-raft's
+    /// `clock`).
+    pub read_at_unix: Option<u64>,
 }
 
 impl GetOptions {

@@ -16,19 +16,26 @@ use memkit_types::item_fits;
 
 impl Shard {
     /// `get`/`gets`/`gat`/`mg`: calls `f` with a view of the item while the lock is held.
+    /// `(now, judge)`: the engine's second, and a later one to judge liveness and TTLs at
+    /// without removing what is dead only then (`GetOptions::read_at_unix`).
     pub fn get<R>(
         &mut self,
         h: u64,
         key: &[u8],
         opts: &GetOptions,
-        now: u32,
+        (now, judge): (u32, Option<u32>),
         exptime: impl Fn(memkit_types::Exptime) -> u32,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Option<R>> {
         let (mut e, at) = match self.lookup(h, key, now) {
+            Found::Live(_, at) if let Some(d) = judge.and_then(|j| self.dead_later(&at, j)) => {
+                return self.get_miss(h, key, Found::Dead(d), opts, now, exptime, f);
+            }
             Found::Live(e, at) => (e, at),
             found => return self.get_miss(h, key, found, opts, now, exptime, f),
         };
+        // TTLs as the reader's clock has them.
+        let seen = judge.unwrap_or(now);
         // As memcached: a hit that touches counts as a touch only, not as a get.
         let touched = opts.touch.is_some();
         let counters = &mut self.stats.counters;
@@ -45,7 +52,7 @@ impl Shard {
         } else {
             class.get_hits += 1;
         }
-        let ttl_before = ttl_of(at.header.exptime, now);
+        let ttl_before = ttl_of(at.header.exptime, seen);
         let mut hdr = at.header;
         let mut at = at;
         if let Some(t) = opts.touch {
@@ -92,7 +99,7 @@ impl Shard {
             value,
             flags: hdr.flags,
             cas: self.cas_of(&hdr),
-            ttl: ttl_of(hdr.exptime, now),
+            ttl: ttl_of(hdr.exptime, seen),
             ttl_before,
             created: false,
             fetched: hdr.bits & FETCHED != 0,

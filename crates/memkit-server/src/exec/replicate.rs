@@ -146,6 +146,7 @@ pub fn route<'a>(
             }
             let mut opts = opts.clone();
             opts.touch = None;
+            opts.read_at_unix = Some(now_unix());
             Route::Local(Command::Get { key, opts })
         }
         Command::Flush { .. } if !flush_enabled => Route::Local(cmd.clone()),
