@@ -277,7 +277,7 @@ fn set(i: u64, value_size: usize) -> Write {
 }
 
 /// Writes every item through `leader` with `a.writers` tasks; returns the largest entry
-/// index written (a stored item's CAS is its entry's index).
+/// index written (a stored item's CAS names its entry: `memkit_raft::entry_of_cas`).
 async fn fill(leader: &Arc<Node>, a: &RaftSnapshotArgs) -> io::Result<u64> {
     let next = Arc::new(AtomicU64::new(0));
     let last = Arc::new(AtomicU64::new(0));
@@ -296,7 +296,7 @@ async fn fill(leader: &Arc<Node>, a: &RaftSnapshotArgs) -> io::Result<u64> {
                         outcome: StoreResult::Stored,
                         cas,
                     }) => {
-                        last.fetch_max(cas, Ordering::Relaxed);
+                        last.fetch_max(memkit_raft::entry_of_cas(cas), Ordering::Relaxed);
                     }
                     other => return Err(io::Error::other(format!("write {i}: {other:?}"))),
                 }

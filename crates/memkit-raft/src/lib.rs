@@ -5,13 +5,13 @@
 //!
 //! Map:
 //! - [`types`]: the log's vocabulary: [`Write`] (a mutation with absolute times),
-//!   [`Proposal`] (a write and the leader's time stamp: one entry), [`Reply`] (the
-//!   engine's outcome), openraft's [`TypeConfig`].
+//!   [`Proposal`] (writes and the leader's time stamp: one entry), [`Reply`] (the
+//!   engine's outcome), CAS values ([`cas_for`]), openraft's [`TypeConfig`].
 //! - [`clock`]: [`LogClock`], the time the state machine runs at: the largest leader stamp
 //!   applied, so expiry is judged alike on every node (and why reads use it too).
 //! - [`log_store`]: the Raft log on fjall, synced before openraft counts on it.
-//! - [`state_machine`]: committed writes applied to a non-evicting engine, each CAS the
-//!   entry's log index; [`Store`], what reads share with it.
+//! - [`state_machine`]: committed writes applied to a non-evicting engine, each CAS from
+//!   the entry's log index and the write's place in it; [`Store`], what reads share with it.
 //! - [`snapshot`]: the engine's items (CAS and absolute expiry kept) as a snapshot file
 //!   (versioned, checksummed, items streamed), kept in the node's directory and sent to
 //!   peers as it is.
@@ -30,7 +30,10 @@
 //! - [`server`]: the peer protocol's server side, refusing peers without a certificate
 //!   from the CA (with TLS) and senders outside the group (a removed node once its removal
 //!   is committed).
-//! - [`leader`]: what only the leader does: propose with its stamp, confirm a read index.
+//! - [`leader`]: what only the leader does: confirm a read index.
+//! - [`proposer`]: [`proposer::Proposer`], every write a node takes, with whatever others
+//!   are waiting, as one entry: proposed with the leader's stamp, or forwarded to the
+//!   leader in one call.
 //! - [`node`]: [`Node`], the façade: start (bootstrap or rejoin), write (forwarded to the
 //!   leader), linearizable reads, membership changes and status (forwarded too), metrics,
 //!   snapshot, shutdown.
@@ -38,11 +41,12 @@
 //!
 //! Dependencies point one way: `types`, `error` and `codec` under everything; `clock` and
 //! `snapshot` under `state_machine`; `status` under `members`, both under `network`, and
-//! so is `tls`; `network`, `leader` and `members` under `server`; `node` on top.
+//! so is `tls`; `network` and `leader` under `proposer`; `proposer` and `members` under
+//! `server`; `node` on top.
 //!
 //! Semantics in one sentence: a write is acknowledged once a majority has it in its log on
-//! disk and the leader has applied it; its outcome and its CAS (the log index) are the same
-//! on every node, and its times are the leader's, absolute.
+//! disk and the leader has applied it; its outcome and its CAS (from the log index) are the
+//! same on every node, and its times are the leader's, absolute.
 
 // openraft's `StorageError` (224 bytes) is the error its storage traits return; the helpers
 // that feed them return it too, rather than a box every caller would unwrap again.
@@ -56,6 +60,7 @@ pub mod log_store;
 pub mod members;
 pub mod network;
 pub mod node;
+pub mod proposer;
 pub mod server;
 pub mod snapshot;
 pub mod state_machine;
@@ -71,6 +76,6 @@ pub use state_machine::{StateMachine, Store};
 pub use status::{Follower, Membership, Replication, Role, Status, View};
 pub use tls::PeerTls;
 pub use types::{
-    ArithResult, DeleteResult, ExptimeUnix, Mode, NodeId, Proposal, Refusal, Reply, SetExptime,
-    StoreResult, TypeConfig, Vivify, Write, exptime_unix,
+    ArithResult, DeleteResult, ExptimeUnix, MAX_WRITES, Mode, NodeId, Outcomes, Proposal, Refusal,
+    Reply, SetExptime, StoreResult, TypeConfig, Vivify, Write, cas_for, entry_of_cas, exptime_unix,
 };

@@ -3,14 +3,17 @@
 //! - `entries`: each entry in postcard ([`crate::codec`]), keyed by its index big-endian
 //!   (so key order is index order and a range of indexes is a range of keys);
 //! - `meta`: the vote, the committed log id and the last purged log id, postcard each, and
-//!   the log's format ([`FORMAT`]): a log written in another encoding (the JSON of earlier
-//!   versions) is refused at open rather than misread.
+//!   the log's format ([`FORMAT`]): a log written in another encoding (earlier versions'
+//!   JSON, or their one write an entry) is refused at open rather than misread.
 //!
 //! Durability: the vote and appended entries are synced to disk (`PersistMode::SyncAll`)
 //! before openraft is told they are saved: a vote forgotten in a crash could let a node
 //! vote twice in a term, an entry acknowledged and then lost could lose a committed write.
-//! The sync runs on tokio's blocking pool, off the runtime's workers that carry
-//! heartbeats. Truncation, purge and the committed id are written without a sync: a
+//! The vote's sync runs on tokio's blocking pool, off the runtime's workers that carry
+//! heartbeats. Appends are group-committed: an append writes its entries and returns, and
+//! hands openraft's `LogFlushed` callback to a syncer thread, which syncs once for every
+//! callback waiting and then answers them in order; openraft goes on meanwhile (it counts
+//! an entry toward a commit only once its callback has fired). Truncation, purge and the committed id are written without a sync: a
 //! truncation lost in a crash is redone by the leader, a purge lost leaves entries the
 //! snapshot already covers, and the committed id is a hint openraft may lose.
 
@@ -30,16 +33,18 @@ const COMMITTED: &[u8] = b"committed";
 const PURGED: &[u8] = b"purged";
 const FORMAT_KEY: &[u8] = b"format";
 
-/// The log's encoding, stored under `meta`'s `format` key when the log is created.
-pub const FORMAT: &[u8] = b"memkit-raft log: postcard 1";
+/// The log's encoding, stored under `meta`'s `format` key when the log is created. 2:
+/// an entry carries many writes.
+pub const FORMAT: &[u8] = b"memkit-raft log: postcard 2";
 
 /// The log of one node. Clones share the database (the log reader openraft asks for is
-/// a clone).
+/// a clone) and the syncer.
 #[derive(Clone)]
 pub struct LogStore {
     db: Database,
     entries: Keyspace,
     meta: Keyspace,
+    syncer: std::sync::mpsc::Sender<LogFlushed<TypeConfig>>,
 }
 
 impl Debug for LogStore {
@@ -72,7 +77,13 @@ impl LogStore {
             }
             None => meta.insert(FORMAT_KEY, FORMAT)?,
         }
-        Ok(LogStore { db, entries, meta })
+        let syncer = start_syncer(db.clone())?;
+        Ok(LogStore {
+            db,
+            entries,
+            meta,
+            syncer,
+        })
     }
 
     fn get_meta<T: serde::de::DeserializeOwned>(
@@ -106,6 +117,34 @@ impl LogStore {
         let v = kv.value().map_err(read_err)?;
         codec::from_slice(&v).map(Some).map_err(read_err)
     }
+}
+
+/// The syncer thread: for every batch of appends' callbacks waiting, one sync of the
+/// journal, then each callback with its outcome, in the order the appends came. It ends
+/// when the last [`LogStore`] clone is dropped.
+fn start_syncer(
+    db: Database,
+) -> Result<std::sync::mpsc::Sender<LogFlushed<TypeConfig>>, fjall::Error> {
+    let (tx, rx) = std::sync::mpsc::channel::<LogFlushed<TypeConfig>>();
+    std::thread::Builder::new()
+        .name("raft-log-sync".into())
+        .spawn(move || {
+            while let Ok(first) = rx.recv() {
+                // Every callback taken here belongs to an append whose entries were
+                // written before it was sent: this sync covers them all.
+                let waiting: Vec<_> = std::iter::once(first).chain(rx.try_iter()).collect();
+                let synced = db.persist(PersistMode::SyncAll);
+                for cb in waiting {
+                    let r = match &synced {
+                        Ok(()) => Ok(()),
+                        Err(e) => Err(std::io::Error::other(e.to_string())),
+                    };
+                    cb.log_io_completed(r);
+                }
+            }
+        })
+        .map_err(fjall::Error::Io)?;
+    Ok(tx)
 }
 
 fn unknown_format() -> fjall::Error {
@@ -188,12 +227,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             batch.insert(&self.entries, e.log_id.index.to_be_bytes(), v);
         }
         batch.commit().map_err(write_err)?;
-        // Only once on disk may openraft count these entries toward a commit.
-        let synced = self.sync().await.map_err(|e| match e {
-            fjall::Error::Io(io) => io,
-            other => std::io::Error::other(other.to_string()),
-        });
-        callback.log_io_completed(synced);
+        // Only once on disk may openraft count these entries toward a commit: the
+        // syncer answers the callback then.
+        if let Err(e) = self.syncer.send(callback) {
+            let gone = std::io::Error::other("the log's syncer has stopped");
+            e.0.log_io_completed(Err(gone));
+        }
         Ok(())
     }
 

@@ -43,7 +43,7 @@ use crate::error::ClusterError;
 use crate::members::Change;
 use crate::status::{Membership, Status};
 use crate::tls::{PEER_SERVER_NAME, PeerTls};
-use crate::types::{NodeId, Reply, TypeConfig, Write};
+use crate::types::{NodeId, Outcomes, TypeConfig, Write};
 
 /// The largest frame either side accepts: bounds what a garbled length can make a node
 /// allocate. An append carries at most `max_payload_entries` (16, see `node.rs`) entries of
@@ -60,8 +60,9 @@ pub enum Request {
     Vote(VoteRequest<NodeId>),
     /// openraft's install-snapshot (one chunk).
     Snapshot(InstallSnapshotRequest<TypeConfig>),
-    /// A client write a follower forwards to the leader.
-    Write(Write),
+    /// Client writes a follower forwards to the leader, to be proposed in one entry
+    /// (`crate::proposer`).
+    Writes(Vec<Write>),
     /// A follower's linearizable read asks the leader which log index to wait for.
     ReadIndex,
     /// A membership change a node forwards to the leader, with the time the leader has for
@@ -96,8 +97,8 @@ pub enum Response {
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     /// To [`Request::Snapshot`].
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
-    /// To [`Request::Write`]: the outcome and the entry's log index.
-    Write(Result<(Reply, u64), ClusterError>),
+    /// To [`Request::Writes`]: each write's outcome and the entry's log index.
+    Writes(Result<Outcomes, ClusterError>),
     /// To [`Request::ReadIndex`]: the index to have applied before reading.
     ReadIndex(Result<u64, ClusterError>),
     /// To [`Request::Change`]: the membership after it.
@@ -401,7 +402,7 @@ fn within_budget(
         .iter()
         .position(|e| {
             bytes += match &e.payload {
-                openraft::EntryPayload::Normal(p) => p.write.size(),
+                openraft::EntryPayload::Normal(p) => p.size(),
                 _ => 64,
             };
             bytes > APPEND_BUDGET
@@ -517,7 +518,7 @@ mod tests {
             log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
             payload: EntryPayload::Normal(Proposal {
                 stamp_ms: 0,
-                write: Write::Store {
+                writes: vec![Write::Store {
                     key: b"k".to_vec(),
                     value: vec![0; value_len],
                     flags: 0,
@@ -526,7 +527,7 @@ mod tests {
                     cas: None,
                     invalidate: false,
                     vivify: None,
-                },
+                }],
             }),
         }
     }

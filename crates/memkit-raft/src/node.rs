@@ -31,12 +31,13 @@ use crate::leader;
 use crate::log_store::LogStore;
 use crate::members::{self, Change};
 use crate::network::{CallError, Network, Pool, Request, Response};
+use crate::proposer::Proposer;
 use crate::server::{PING_TIMEOUT, Service, serve};
 use crate::state_machine::{StateMachine, Store};
 pub use crate::status::Role;
 use crate::status::{Membership, Status, View};
 use crate::tls::PeerTls;
-use crate::types::{ExptimeUnix, NodeId, Raft, Reply, Write};
+use crate::types::{ExptimeUnix, NodeId, Outcomes, Raft, Reply, Write};
 
 /// How long [`Node::snapshot`] waits for a snapshot before triggering one again (a
 /// trigger that meets a build under way is dropped).
@@ -130,6 +131,8 @@ pub struct Node {
     raft: Raft,
     store: Arc<Store>,
     pool: Arc<Pool>,
+    proposer: Proposer,
+    proposing: JoinHandle<()>,
     stop: watch::Sender<bool>,
     server: JoinHandle<()>,
     addr: std::net::SocketAddr,
@@ -207,11 +210,14 @@ impl Node {
         let addr = listener.local_addr().map_err(|e| start_err("listen")(&e))?;
         let (stop, stop_rx) = watch::channel(false);
         let pool = Pool::new(id, peers.clone(), raft.metrics(), cfg.tls.as_ref());
+        let (proposer, proposing) =
+            Proposer::start(id, raft.clone(), pool.clone(), cfg.request_timeout);
         let svc = Arc::new(Service {
             raft: raft.clone(),
             peers: peers.clone(),
             request_timeout: cfg.request_timeout,
             pool: pool.clone(),
+            proposer: proposer.clone(),
             tls: cfg.tls.as_ref().map(|t| t.server.clone()),
         });
         let server = tokio::spawn(serve(listener, svc, stop_rx));
@@ -229,6 +235,8 @@ impl Node {
             raft,
             store,
             pool,
+            proposer,
+            proposing,
             stop,
             server,
             addr,
@@ -278,8 +286,9 @@ impl Node {
     }
 
     /// Applies `write` through the group: proposed here if this node leads, else forwarded
-    /// to the leader. Answers once a majority holds it durably and it is applied (on the
-    /// leader). Retries, until the request timeout, only what surely was not proposed.
+    /// to the leader, in an entry with whatever other writes are waiting
+    /// (`crate::proposer`). Answers once a majority holds it durably and it is applied (on
+    /// the leader). Retries, until the request timeout, only what surely was not proposed.
     pub async fn write(&self, write: Write) -> Result<Reply, WriteError> {
         Ok(self.write_indexed(write).await?.0)
     }
@@ -287,9 +296,20 @@ impl Node {
     /// [`Node::write`], with the log index of the entry that carried the write: a reader on
     /// this node that waits until it has applied that far sees the write.
     pub async fn write_indexed(&self, write: Write) -> Result<(Reply, u64), WriteError> {
+        let (mut replies, index) = self.write_all(vec![write]).await?;
+        match replies.pop() {
+            Some(r) => Ok((r, index)),
+            None => Err(ClusterError::Indeterminate("no outcome".into())),
+        }
+    }
+
+    /// Applies `writes` through the group in one entry, in their order (at most
+    /// [`crate::MAX_WRITES`]): one client's pipelined writes. Returns each one's outcome
+    /// and the entry's log index; fails as a whole.
+    pub async fn write_all(&self, writes: Vec<Write>) -> Result<Outcomes, WriteError> {
         let deadline = Instant::now() + self.request_timeout;
         retry(deadline, Duration::ZERO, || {
-            self.write_once(write.clone(), deadline)
+            self.write_once(writes.clone(), deadline)
         })
         .await
     }
@@ -306,25 +326,14 @@ impl Node {
 
     async fn write_once(
         &self,
-        write: Write,
+        writes: Vec<Write>,
         deadline: Instant,
-    ) -> Result<(Reply, u64), WriteError> {
+    ) -> Result<Outcomes, WriteError> {
         self.running()?;
         let left = deadline.saturating_duration_since(Instant::now());
-        match self.leader() {
-            None => Err(ClusterError::NoLeader),
-            Some(l) if l == self.id => {
-                tokio::time::timeout(left, leader::propose(&self.raft, write))
-                    .await
-                    .unwrap_or_else(|_| Err(ClusterError::Indeterminate("timed out".into())))
-            }
-            Some(l) => match self.pool.call(l, Request::Write(write), left).await {
-                Ok(Response::Write(r)) => r,
-                Ok(other) => Err(ClusterError::Unreachable(format!("{other:?}"))),
-                Err(CallError::NotSent(e)) => Err(ClusterError::Unreachable(e.to_string())),
-                Err(e @ CallError::Lost(_)) => Err(ClusterError::Indeterminate(e.to_string())),
-            },
-        }
+        tokio::time::timeout(left, self.proposer.submit(writes, false))
+            .await
+            .unwrap_or_else(|_| Err(ClusterError::Indeterminate("timed out".into())))
     }
 
     /// Reads `key` linearizably: the leader confirms it still leads and names the last
@@ -569,6 +578,7 @@ impl Node {
     /// what it held; [`Node::start`] on it rejoins.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
+        self.proposing.abort();
         let _ = self.raft.shutdown().await;
         let _ = self.server.await;
         self.pool.clear();

@@ -25,6 +25,7 @@ use crate::error::ClusterError;
 use crate::leader;
 use crate::members;
 use crate::network::{Conn, Envelope, Pool, Request, Response, read_frame, write_frame};
+use crate::proposer::Proposer;
 use crate::status::{Status, View};
 use crate::types::{NodeId, Raft};
 
@@ -45,6 +46,8 @@ pub struct Service {
     pub request_timeout: Duration,
     /// Connections to the peers (the leader pings voters-to-be before a change of voters).
     pub pool: Arc<Pool>,
+    /// Where forwarded writes go (proposed here, or refused if this node no longer leads).
+    pub proposer: Proposer,
     /// TLS: every connection must complete this handshake (a client certificate the CA
     /// signed) before it is read. `None`: plain TCP.
     pub tls: Option<Arc<ServerConfig>>,
@@ -85,7 +88,7 @@ impl Service {
             Request::Append(r) => Some(r.vote.leader_id().voted_for()),
             Request::Vote(r) => Some(r.vote.leader_id().voted_for()),
             Request::Snapshot(r) => Some(r.vote.leader_id().voted_for()),
-            Request::Write(_)
+            Request::Writes(_)
             | Request::ReadIndex
             | Request::Change { .. }
             | Request::Status
@@ -106,10 +109,10 @@ impl Service {
             Request::Append(r) => Response::Append(self.raft.append_entries(r).await),
             Request::Vote(r) => Response::Vote(self.raft.vote(r).await),
             Request::Snapshot(r) => Response::Snapshot(self.raft.install_snapshot(r).await),
-            Request::Write(w) => Response::Write(
-                tokio::time::timeout(timeout, leader::propose(&self.raft, w))
+            Request::Writes(w) => Response::Writes(
+                tokio::time::timeout(timeout, self.proposer.submit(w, true))
                     .await
-                    .unwrap_or(Err(ClusterError::Timeout)),
+                    .unwrap_or_else(|_| Err(ClusterError::Indeterminate("timed out".into()))),
             ),
             Request::ReadIndex => Response::ReadIndex(
                 tokio::time::timeout(timeout, leader::read_index(&self.raft))

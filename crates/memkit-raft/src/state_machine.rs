@@ -5,8 +5,9 @@
 //! the engine's refusal ([`Reply::Refused`]), which is then that entry's outcome.
 //!
 //! CAS: every write that gives an item a new CAS passes the engine its `E` option
-//! (`new_cas`) set to the entry's log index, so every replica, and every replay after a
-//! restart, gives the item the same CAS. Store, arith and delete-with-invalidate take it;
+//! (`new_cas`) set from the entry's log index and the write's place in it
+//! ([`crate::types::cas_for`]), so every replica, and every replay after a restart, gives
+//! the item the same CAS. Store, arith and delete-with-invalidate take it;
 //! `touch` and `flush_all` keep CAS values as memcached does, so need none; the engine's own
 //! CAS counter is never used.
 //!
@@ -29,7 +30,7 @@ use crate::clock::LogClock;
 use crate::snapshot::{self, Files, Header, SnapshotBuilder};
 use crate::types::{
     Entry, ExptimeUnix, LogId, Proposal, Refusal, Reply, SnapshotMeta, StorageError,
-    StoredMembership, TypeConfig, Write, to_exptime,
+    StoredMembership, TypeConfig, Write, cas_for, to_exptime,
 };
 
 /// The log clock's start: 2 s after the epoch, so the first engine's epoch (its clock's
@@ -152,29 +153,30 @@ impl StateMachine {
         self.membership = header.meta.last_membership.clone();
     }
 
-    fn apply_entry(&mut self, entry: Entry) -> Reply {
+    fn apply_entry(&mut self, entry: Entry) -> Vec<Reply> {
         self.last_applied = Some(entry.log_id);
         match entry.payload {
-            EntryPayload::Blank => Reply::None,
+            EntryPayload::Blank => Vec::new(),
             EntryPayload::Membership(m) => {
                 self.membership = StoredMembership::new(Some(entry.log_id), m);
-                Reply::None
+                Vec::new()
             }
             EntryPayload::Normal(p) => self.apply_proposal(p, entry.log_id.index),
         }
     }
 
-    fn apply_proposal(&mut self, p: Proposal, index: u64) -> Reply {
+    fn apply_proposal(&mut self, p: Proposal, index: u64) -> Vec<Reply> {
         self.store.clock.advance_to(p.stamp_ms);
         let engine = self.store.engine();
-        // Index 0 is the group's first membership entry, so a write's CAS is never 0
-        // (which memcached reads as "no CAS").
-        let cas = index.max(1);
-        let r = match p.write {
-            Write::Flush { at_unix } => self.flush(&engine, at_unix).map(|()| Reply::Flushed),
-            w => apply_write(&engine, w, cas),
-        };
-        r.unwrap_or_else(|e| Reply::Refused(Refusal::from(e)))
+        let mut replies = Vec::with_capacity(p.writes.len());
+        for (pos, w) in p.writes.into_iter().enumerate() {
+            let r = match w {
+                Write::Flush { at_unix } => self.flush(&engine, at_unix).map(|()| Reply::Flushed),
+                w => apply_write(&engine, w, cas_for(index, pos)),
+            };
+            replies.push(r.unwrap_or_else(|e| Reply::Refused(Refusal::from(e))));
+        }
+        replies
     }
 
     fn flush(&mut self, engine: &Engine, at_unix: Option<u64>) -> Result<(), EngineError> {
@@ -278,7 +280,9 @@ fn apply_write(engine: &Engine, w: Write, cas: u64) -> Result<Reply, EngineError
         Write::Touch { key, exptime_unix } => {
             Reply::Touched(engine.touch(&key, to_exptime(exptime_unix))?)
         }
-        Write::Flush { .. } => Reply::None,
+        // `StateMachine::apply_proposal` takes flushes before they get here: it keeps
+        // their mark for snapshots.
+        Write::Flush { .. } => unreachable!("a flush is applied by the state machine"),
     })
 }
 
@@ -289,7 +293,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok((self.last_applied, self.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Reply>, StorageError>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Vec<Reply>>, StorageError>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,

@@ -16,11 +16,11 @@ pub type NodeId = u64;
 
 openraft::declare_raft_types!(
     /// memkit's openraft types: `u64` ids, [`BasicNode`] (its `addr` is the peer's
-    /// `HOST:PORT`), [`Proposal`] in, [`Reply`] out, snapshots as files (see
-    /// [`crate::snapshot`]), streamed to and from peers, never whole in memory.
+    /// `HOST:PORT`), [`Proposal`] in, a [`Reply`] for each of its writes out, snapshots as
+    /// files (see [`crate::snapshot`]), streamed to and from peers, never whole in memory.
     pub TypeConfig:
         D = Proposal,
-        R = Reply,
+        R = Vec<Reply>,
         NodeId = NodeId,
         Node = BasicNode,
         SnapshotData = tokio::fs::File,
@@ -90,7 +90,8 @@ pub struct SetExptime {
 
 /// A memcached mutation as the leader decided it: every time in it is absolute, so that
 /// applying it means the same on every node whenever it is applied. The CAS of what it
-/// creates is not in it: the state machine derives it from the entry's log index.
+/// creates is not in it: the state machine derives it from the entry's log index and the
+/// write's place in the entry ([`cas_for`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Write {
     /// `set`/`add`/`replace`/`append`/`prepend`/`cas`/`ms`.
@@ -202,20 +203,48 @@ pub(crate) fn to_exptime(t: ExptimeUnix) -> Exptime {
     }
 }
 
-/// One log entry's payload: a [`Write`] and the leader's clock when it accepted it, in
-/// Unix milliseconds. Applying the entry runs the engine at that time (see
-/// [`crate::clock::LogClock`]).
+/// The most writes one entry carries: a CAS leaves [`WRITE_BITS`] low bits for a write's
+/// place in its entry.
+pub const MAX_WRITES: usize = 1 << WRITE_BITS;
+
+/// See [`MAX_WRITES`].
+pub const WRITE_BITS: u32 = 8;
+
+/// The CAS of what the write at `pos` of the entry at `index` creates: the same on every
+/// node, growing with the log, never 0 (index 0 is the group's first membership entry).
+pub fn cas_for(index: u64, pos: usize) -> u64 {
+    debug_assert!(pos < MAX_WRITES);
+    (index.max(1) << WRITE_BITS) | pos as u64
+}
+
+/// The log index of the entry that gave an item `cas` ([`cas_for`]'s inverse): a reader
+/// that waits until its node has applied it sees the write.
+pub fn entry_of_cas(cas: u64) -> u64 {
+    cas >> WRITE_BITS
+}
+
+/// One log entry's payload: writes, applied in order, and the leader's clock when it
+/// proposed them, in Unix milliseconds. Applying the entry runs the engine at that time
+/// (see [`crate::clock::LogClock`]). Writes from many clients share an entry (see
+/// [`crate::proposer`]): one append, one fsync and one round of replication for all.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proposal {
     /// The leader's time, Unix milliseconds.
     pub stamp_ms: u64,
-    /// The mutation.
-    pub write: Write,
+    /// The mutations, at most [`MAX_WRITES`].
+    pub writes: Vec<Write>,
+}
+
+impl Proposal {
+    /// About how many bytes its writes carry.
+    pub fn size(&self) -> usize {
+        self.writes.iter().map(Write::size).sum()
+    }
 }
 
 impl std::fmt::Display for Proposal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}@{}", self.write, self.stamp_ms)
+        write!(f, "{} writes@{}", self.writes.len(), self.stamp_ms)
     }
 }
 
@@ -368,7 +397,11 @@ impl From<Refusal> for EngineError {
     }
 }
 
-/// What applying a [`Proposal`] answered: the same on every node.
+/// The outcome of writes proposed together: a reply for each, in order, and the index of
+/// the entry that carried them.
+pub type Outcomes = (Vec<Reply>, u64);
+
+/// What applying one of a [`Proposal`]'s writes answered: the same on every node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reply {
     /// A store's outcome and the new item's CAS (0 unless stored).
@@ -388,8 +421,6 @@ pub enum Reply {
     Flushed,
     /// The engine refused the write.
     Refused(Refusal),
-    /// A log entry that carries no write (a new leader's blank entry, a membership change).
-    None,
 }
 
 #[cfg(test)]
@@ -416,7 +447,7 @@ mod tests {
     fn a_proposal_survives_the_codec() {
         let p = Proposal {
             stamp_ms: 42,
-            write: Write::Arith {
+            writes: vec![Write::Arith {
                 key: b"k".to_vec(),
                 incr: true,
                 delta: 3,
@@ -426,9 +457,22 @@ mod tests {
                     exptime_unix: None,
                 }),
                 set_exptime: Some(SetExptime { exptime_unix: None }),
-            },
+            }],
         };
         let back: Proposal = crate::codec::from_slice(&crate::codec::to_vec(&p).unwrap()).unwrap();
         assert_eq!(back, p);
+    }
+
+    #[test]
+    fn cas_values_name_their_entry_and_grow() {
+        let a = cas_for(7, 0);
+        let b = cas_for(7, MAX_WRITES - 1);
+        let c = cas_for(8, 0);
+        assert!(0 < a && a < b && b < c);
+        assert_eq!(
+            (entry_of_cas(a), entry_of_cas(b), entry_of_cas(c)),
+            (7, 7, 8)
+        );
+        assert_ne!(cas_for(0, 0), 0);
     }
 }

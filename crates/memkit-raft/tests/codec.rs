@@ -144,10 +144,18 @@ fn entries() -> Vec<Entry<TypeConfig>> {
             log_id: log_id(2, 2 + i as u64),
             payload: EntryPayload::Normal(Proposal {
                 stamp_ms: 1_700_000_000_000 + i as u64,
-                write,
+                writes: vec![write],
             }),
         });
     }
+    // And every write in one entry.
+    out.push(Entry {
+        log_id: log_id(3, 1_000),
+        payload: EntryPayload::Normal(Proposal {
+            stamp_ms: 1_700_000_000_001,
+            writes: writes(),
+        }),
+    });
     out
 }
 
@@ -225,7 +233,8 @@ fn every_request_round_trips() {
             timeout_ms: 0,
         },
     ];
-    reqs.extend(writes().into_iter().map(Request::Write));
+    reqs.extend(writes().into_iter().map(|w| Request::Writes(vec![w])));
+    reqs.push(Request::Writes(writes()));
     for (from, req) in reqs.into_iter().enumerate() {
         round_trip(&Envelope {
             from: from as u64,
@@ -276,7 +285,6 @@ fn replies() -> Vec<Reply> {
         Reply::Refused(Refusal::TooLarge),
         Reply::Refused(Refusal::OutOfMemory),
         Reply::Refused(Refusal::Other("odd".into())),
-        Reply::None,
     ]
 }
 
@@ -335,7 +343,12 @@ fn every_response_round_trips() {
         resps.push(Response::Vote(Err(RaftError::Fatal(f.clone()))));
         resps.push(Response::Snapshot(Err(RaftError::Fatal(f))));
     }
-    resps.extend(replies().into_iter().map(|r| Response::Write(Ok((r, 42)))));
+    resps.extend(
+        replies()
+            .into_iter()
+            .map(|r| Response::Writes(Ok((vec![r], 42)))),
+    );
+    resps.push(Response::Writes(Ok((replies(), 43))));
     resps.push(Response::Pong);
     resps.push(Response::Change(Ok(memkit_raft::Membership {
         log_index: Some(9),
@@ -347,11 +360,12 @@ fn every_response_round_trips() {
     resps.push(Response::Change(Err(ClusterError::Rejected(
         "no majority".into(),
     ))));
-    resps.extend(
-        cluster_errors()
-            .into_iter()
-            .flat_map(|e| [Response::Write(Err(e.clone())), Response::ReadIndex(Err(e))]),
-    );
+    resps.extend(cluster_errors().into_iter().flat_map(|e| {
+        [
+            Response::Writes(Err(e.clone())),
+            Response::ReadIndex(Err(e)),
+        ]
+    }));
     for r in resps {
         round_trip(&r);
     }
@@ -364,7 +378,7 @@ fn a_value_costs_its_bytes() {
         log_id: log_id(2, 1_000_000),
         payload: EntryPayload::Normal(Proposal {
             stamp_ms: 1_700_000_000_000,
-            write: Write::Store {
+            writes: vec![Write::Store {
                 key: b"rk:0000000000001".to_vec(),
                 value,
                 flags: 0,
@@ -373,7 +387,7 @@ fn a_value_costs_its_bytes() {
                 cas: None,
                 invalidate: false,
                 vivify: None,
-            },
+            }],
         }),
     };
     let n = codec::to_vec(&entry(vec![0xff; 100])).unwrap().len();

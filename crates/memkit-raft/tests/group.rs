@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use memkit_raft::{
-    ArithResult, Config, Mode, Node, NodeId, Reply, Role, StoreResult, Vivify, Write,
+    ArithResult, Config, Mode, Node, NodeId, Reply, Role, StoreResult, Vivify, Write, entry_of_cas,
 };
 use memkit_types::{Clock, SystemClock};
 use tokio::time::{Instant, sleep, timeout};
@@ -216,10 +216,10 @@ fn stored_cas(r: Reply) -> u64 {
     }
 }
 
-/// The log index of a write's entry, from its reply: a stored item's CAS is the index of
-/// the entry that stored it (see `state_machine.rs`).
+/// The log index of a write's entry, from its reply: a stored item's CAS names the entry
+/// that stored it (see `memkit_raft::cas_for`).
 fn entry_index(r: Reply) -> u64 {
-    stored_cas(r)
+    entry_of_cas(stored_cas(r))
 }
 
 async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
@@ -242,7 +242,8 @@ async fn writes_replicate_with_one_cas_and_one_expiry() {
                 .unwrap();
             cas.insert(key, stored_cas(r));
         }
-        g.applied_everywhere(*cas.values().max().unwrap()).await;
+        g.applied_everywhere(entry_of_cas(*cas.values().max().unwrap()))
+            .await;
         for id in 1..=3 {
             for (key, c) in &cas {
                 let (item, _) = g.node(id).read_local(key.as_bytes()).unwrap().unwrap();
@@ -252,7 +253,8 @@ async fn writes_replicate_with_one_cas_and_one_expiry() {
                 assert_eq!(lin.unwrap().cas, *c);
             }
         }
-        // CAS values are log indexes: distinct, and a `cas` with one works on all nodes.
+        // CAS values come from log indexes: distinct, and a `cas` with one works on all
+        // nodes.
         let k1 = cas["k1"];
         let r = g.node(2).write(cas_set("k1", "v1b", k1)).await.unwrap();
         let new = stored_cas(r);
@@ -346,6 +348,67 @@ async fn concurrent_incr_from_every_node_counts_exactly() {
             let item = g.node(id).read_linearizable(b"n").await.unwrap().unwrap();
             assert_eq!(&item.value[..], b"150", "node {id}");
         }
+        for (_, n) in g.nodes {
+            n.shutdown().await;
+        }
+    })
+    .await;
+}
+
+/// Writes waiting together share an entry (`proposer`): 64 writers through every node take
+/// far fewer entries than writes, every CAS stays distinct and names its entry, and one
+/// caller's writes (`write_all`) land in one entry in their order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_waiting_together_share_entries() {
+    bounded(async {
+        let g = Group::start("share").await;
+        g.leader().await;
+        let cas = std::sync::Mutex::new(Vec::new());
+        let tasks = (0..64u64).map(|i| {
+            let (node, cas) = (g.node(1 + i % 3), &cas);
+            async move {
+                for j in 0..5 {
+                    let r = node.write(set(&format!("w{i}-{j}"), "v")).await.unwrap();
+                    cas.lock().unwrap().push(stored_cas(r));
+                }
+            }
+        });
+        futures_join(tasks).await;
+        let mut cas = cas.into_inner().unwrap();
+        cas.sort_unstable();
+        cas.dedup();
+        assert_eq!(cas.len(), 320, "one CAS a write");
+        let mut entries: Vec<u64> = cas.iter().map(|&c| entry_of_cas(c)).collect();
+        entries.dedup();
+        assert!(
+            entries.len() < 200,
+            "320 writes took {} entries",
+            entries.len()
+        );
+        g.applied_everywhere(*entries.last().unwrap()).await;
+        for id in 1..=3 {
+            let (item, _) = g.node(id).read_local(b"w63-4").unwrap().unwrap();
+            assert!(cas.binary_search(&item.cas).is_ok(), "node {id}");
+        }
+
+        let (replies, index) = g
+            .node(2)
+            .write_all(vec![set("o", "1"), incr_existing("o"), incr_existing("o")])
+            .await
+            .unwrap();
+        let got: Vec<_> = replies
+            .iter()
+            .map(|r| match r {
+                Reply::Arith(ArithResult::Value { value, cas, .. }) => (*value, *cas),
+                Reply::Stored { cas, .. } => (0, *cas),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let want: Vec<_> = [(0, 0), (2, 1), (3, 2)]
+            .iter()
+            .map(|&(v, pos)| (v, memkit_raft::cas_for(index, pos)))
+            .collect();
+        assert_eq!(got, want);
         for (_, n) in g.nodes {
             n.shutdown().await;
         }
@@ -457,7 +520,7 @@ async fn restarted_follower_catches_up_and_wiped_one_gets_a_snapshot() {
             cas.push(stored_cas(r));
         }
         g.boot(follower, config()).await;
-        g.applied_everywhere(cas[19]).await;
+        g.applied_everywhere(entry_of_cas(cas[19])).await;
         let (item, _) = g.node(follower).read_local(b"s19").unwrap().unwrap();
         assert_eq!(&item.value[..], b"during");
 

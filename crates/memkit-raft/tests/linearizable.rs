@@ -478,9 +478,10 @@ async fn local_reads_on_a_cut_off_follower_are_caught() {
         },
     );
     let reply = l.write(store("k", b"v1", None)).await.unwrap();
-    let Reply::Stored { cas: index, .. } = reply else {
+    let Reply::Stored { cas, .. } = reply else {
         panic!("{reply:?}")
     };
+    let index = memkit_raft::entry_of_cas(cas);
     rec.complete(call, ret_of(reply));
     f.raft()
         .wait(Some(Duration::from_secs(10)))

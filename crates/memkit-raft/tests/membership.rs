@@ -155,7 +155,7 @@ fn set(key: &str, value: &str) -> Write {
 }
 
 /// Writes `key{from}..key{to}` through `node`; returns the last entry's index (a stored
-/// item's CAS is its entry's log index).
+/// item's CAS names its entry: `memkit_raft::entry_of_cas`).
 async fn write_range(node: &Node, key: &str, from: u32, to: u32) -> u64 {
     let mut last = 0;
     for i in from..to {
@@ -163,7 +163,7 @@ async fn write_range(node: &Node, key: &str, from: u32, to: u32) -> u64 {
             Ok(Reply::Stored {
                 outcome: StoreResult::Stored,
                 cas,
-            }) => last = cas,
+            }) => last = memkit_raft::entry_of_cas(cas),
             other => panic!("{key}{i} not stored: {other:?}"),
         }
     }

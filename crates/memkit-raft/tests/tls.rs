@@ -189,7 +189,7 @@ async fn a_tls_group_elects_and_commits_through_every_node() {
         let mut last = 0;
         for id in 1..=3 {
             let r = g.node(id).write(set(&format!("k{id}"), "v")).await.unwrap();
-            last = last.max(stored_cas(r));
+            last = last.max(memkit_raft::entry_of_cas(stored_cas(r)));
         }
         for id in 1..=3 {
             // A linearizable read on a follower asks the leader for its read index.
@@ -220,7 +220,10 @@ async fn an_outsider_cannot_join_or_vote(name: &str, outsider: Peer) {
     let leader = g.leader(&[1, 2]).await;
     let cas = stored_cas(g.node(leader).write(set("k", "v")).await.unwrap());
     let other = 3 - leader;
-    g.node(other).applied(cas).await.unwrap();
+    g.node(other)
+        .applied(memkit_raft::entry_of_cas(cas))
+        .await
+        .unwrap();
     assert!(
         g.node(3).read_local(b"k").unwrap().is_none(),
         "node 3 got the entry"

@@ -268,10 +268,10 @@ impl Replica {
         self.read == ReadConsistency::Linearizable
     }
 
-    /// Carries out `job`, then calls `done` (on the node's runtime). Each write waits for
-    /// the one before it: a connection's writes reach the log in its order. Once they are
-    /// committed, this node applies them too before the replies leave, so the connection's
-    /// next read here sees them.
+    /// Carries out `job`, then calls `done` (on the node's runtime). Its writes (a
+    /// connection's pipelined writes, `session::gather`) go to the log together, in one
+    /// entry, in the connection's order. Once they are committed, this node applies them too
+    /// before the replies leave, so the connection's next read here sees them.
     pub fn submit(&self, job: &Job, done: Completer) {
         let node = self.node.clone();
         let barriers = self.barriers.clone();
@@ -285,17 +285,13 @@ impl Replica {
                 slot.lock().admin = Some(reply);
                 return done.complete(Ok(()));
             }
-            let mut replies = Vec::with_capacity(writes.len());
-            let mut last = None;
-            for w in writes {
-                match node.write_indexed(w).await {
-                    Ok((r, index)) => {
-                        last = Some(index);
-                        replies.push(Ok(r));
-                    }
-                    Err(e) => replies.push(Err(e.to_string())),
-                }
-            }
+            let (replies, last) = match writes.len() {
+                0 => (Vec::new(), None),
+                n => match node.write_all(writes).await {
+                    Ok((rs, index)) => (rs.into_iter().map(Ok).collect(), Some(index)),
+                    Err(e) => (vec![Err(e.to_string()); n], None),
+                },
+            };
             let mut read = Ok(());
             if let Some(index) = last
                 && let Err(e) = node.applied(index).await

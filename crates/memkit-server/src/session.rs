@@ -45,6 +45,7 @@ use crate::exec::flash::{Reads, Results};
 use crate::exec::{Action, Cx, Dump, Step};
 use crate::state::{ConnLive, ConnState, Registered, Shared};
 
+mod gather;
 mod login;
 mod pool;
 #[cfg(test)]
@@ -330,7 +331,10 @@ impl Session {
     fn book(&mut self, part: Part, action: Action) -> Option<After> {
         if matches!(action, Action::Fetch | Action::Replicate) {
             // Not consumed: it runs again once its value is back in RAM, or once the group
-            // has answered.
+            // has answered (with the writes behind it: `gather`).
+            if matches!(action, Action::Replicate) {
+                self.gather(part.used);
+            }
             self.state = State::Ready;
             return Some(After::Write);
         }

@@ -109,6 +109,44 @@ fn every_node_answers_every_command_alike() {
     }
 }
 
+/// A client's pipelined writes go to the group together (`session::gather`): far fewer log
+/// entries than writes, and every reply in its place, reads and refusals among them.
+#[test]
+fn pipelined_writes_share_entries_and_answer_in_order() {
+    let g = Group::start(3);
+    g.leader(ELECTION);
+    let index = |g: &Group| -> u64 { g.stats(3)["raft_last_log_index"].parse().unwrap() };
+    let before = index(&g);
+    let sets: String = (0..200)
+        .map(|i| format!("set p{i} 0 0 {}\r\n{i}\r\n", i.to_string().len()))
+        .collect();
+    let mut w = g.wire(3);
+    assert_eq!(
+        w.ask(sets.as_bytes(), Until::Lines(200)),
+        "STORED\r\n".repeat(200)
+    );
+    let entries = index(&g) - before;
+    assert!(entries <= 20, "200 pipelined sets took {entries} entries");
+    assert_eq!(gets(&g, 1, "p199").unwrap().0, "199");
+
+    let mixed = "set a 0 0 1\r\n1\r\nincr n 1\r\nset n 0 0 1\r\n5\r\nincr n 2\r\n\
+                 append a 0 0 1\r\n2\r\nget a\r\nmg x N30 v\r\nset b 0 0 1 noreply\r\nx\r\n\
+                 ms c 1 O42\r\nz\r\nmg b v\r\ndelete a\r\nget a\r\n";
+    let want = "STORED\r\nNOT_FOUND\r\nSTORED\r\n7\r\nSTORED\r\nVALUE a 0 2\r\n12\r\nEND\r\n\
+                CLIENT_ERROR mg N (create on a miss) is not replicated\r\nHD O42\r\nVA 1\r\nx\r\n\
+                DELETED\r\nEND\r\n";
+    assert_eq!(
+        w.ask(mixed.as_bytes(), Until::End(b"DELETED\r\nEND\r\n")),
+        want
+    );
+    // Each write once, in order, on every node.
+    for id in g.ids() {
+        assert_eq!(ask(&g, id, "get n\r\n"), "VALUE n 0 1");
+        assert_eq!(gets(&g, id, "b").unwrap().0, "x");
+        assert_eq!(gets(&g, id, "a"), None);
+    }
+}
+
 /// The state machine's clock moves only when an entry is applied; reads judge expiry and a
 /// delayed flush_all at the node's own clock, so an idle group expires items on time.
 #[test]

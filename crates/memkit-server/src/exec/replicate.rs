@@ -63,11 +63,22 @@ impl Repl {
         }
     }
 
-    /// The request was answered: its outcomes are spent.
+    /// The request was answered. Its outcome is spent (taken as it rendered); those of the
+    /// writes gathered behind it stay, for their second runs.
     pub fn answered(&mut self) {
-        self.replies.clear();
         self.read_error = None;
         self.admin = None;
+    }
+
+    /// Whether more writes may join the job (`session::gather`): it holds writes only, and
+    /// fewer than one entry takes.
+    pub fn gathers(&self) -> bool {
+        let j = &self.job;
+        let bytes: usize = j.writes.iter().map(Write::size).sum();
+        !j.barrier
+            && j.admin.is_none()
+            && j.writes.len() < memkit_raft::MAX_WRITES
+            && bytes < memkit_raft::proposer::UNIT_BYTES
     }
 
     /// More input arrived: it came after the last barrier began.
@@ -116,10 +127,8 @@ pub fn route<'a>(
                 reply.error(&Error::Client(NO_VIVIFY.into()));
                 return Route::Done;
             }
-            if let Some(e) = &repl.read_error {
-                reply.error(&Error::Server(format!("replication: {e}")));
-                return Route::Done;
-            }
+            // The touch's outcome first: it is spent whatever the read comes to, and must
+            // not be left for the request after this one.
             if let Some(t) = opts.touch {
                 match repl.replies.pop_front() {
                     None => {
@@ -140,7 +149,12 @@ pub fn route<'a>(
                         return Route::Done;
                     }
                 }
-            } else if rep.linearizable() && !repl.fresh {
+            }
+            if let Some(e) = &repl.read_error {
+                reply.error(&Error::Server(format!("replication: {e}")));
+                return Route::Done;
+            }
+            if opts.touch.is_none() && rep.linearizable() && !repl.fresh {
                 repl.job.barrier = true;
                 return Route::Done;
             }
@@ -161,8 +175,8 @@ pub fn route<'a>(
 }
 
 /// The log's form of a write: every time in it absolute, read on this node's clock once.
-/// `E` (a CAS the client chooses) is not carried: a replicated item's CAS is its entry's
-/// log index, the same on every node.
+/// `E` (a CAS the client chooses) is not carried: a replicated item's CAS comes from its
+/// entry's log index (`memkit_raft::cas_for`), the same on every node.
 pub fn to_write(cmd: &Command<'_>, now: u64) -> Option<Write> {
     let at = |e: Exptime| exptime_unix(e, now);
     Some(match cmd {
@@ -232,7 +246,6 @@ fn render(r: Result<Outcome, String>, reply: &mut impl Reply) {
         Ok(Outcome::Touched(found)) => reply.touched(found),
         Ok(Outcome::Flushed) => reply.flushed(),
         Ok(Outcome::Refused(r)) => reply.error(&Error::from(r)),
-        Ok(Outcome::None) => reply.error(&Error::Server("replication: no outcome".into())),
         Err(e) => reply.error(&Error::Server(format!("replication: {e}"))),
     }
 }

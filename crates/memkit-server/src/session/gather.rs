@@ -1,0 +1,79 @@
+//! Pipelined writes in a replicated group, gathered into one job.
+//!
+//! A write at the start of the input parks the connection until the group has its outcome
+//! (`Action::Replicate`). Had it parked alone, a client pipelining writes would get one
+//! group round trip (a forward, an entry, a majority's fsyncs) per write. So before parking,
+//! the writes right behind it in the input run their first run too: each adds its write to
+//! the same job, in order, and renders nothing; the node proposes the job's writes in one
+//! entry. On resuming, the requests run again one by one from the start of the input as
+//! ever, each rendering the next outcome.
+//!
+//! Gathering stops at the first request that is not a whole, single write: a read (its
+//! barrier must come after the writes, and a multi-key `gat` answers key by key), anything
+//! answered here at once, a request not all in yet. That one runs after the job, as before.
+//! A request is decoded before it runs, so one that would be answered at once (and counted
+//! in `stats`) never runs early.
+
+use memkit_protocol::binary::{self, Auth};
+use memkit_protocol::{Command, decode_request};
+
+use super::{Session, Wire, text_step};
+use crate::exec::{Action, Step};
+
+impl Session {
+    /// Runs the first run of every write behind the one that parked (`used` bytes at the
+    /// start of the input), adding each to the connection's job, while the job takes more.
+    pub(super) fn gather(&mut self, used: usize) {
+        let Some(wire) = self.wire else { return };
+        if !self.gatherable(0, wire) {
+            return;
+        }
+        let mut at = used;
+        let mut scratch = Vec::new();
+        while at < self.rbuf.len()
+            && self.repl.as_ref().is_some_and(|r| r.gathers())
+            && self.gatherable(at, wire)
+        {
+            let mut cx = self.cx();
+            let sh = &self.reg.sh;
+            let buf = &self.rbuf[at..];
+            let step = match wire {
+                Wire::Text => text_step(buf, sh, &mut cx, &mut scratch),
+                Wire::Binary => crate::binary::step(buf, sh, &mut cx, &mut self.sasl, &mut scratch),
+            };
+            self.keep(cx);
+            match step {
+                Step::Done {
+                    used,
+                    swallow: 0,
+                    action: Action::Replicate,
+                    ..
+                } if scratch.is_empty() => at += used,
+                // Answered at once after all (nothing ran: a refusal), so it will be again
+                // when its turn comes, after the job.
+                _ => break,
+            }
+        }
+    }
+
+    /// Whether the request at `at` in the input is whole and a single write the group
+    /// takes.
+    fn gatherable(&self, at: usize, wire: Wire) -> bool {
+        let write = |c: Option<Command<'_>>| {
+            c.is_some_and(|c| c.mutates() && !matches!(c, Command::Get { .. }))
+        };
+        let (buf, sh) = (&self.rbuf[at..], &self.reg.sh);
+        match wire {
+            Wire::Text => {
+                matches!(decode_request(buf, &sh.limits), Ok((req, _)) if write(req.command(&[])))
+            }
+            Wire::Binary => {
+                let auth = Auth {
+                    sasl: sh.settings.sasl,
+                    authenticated: self.sasl.authenticated,
+                };
+                matches!(binary::decode_request(buf, &sh.limits, auth), Ok((req, _)) if write(req.command()))
+            }
+        }
+    }
+}
