@@ -66,9 +66,6 @@ BIG_VALUE = ("memkit-raft: an entry whose append to a follower takes longer than
              "acknowledged: its write answers SERVER_ERROR 'peer call timed out' and the group "
              "loses its leader over and over; in a debug build a value near 1 MB mostly does it at the "
              "default 100 ms heartbeat, 500 KB at 50 ms")
-STALE_EXPIRY = ("a read judges expiry and a delayed flush_all at the log clock (the last "
-                "write's time), not at this node's: an item stays readable past its TTL until "
-                "a later write is applied")
 STRICT, RUN, NOT_RUN = "strict", "run", "not run"
 TOUCH_COUNTS = ("gat/gats/mg T: the replicated touch counts as a touch and the read after it "
                 "as a get; memcached counts a hit as a touch only, a missed mg T as a get miss")
@@ -91,8 +88,6 @@ KNOWN_BUGS = {
     "test_raw.py::test_item_size_limit[memkitd-k-0-1048516-True]": (BIG_VALUE, NOT_RUN),
     "test_raw.py::test_item_size_limit[memkitd-kk-0-1048515-True]": (BIG_VALUE, NOT_RUN),
     "test_raw.py::test_item_size_limit[memkitd-k-1-1048512-True]": (BIG_VALUE, NOT_RUN),
-    "test_pylibmc_binary.py::test_set_expires[memkitd]": (STALE_EXPIRY, STRICT),
-    "test_binary_raw.py::test_flush_with_delay": (STALE_EXPIRY, STRICT),
     "test_stats_truth.py::test_touching_reads_count_as_memcached": (TOUCH_COUNTS, STRICT),
 }
 
