@@ -3,9 +3,12 @@ the end), `server` (parametrized over both, so a failure shows whether memcached
 behaves that way), `server_pair` (both at once, for the differential test) and `spawn`
 (a server of a given kind with extra flags)."""
 
+import os
+
 import pytest
 
 import mkinterop as mk
+import mkraft
 
 KINDS = ["memkitd", "memcached"]
 
@@ -54,11 +57,40 @@ class _Pool:
             sp.stop()
 
 
+_POOLS = []
+
+
 @pytest.fixture(scope="session")
 def pool():
     p = _Pool()
+    _POOLS.append(p)
     yield p
     p.stop_all()
+    _POOLS.remove(p)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    if rep.when == "call" and (rep.failed or hasattr(rep, "wasxfail")):
+        item.stash[_FAILED] = True
+    return rep
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_group_after_failure(request):
+    """In run.sh's replicated pass, a case that failed may leave its group without a leader
+    or with an append it cannot finish: the pool's memkitd groups are started afresh after
+    it, so that one failure is reported once and not again by every case after it."""
+    yield
+    if mkraft.enabled() and request.node.stash.get(_FAILED, False):
+        for p in _POOLS:
+            for sp in p.procs.values():
+                if sp.kind == "memkitd":
+                    sp.stop()
 
 
 def _fresh(pool, kind, flags=()):
@@ -131,3 +163,30 @@ def spawn():
     yield _spawn
     for sp in started:
         sp.stop()
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k deselects: a stale entry is told apart from a skipped one
+def pytest_collection_modifyitems(config, items):
+    """In run.sh's replicated pass, the cases mkraft names (and only those) are xfails with
+    their reasons: an expected difference is strict (if it passes, the run fails, so the list
+    cannot outlive the difference), a known bug strict, not strict or not run, as mkraft
+    says. A listed case that its collected module does not have is an error too (renamed or
+    removed)."""
+    if not mkraft.enabled():
+        return
+    by_id = {item.nodeid: item for item in items}
+    modules = {item.nodeid.split("::")[0] for item in items}
+    run_bugs = os.environ.get("MKRAFT_RUN_BUGS") == "1"
+    listed = {k: (f"replicated group: {v}", {"strict": True})
+              for k, v in mkraft.EXPECTED_DIFFERENCES.items()}
+    for k, (v, how) in mkraft.KNOWN_BUGS.items():
+        run = run_bugs or how != mkraft.NOT_RUN
+        kw = {"strict": True} if how == mkraft.STRICT else {"strict": False, "run": run}
+        listed[k] = (f"memkitd bug: {v}", kw)
+    for nodeid, (reason, kw) in listed.items():
+        item = by_id.get(nodeid)
+        if item is None:
+            if nodeid.split("::")[0] in modules:
+                raise pytest.UsageError(f"mkraft names no such test: {nodeid}")
+            continue
+        item.add_marker(pytest.mark.xfail(reason=reason, **kw))

@@ -12,6 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import mkraft
+
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BASE_FLAGS = ["-U", "0", "-m", "64"]
@@ -82,6 +84,7 @@ class ServerProcess:
         self.port = None
         self.log = None
         self.restarts = 0
+        self.group = None  # mkraft.Group: the other two nodes, in run.sh's replicated pass
 
     @property
     def addr(self):
@@ -90,7 +93,8 @@ class ServerProcess:
     def argv(self, port):
         listen = ["-s", self.unix] if self.unix else ["-p", str(port), "-l", HOST]
         flash = flash_flags(port) if self.kind == "memkitd" else []
-        return [str(self.binary)] + listen + BASE_FLAGS + flash + self.extra_flags + root_flags()
+        raft = self.group.flags(mkraft.SUITE_NODE) if self.group else []
+        return [str(self.binary)] + listen + BASE_FLAGS + flash + raft + self.extra_flags + root_flags()
 
     def _ready(self, port):
         if self.unix:
@@ -105,6 +109,13 @@ class ServerProcess:
         last_err = None
         for _attempt in range(5):
             port = free_port()
+            if self.kind == "memkitd" and mkraft.enabled():
+                self.group = mkraft.Group(self.binary)
+                try:
+                    self.group.start_others()
+                except RuntimeError:
+                    self.stop()
+                    raise
             self.log = tempfile.TemporaryFile()
             self.proc = subprocess.Popen(
                 self.argv(port), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
@@ -114,40 +125,55 @@ class ServerProcess:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     last_err = f"{self.kind} exited with {self.proc.returncode}: {self.output()}"
+                    self.stop()  # its group's other nodes
                     break
                 try:
                     self._ready(port)
-                    self.port = port
-                    return self
                 except OSError:
                     time.sleep(0.02)
+                    continue
+                self.port = port
+                # Under -S, ASCII `stats` is refused (see mkraft's docstring).
+                if self.group and "-S" not in self.extra_flags:
+                    try:
+                        self.group.check_joined(self.addr)
+                    except (RuntimeError, OSError) as e:
+                        out = self.output()
+                        self.stop()
+                        raise RuntimeError(f"{e}\n{out}")
+                return self
             else:
                 last_err = f"{self.kind} did not accept connections on {port} within {timeout}s"
                 self.stop()
         raise RuntimeError(last_err)
 
     def alive(self):
-        return self.proc is not None and self.proc.poll() is None
+        return self.proc is not None and self.proc.poll() is None and (not self.group or self.group.alive())
 
     def ensure_running(self):
         if not self.alive():
             if self.proc is not None:
                 self.restarts += 1
+                self.stop()  # what is left of it: in a group, the nodes still up
             self.start()
         return self
 
     def output(self, limit=4000):
+        group = f"\n{self.group.output()}" if self.group else ""
         if self.log is None:
-            return ""
+            return group
         try:
             self.log.flush()
             self.log.seek(0)
             data = self.log.read()
         except (OSError, ValueError):
-            return ""
-        return data[-limit:].decode("utf-8", "replace")
+            return group
+        return data[-limit:].decode("utf-8", "replace") + group
 
     def stop(self):
+        if self.group:
+            self.group.stop()
+            self.group = None
         p = self.proc
         if p is None:
             return

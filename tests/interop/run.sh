@@ -48,6 +48,13 @@ export MEMKITD="${MEMKITD:-target/debug/memkitd}"
 # are the same as above, so they are left out (`-k`), but the differential tests keep
 # comparing this memkitd with it.
 flash_dir="$(mktemp -d)"
-trap 'rm -rf "$flash_dir"' EXIT
+raft_dir="$(mktemp -d)"
+trap 'rm -rf "$flash_dir" "$raft_dir"' EXIT
 echo "== interop with the flash tier (ext_item_size=0, ext_item_age=0)"
 MEMKITD_FLASH_DIR="$flash_dir" "$py" -m pytest tests/interop -q -k "not memcached]" "$@"
+# Again with every memkitd a follower of a 3-node replicated group on 127.0.0.1 (mkraft.py:
+# the two other nodes start first and elect a leader; the pass fails if the group does not
+# form). What cannot hold in a group, and the memkitd bugs found so far, are xfails named in
+# mkraft.py with their reasons, which -rxX prints.
+echo "== interop with memkitd as a follower of a 3-node replicated group"
+MEMKITD_RAFT_DIR="$raft_dir" "$py" -m pytest tests/interop -q -rxX -k "not memcached]" "$@"

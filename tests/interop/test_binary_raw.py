@@ -27,6 +27,7 @@ import pytest
 
 import diffcases
 import mkbinary as b
+import mkraft
 
 SENTINEL = 0x5E5E0000
 LIMIT = 1048516  # largest value under a 1-byte key with flags 0 (-m 64, -I 1m): 1 MiB item
@@ -94,7 +95,7 @@ def run_case(sp, reqs, mode, sentinel=True, seed=0):
             if sentinel:
                 sid = SENTINEL + i
                 r = b.read(s, done=lambda ps: any(p.opcode == b.NOOP and p.opaque == sid for p in ps),
-                           total=10.0)
+                           total=mkraft.budget(10.0))
             else:
                 r = b.read(s, done=None, idle=1.0, total=10.0)
             for p in r.packets:

@@ -16,6 +16,7 @@ import pytest
 
 import diffcases
 import mkinterop as mk
+import mkraft
 
 
 def run_chunks(sp, chunks, sentinel=True, fragment_rng=None, unpad=False):
@@ -171,7 +172,8 @@ def rand_value(rng):
 
 def gen_command(rng):
     """One command as (bytes, uses_cas). Only deterministic commands: no positive TTLs
-    small enough to expire during the run, no delayed flush, no documented differences."""
+    small enough to expire during the run, no delayed flush, no documented differences
+    (in run.sh's replicated pass, also none of mkraft.RANDOM_LEFT_OUT)."""
     k = rng.choice(KEYS)
     r = rng.random()
     nr = b" noreply" if rng.random() < 0.15 else b""
@@ -207,13 +209,17 @@ def gen_command(rng):
         flags = [f for f in (b"v", b"f", b"k", b"c", b"t", b"l", b"q") if rng.random() < 0.35]
         if rng.random() < 0.2:
             flags.append(b"O%d" % rng.randint(0, 999))
-        if rng.random() < 0.1:
+        # (drawn even when left out, so that every other command of a seed stays the same)
+        if rng.random() < 0.1 and not mkraft.leaves_out("mg N"):
             flags.append(b"N0")
         if rng.random() < 0.1:
             flags.append(b"T%s" % rng.choice([b"0", b"1000000"]))
         if b"c" in flags and b"k" not in flags:
             flags.append(b"k")
         rng.shuffle(flags)
+        if b"t" in flags and any(f[:1] == b"T" for f in flags) and mkraft.leaves_out("mg t before T"):
+            flags.remove(b"t")
+            flags.append(b"t")
         return b"mg %s%s\r\n" % (k, b"".join(b" " + f for f in flags)), False
     if r < 0.82:
         v = rand_value(rng)

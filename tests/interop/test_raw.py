@@ -3,6 +3,7 @@
 import pytest
 
 import mkinterop as mk
+import mkraft
 
 K250 = b"k" * 250
 K251 = b"k" * 251
@@ -84,7 +85,7 @@ def test_large_pipeline(server):
     n = 2000
     stream = b"".join(b"set p%d 0 0 4\r\n%04d\r\n" % (i, i % 10000) for i in range(n))
     stream += b"get " + b" ".join(b"p%d" % i for i in range(n)) + b"\r\n"
-    r = mk.request(server, stream, done=mk.until_end, idle=10, total=20)
+    r = mk.request(server, stream, done=mk.until_end, idle=10, total=mkraft.budget(20))
     assert r.lines()[:n] == [b"STORED"] * n
     assert len(r.units) == 2 * n + 1
     assert r.units[n] == (b"VALUE p0 0 4", b"0000")

@@ -225,6 +225,31 @@ fn stats_name_one_leader_and_the_indexes_move_together() {
     }
 }
 
+#[test]
+fn stats_detail_counts_writes_on_the_node_that_took_them() {
+    let g = Group::start(3);
+    let leader = g.leader(ELECTION);
+    let follower = g.ids().into_iter().find(|&i| i != leader).unwrap();
+    // One connection: `stats detail on` is the node's, the writes are forwarded.
+    let mut w = g.wire(follower);
+    w.expect(b"stats detail on\r\n", b"OK\r\n");
+    w.expect(b"set user:1 0 0 1\r\nx\r\n", b"STORED\r\n");
+    w.expect(b"add user:1 0 0 1\r\ny\r\n", b"NOT_STORED\r\n");
+    w.expect(b"ms user:2 1 MA\r\nz\r\n", b"NS\r\n");
+    w.expect(b"delete user:1\r\n", b"DELETED\r\n");
+    w.expect(b"delete user:9\r\n", b"NOT_FOUND\r\n");
+    w.expect(b"get user:1\r\n", b"END\r\n");
+    // memcached counts every store and delete, whatever came of it, where it was asked.
+    assert_eq!(
+        w.ask(b"stats detail dump\r\n", Until::END),
+        "PREFIX user get 1 hit 0 set 3 del 2\r\nEND\r\n"
+    );
+    // The leader applied them but was asked nothing.
+    let mut l = g.wire(leader);
+    l.expect(b"stats detail on\r\n", b"OK\r\n");
+    assert_eq!(l.ask(b"stats detail dump\r\n", Until::END), "END\r\n");
+}
+
 /// Writers through every node, each owning its keys and writing one at a time; what they
 /// had acknowledged, and how many acknowledgements came after `mark` was raised.
 struct Writers {

@@ -21,6 +21,7 @@ use memkit_raft::{Mode, Reply as Outcome, SetExptime, Vivify, Write, exptime_uni
 use memkit_types::{ArithMode, Error, Exptime, StoreMode, Stored};
 
 use super::Reply;
+use crate::detail::{Detail, Op};
 use crate::replica::{Admin, Done, Job, Replica};
 
 /// What `mg N` is answered in a replicated group.
@@ -119,6 +120,7 @@ pub fn route<'a>(
     rep: &Replica,
     repl: &mut Repl,
     flush_enabled: bool,
+    detail: &Detail,
     reply: &mut impl Reply,
 ) -> Route<'a> {
     match cmd {
@@ -167,7 +169,17 @@ pub fn route<'a>(
         _ => {
             match repl.replies.pop_front() {
                 Some(r) => render(r, reply),
-                None => repl.job.writes.extend(to_write(cmd, now_unix())),
+                None => {
+                    // `stats detail` counts a set or delete on the node the client sent it
+                    // to, whatever its outcome, as the engine's path does (memcached counts
+                    // the command before it runs): once, on the run that makes the write.
+                    match cmd {
+                        Command::Store { key, .. } => detail.record(key, Op::Set),
+                        Command::Delete { key, .. } => detail.record(key, Op::Delete),
+                        _ => {}
+                    }
+                    repl.job.writes.extend(to_write(cmd, now_unix()))
+                }
             }
             Route::Done
         }
