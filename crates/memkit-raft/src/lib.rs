@@ -30,7 +30,9 @@
 //! - [`server`]: the peer protocol's server side, refusing peers without a certificate
 //!   from the CA (with TLS) and senders outside the group (a removed node once its removal
 //!   is committed).
-//! - [`leader`]: what only the leader does: confirm a read index.
+//! - [`lease`]: [`lease::Lease`], the leader's lease: while a majority's acknowledgement is
+//!   recent, no other leader can exist, and reads need no heartbeat round.
+//! - [`leader`]: what only the leader does: confirm a read index (by the lease, or a round).
 //! - [`proposer`]: [`proposer::Proposer`], every write a node takes, with whatever others
 //!   are waiting, as one entry: proposed with the leader's stamp, or forwarded to the
 //!   leader in one call.
@@ -41,7 +43,7 @@
 //!
 //! Dependencies point one way: `types`, `error` and `codec` under everything; `clock` and
 //! `snapshot` under `state_machine`; `status` under `members`, both under `network`, and
-//! so is `tls`; `network` and `leader` under `proposer`; `proposer` and `members` under
+//! so is `tls`; `lease` under `leader`; `network` and `leader` under `proposer`; `proposer` and `members` under
 //! `server`; `node` on top.
 //!
 //! Semantics in one sentence: a write is acknowledged once a majority has it in its log on
@@ -56,6 +58,7 @@ pub mod clock;
 pub mod codec;
 pub mod error;
 pub mod leader;
+pub mod lease;
 pub mod log_store;
 pub mod members;
 pub mod network;

@@ -28,6 +28,7 @@ use tokio::time::Instant;
 
 use crate::error::{ClusterError, ReadError, WriteError};
 use crate::leader;
+use crate::lease::Lease;
 use crate::log_store::LogStore;
 use crate::members::{self, Change};
 use crate::network::{CallError, Network, Pool, Request, Response};
@@ -38,6 +39,9 @@ pub use crate::status::Role;
 use crate::status::{Membership, Status, View};
 use crate::tls::PeerTls;
 use crate::types::{ExptimeUnix, NodeId, Outcomes, Raft, Reply, Write};
+
+/// The longest pause between two tries of a request (see `retry`).
+const RETRY_PAUSE_MAX: Duration = Duration::from_millis(40);
 
 /// How long [`Node::snapshot`] waits for a snapshot before triggering one again (a
 /// trigger that meets a build under way is dropped).
@@ -133,6 +137,7 @@ pub struct Node {
     pool: Arc<Pool>,
     proposer: Proposer,
     proposing: JoinHandle<()>,
+    lease: Arc<Lease>,
     stop: watch::Sender<bool>,
     server: JoinHandle<()>,
     addr: std::net::SocketAddr,
@@ -212,15 +217,26 @@ impl Node {
         let pool = Pool::new(id, peers.clone(), raft.metrics(), cfg.tls.as_ref());
         let (proposer, proposing) =
             Proposer::start(id, raft.clone(), pool.clone(), cfg.request_timeout);
+        let lease_time = Duration::from_millis(cfg.election_timeout_ms.1);
+        let lease = Lease::new(id, lease_time, store.clone());
+        tokio::spawn(lease.clone().watch(raft.clone()));
         let svc = Arc::new(Service {
             raft: raft.clone(),
             peers: peers.clone(),
             request_timeout: cfg.request_timeout,
             pool: pool.clone(),
             proposer: proposer.clone(),
+            lease: lease.clone(),
             tls: cfg.tls.as_ref().map(|t| t.server.clone()),
         });
-        let server = tokio::spawn(serve(listener, svc, stop_rx));
+        // Not a word to the peers for a lease after starting: this node may have accepted
+        // a leader's request just before it went down and forgotten it, and a vote now
+        // could elect a second leader while the first still reads by its lease
+        // (`crate::lease`). Connections wait in the listener's queue meanwhile.
+        let server = tokio::spawn(async move {
+            tokio::time::sleep(lease_time).await;
+            serve(listener, svc, stop_rx).await
+        });
         if fresh && cfg.bootstrap && peers.keys().next() == Some(&id) {
             let members: BTreeMap<NodeId, BasicNode> = peers
                 .iter()
@@ -237,6 +253,7 @@ impl Node {
             pool,
             proposer,
             proposing,
+            lease,
             stop,
             server,
             addr,
@@ -375,9 +392,11 @@ impl Node {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.leader() {
             None => Err(ClusterError::NoLeader),
-            Some(l) if l == self.id => tokio::time::timeout(left, leader::read_index(&self.raft))
-                .await
-                .unwrap_or(Err(ClusterError::Timeout)),
+            Some(l) if l == self.id => {
+                tokio::time::timeout(left, leader::read_index(&self.raft, &self.lease))
+                    .await
+                    .unwrap_or(Err(ClusterError::Timeout))
+            }
             Some(l) => match self.pool.call(l, Request::ReadIndex, left).await {
                 Ok(Response::ReadIndex(r)) => r,
                 Ok(other) => Err(ClusterError::Unreachable(format!("{other:?}"))),
@@ -385,6 +404,12 @@ impl Node {
                 Err(e) => Err(ClusterError::Unreachable(e.to_string())),
             },
         }
+    }
+
+    /// Whether a read of this node's engine, now, is linearizable without asking anyone:
+    /// this node leads and its lease holds (`crate::lease`).
+    pub fn reads_by_lease(&self) -> bool {
+        self.lease.read_index(&self.raft).is_some()
     }
 
     /// Reads `key` from this node's engine as it stands, without asking the leader (may
@@ -587,7 +612,9 @@ impl Node {
 
 /// Runs `once` until it succeeds, fails with an error that is not safe to retry, or the
 /// deadline passes (or leaves less than `reserve` for one more try), pausing briefly
-/// between tries (an election takes a few hundred ms).
+/// between tries. The pause stops growing at [`RETRY_PAUSE_MAX`]: a write waiting out an
+/// election goes through within that of the new leader's arrival, and a try while there is
+/// no leader costs nothing but a look at this node's metrics.
 async fn retry<T, F, Fut>(
     deadline: Instant,
     reserve: Duration,
@@ -605,7 +632,7 @@ where
                     return Err(e);
                 }
                 tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(200));
+                pause = (pause * 2).min(RETRY_PAUSE_MAX);
             }
             r => return r,
         }

@@ -23,6 +23,7 @@ use tokio::sync::watch;
 
 use crate::error::ClusterError;
 use crate::leader;
+use crate::lease::Lease;
 use crate::members;
 use crate::network::{Conn, Envelope, Pool, Request, Response, read_frame, write_frame};
 use crate::proposer::Proposer;
@@ -48,6 +49,8 @@ pub struct Service {
     pub pool: Arc<Pool>,
     /// Where forwarded writes go (proposed here, or refused if this node no longer leads).
     pub proposer: Proposer,
+    /// Answers read-index questions while it holds.
+    pub lease: Arc<Lease>,
     /// TLS: every connection must complete this handshake (a client certificate the CA
     /// signed) before it is read. `None`: plain TCP.
     pub tls: Option<Arc<ServerConfig>>,
@@ -115,7 +118,7 @@ impl Service {
                     .unwrap_or_else(|_| Err(ClusterError::Indeterminate("timed out".into()))),
             ),
             Request::ReadIndex => Response::ReadIndex(
-                tokio::time::timeout(timeout, leader::read_index(&self.raft))
+                tokio::time::timeout(timeout, leader::read_index(&self.raft, &self.lease))
                     .await
                     .unwrap_or(Err(ClusterError::Timeout)),
             ),

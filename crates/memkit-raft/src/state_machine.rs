@@ -43,13 +43,31 @@ const START_MS: u64 = 2_000;
 pub struct Store {
     engine: Arc<Engine>,
     clock: LogClock,
+    /// The index of the last entry applied to the engine (see [`Store::applied`]).
+    applied: std::sync::atomic::AtomicU64,
 }
 
 impl Store {
     fn new(memory_limit: usize) -> Store {
         let clock = LogClock::at(START_MS);
         let engine = Arc::new(Engine::new(engine_config(memory_limit, &clock)));
-        Store { engine, clock }
+        Store {
+            engine,
+            clock,
+            applied: Default::default(),
+        }
+    }
+
+    /// The index of the last entry applied to the engine, set as soon as it is (openraft's
+    /// `applied_index` metric comes later: after the entry's clients are answered).
+    pub fn applied(&self) -> u64 {
+        self.applied.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn set_applied(&self, index: Option<u64>) {
+        let index = index.unwrap_or(0);
+        self.applied
+            .store(index, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The engine: always the same one (a snapshot install empties and refills it).
@@ -151,18 +169,21 @@ impl StateMachine {
         self.pending_flush = header.pending_flush;
         self.last_applied = header.meta.last_log_id;
         self.membership = header.meta.last_membership.clone();
+        self.store.set_applied(self.last_applied.map(|l| l.index));
     }
 
     fn apply_entry(&mut self, entry: Entry) -> Vec<Reply> {
         self.last_applied = Some(entry.log_id);
-        match entry.payload {
+        let replies = match entry.payload {
             EntryPayload::Blank => Vec::new(),
             EntryPayload::Membership(m) => {
                 self.membership = StoredMembership::new(Some(entry.log_id), m);
                 Vec::new()
             }
             EntryPayload::Normal(p) => self.apply_proposal(p, entry.log_id.index),
-        }
+        };
+        self.store.set_applied(Some(entry.log_id.index));
+        replies
     }
 
     fn apply_proposal(&mut self, p: Proposal, index: u64) -> Vec<Reply> {

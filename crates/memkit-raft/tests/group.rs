@@ -416,6 +416,37 @@ async fn writes_waiting_together_share_entries() {
     .await;
 }
 
+/// The leader reads by its lease (`memkit_raft::lease`) while a majority answers it, a
+/// follower never does, and a leader whose followers are gone stops within half the lease
+/// (the election timeout's top) of their last answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_reads_by_its_lease_only_while_a_majority_answers() {
+    bounded(async {
+        let mut g = Group::start("lease").await;
+        let l = g.leader().await;
+        g.node(l).write(set("k", "v")).await.unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        while !g.node(l).reads_by_lease() {
+            assert!(Instant::now() < until, "no lease on a steady leader");
+            sleep(Duration::from_millis(20)).await;
+        }
+        let followers: Vec<NodeId> = (1..=3).filter(|&id| id != l).collect();
+        for &f in &followers {
+            assert!(!g.node(f).reads_by_lease(), "follower {f}");
+        }
+        for f in followers {
+            g.kill(f).await;
+        }
+        let half = Duration::from_millis(config().election_timeout_ms.1 / 2);
+        sleep(half + Duration::from_millis(200)).await;
+        assert!(!g.node(l).reads_by_lease(), "a lease with no majority left");
+        for (_, n) in g.nodes {
+            n.shutdown().await;
+        }
+    })
+    .await;
+}
+
 /// Runs the futures together on this task (no extra dependency for `join_all`).
 async fn futures_join<F: std::future::Future<Output = ()>>(fs: impl Iterator<Item = F>) {
     let mut set = Vec::new();

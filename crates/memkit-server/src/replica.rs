@@ -268,11 +268,23 @@ impl Replica {
         self.read == ReadConsistency::Linearizable
     }
 
+    /// Whether this node reads linearizably without a barrier now: it leads, and its lease
+    /// holds (`memkit_raft::lease`).
+    pub fn reads_by_lease(&self) -> bool {
+        self.node.reads_by_lease()
+    }
+
     /// Carries out `job`, then calls `done` (on the node's runtime). Its writes (a
     /// connection's pipelined writes, `session::gather`) go to the log together, in one
     /// entry, in the connection's order. Once they are committed, this node applies them too
     /// before the replies leave, so the connection's next read here sees them.
     pub fn submit(&self, job: &Job, done: Completer) {
+        if job.writes.is_empty() && job.admin.is_none() && job.barrier {
+            // A read alone: the connection waits on the next barrier itself.
+            return self
+                .barriers
+                .enlist(Waiter::Conn(job.done.clone(), done), &self.handle);
+        }
         let node = self.node.clone();
         let barriers = self.barriers.clone();
         let writes = job.writes.clone();
@@ -299,7 +311,7 @@ impl Replica {
                 read = Err(format!("write not applied here: {e}"));
             }
             if barrier && read.is_ok() {
-                read = barriers.wait().await;
+                read = barriers.wait(&tokio::runtime::Handle::current()).await;
             }
             *slot.lock() = Done {
                 replies,
@@ -394,7 +406,29 @@ struct Barriers {
 #[derive(Default)]
 struct Round {
     running: bool,
-    next: Vec<oneshot::Sender<Result<(), String>>>,
+    next: Vec<Waiter>,
+}
+
+/// Who waits for the next barrier.
+enum Waiter {
+    /// A task on the node's runtime (a read after writes).
+    Task(oneshot::Sender<Result<(), String>>),
+    /// A parked connection, completed by the barrier itself: a read alone costs no task.
+    Conn(Arc<Mutex<Done>>, Completer),
+}
+
+impl Waiter {
+    fn tell(self, r: &Result<(), String>) {
+        match self {
+            Waiter::Task(tx) => {
+                let _ = tx.send(r.clone());
+            }
+            Waiter::Conn(slot, done) => {
+                slot.lock().barrier = Some(r.clone());
+                done.complete(Ok(()));
+            }
+        }
+    }
 }
 
 impl Barriers {
@@ -405,17 +439,22 @@ impl Barriers {
         }
     }
 
-    /// Waits for a barrier that began after this call.
-    async fn wait(self: &Arc<Self>) -> Result<(), String> {
-        let (tx, rx) = oneshot::channel();
+    /// Adds `w` to the next barrier, starting the rounds on `rt` if none runs.
+    fn enlist(self: &Arc<Self>, w: Waiter, rt: &tokio::runtime::Handle) {
         let start = {
             let mut st = self.state.lock();
-            st.next.push(tx);
+            st.next.push(w);
             !std::mem::replace(&mut st.running, true)
         };
         if start {
-            tokio::spawn(self.clone().rounds());
+            rt.spawn(self.clone().rounds());
         }
+    }
+
+    /// Waits for a barrier that began after this call.
+    async fn wait(self: &Arc<Self>, rt: &tokio::runtime::Handle) -> Result<(), String> {
+        let (tx, rx) = oneshot::channel();
+        self.enlist(Waiter::Task(tx), rt);
         rx.await
             .unwrap_or_else(|_| Err("the barrier was abandoned".into()))
     }
@@ -438,7 +477,7 @@ impl Barriers {
                 .map(|_| ())
                 .map_err(|e| e.to_string());
             for w in waiting {
-                let _ = w.send(r.clone());
+                w.tell(&r);
             }
         }
     }

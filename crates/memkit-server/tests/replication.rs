@@ -395,6 +395,10 @@ fn a_cut_off_leader_stops_acknowledging_and_the_majority_goes_on() {
     );
     let new = new_leader(&g, old);
     assert_ne!(new, old);
+    // Its lease is long gone: a write through the new leader is never read stale there.
+    assert_eq!(ask(&g, new, "set before 0 0 1\r\nc\r\n"), "STORED");
+    let r = ask(&g, old, "get before\r\n");
+    assert!(r.starts_with("SERVER_ERROR"), "the old leader read: {r}");
     let term = |id| g.raft_stat(id, "raft_term");
     if g.stats(old)["raft_role"] == "leader" {
         assert!(term(old) < term(new), "two leaders in one term");
@@ -406,6 +410,7 @@ fn a_cut_off_leader_stops_acknowledging_and_the_majority_goes_on() {
     assert_eq!(g.leader(ELECTION), new, "the healed node follows");
     check_everywhere(&g, &acked);
     assert_eq!(gets(&g, old, "cut"), None, "the refused write never landed");
+    assert_eq!(gets(&g, old, "before").unwrap().0, "c");
 }
 
 #[test]

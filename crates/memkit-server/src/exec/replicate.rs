@@ -8,7 +8,8 @@
 //! connection parks ([`crate::exec::Action::Replicate`]) and the node carries the job out;
 //! the second run finds each write's outcome, in the order it made them, and renders it,
 //! or finds the barrier passed and reads the engine. A barrier covers every request in the
-//! connection's input when it began: until more input arrives, reads need no other.
+//! connection's input when it began: until more input arrives, reads need no other. On the
+//! leader, while its lease holds (`memkit_raft::lease`), reads need no barrier at all.
 //!
 //! Reads never change the replicated engine (every node's must stay the same): `gat`'s and
 //! `mg T`'s touch is a replicated `touch` before the read; `mg N` (create on a miss) is
@@ -156,7 +157,7 @@ pub fn route<'a>(
                 reply.error(&Error::Server(format!("replication: {e}")));
                 return Route::Done;
             }
-            if opts.touch.is_none() && rep.linearizable() && !repl.fresh {
+            if opts.touch.is_none() && rep.linearizable() && !repl.fresh && !rep.reads_by_lease() {
                 repl.job.barrier = true;
                 return Route::Done;
             }
