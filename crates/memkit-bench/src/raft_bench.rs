@@ -67,8 +67,8 @@ pub struct RaftArgs {
     /// Leader kills of the failover phase.
     #[arg(long, default_value_t = 20)]
     pub kills: usize,
-    /// The nodes' heartbeat, ms (memkitd's hidden `--raft-heartbeat-ms`; elections after 5
-    /// to 10 of them). Default: memkitd's (100).
+    /// The nodes' heartbeat, ms (memkitd's hidden `--raft-heartbeat-ms`; elections after 6
+    /// to 8 of them without one). Default: memkitd's (100).
     #[arg(long)]
     pub heartbeat_ms: Option<u64>,
     /// Parts to run (default: all).
