@@ -541,15 +541,22 @@ pub async fn run(c: &Cluster, opts: &TopOptions) -> Result<Vec<String>, String> 
     }
     let mut selected = if views.len() == 1 { 1 } else { 0 };
     let views_n = views.len() + 1;
-    let draw = |views: &[ServerView], selected: usize| {
+    // Returns false once stdout is gone (`memkit top -b | head`): then the loop ends as
+    // `top` does, quietly.
+    let draw = |views: &[ServerView], selected: usize| -> bool {
         let (w, h) = term::size().unwrap_or((120, 40));
         let lines = frame(views, selected, opts.interval, w as usize, h as usize);
         match &screen {
             Some(s) => {
                 let _ = s.draw(&lines);
+                true
             }
             None => {
-                println!("{}\n", lines.join("\n"));
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{}\n", lines.join("\n"))
+                    .and_then(|()| out.flush())
+                    .is_ok()
             }
         }
     };
@@ -568,7 +575,7 @@ pub async fn run(c: &Cluster, opts: &TopOptions) -> Result<Vec<String>, String> 
                         if apply(&ks, &mut selected, views_n) {
                             return Ok(Vec::new());
                         }
-                        draw(&views, selected);
+                        let _ = draw(&views, selected);
                     }
                 },
             }
@@ -588,7 +595,9 @@ pub async fn run(c: &Cluster, opts: &TopOptions) -> Result<Vec<String>, String> 
                 }
             }
         }
-        draw(&views, selected);
+        if !draw(&views, selected) {
+            return Ok(Vec::new());
+        }
         done += 1;
         if opts.iterations.is_some_and(|n| done >= n) {
             return Ok(views
@@ -605,7 +614,7 @@ pub async fn run(c: &Cluster, opts: &TopOptions) -> Result<Vec<String>, String> 
                         if apply(&ks, &mut selected, views_n) {
                             return Ok(Vec::new());
                         }
-                        draw(&views, selected);
+                        let _ = draw(&views, selected);
                     }
                 },
             }

@@ -229,6 +229,28 @@ fn top_batch_mode_prints_frames() {
     rt.shutdown_background();
 }
 
+/// `memkit top -b | head`: once the reader is gone, top stops quietly (no panic on the
+/// closed pipe), as `top` does.
+#[test]
+fn top_batch_mode_stops_when_its_reader_goes() {
+    let m = Memkitd::start(&[]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memkit"))
+        .args(["--servers", &format!("127.0.0.1:{}", m.port)])
+        .args(["top", "--batch", "-n", "50", "-i", "0.05"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The pipe's read end is closed here; the next frames have nowhere to go.
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{:?}: {err}", o.status);
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Prometheus
 
