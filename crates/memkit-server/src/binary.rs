@@ -45,7 +45,7 @@ pub fn step(buf: &[u8], sh: &Shared, cx: &mut Cx, sasl: &mut Session, out: &mut 
         Err(DecodeError::Reject(r)) => {
             r.encode(out);
             if r.status == Status::TooLarge {
-                sh.engine.refuse_too_large(r.unlink);
+                sh.refuse_too_large(r.unlink);
             }
             Step::Done {
                 used: r.consumed,

@@ -795,7 +795,7 @@ fn text_step(buf: &[u8], sh: &Shared, cx: &mut Cx, out: &mut Vec<u8>) -> Step {
             if r.reply == ErrorReply::TooLarge {
                 let key = r.unlink.and_then(|(k, b64)| meta_key(k, b64));
                 mutates = key.is_some();
-                sh.engine.refuse_too_large(key.as_deref());
+                sh.refuse_too_large(key.as_deref());
             }
             Step::Done {
                 used: r.consumed,

@@ -151,6 +151,19 @@ impl Shared {
         self.replica.get()
     }
 
+    /// A store the codec refused as too large: counted, and for `set` the old value removed
+    /// as memcached does, except in a replicated group, where the engine changes only
+    /// through the log (removing it on this node alone would make the nodes differ): there
+    /// the old value stays (`docs/replication.md`).
+    pub fn refuse_too_large(&self, unlink: Option<&[u8]>) {
+        let unlink = if self.replica().is_some() {
+            None
+        } else {
+            unlink
+        };
+        self.engine.refuse_too_large(unlink);
+    }
+
     /// Makes this server a node of `replica`'s group (once, before it serves: its engine
     /// must be the one the server was built over); `false` if one was set already.
     pub fn set_replica(&self, replica: Arc<crate::replica::Replica>) -> bool {

@@ -91,6 +91,14 @@ fn every_node_answers_every_command_alike() {
         ask(&g, 2, "mg nope N30 v\r\n"),
         "CLIENT_ERROR mg N (create on a miss) is not replicated"
     );
+    // A set too large is refused before the log: the old value stays, on every node alike.
+    assert_eq!(ask(&g, 2, "set big 0 0 1\r\nx\r\n"), "STORED");
+    let big = format!("set big 0 0 {}\r\n{}\r\n", 2 << 20, "y".repeat(2 << 20));
+    let r = ask(&g, 2, &big);
+    assert!(r.starts_with("SERVER_ERROR object too large"), "{r}");
+    for id in g.ids() {
+        assert_eq!(gets(&g, id, "big").unwrap().0, "x", "node {id}");
+    }
     // touch, gat, delete and flush_all are replicated too.
     assert_eq!(ask(&g, 1, "touch k 1000\r\n"), "TOUCHED");
     let ttl = ask(&g, 3, "mg k t\r\n");
