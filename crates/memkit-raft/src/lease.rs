@@ -13,8 +13,8 @@
 //! that, and until the leader has applied an entry of its own term (its first entry
 //! commits everything before it), the read index takes a heartbeat round as before.
 //!
-//! A node that restarts forgets when it last accepted a leader's request, and could vote
-//! at once: so a node does not answer its peers until a lease after it started (see
+//! A node that restarts forgets when it last accepted a leader's request, and could vote or
+//! campaign at once: so a node that restarts waits a lease before its Raft starts (see
 //! `Node::start_with`).
 
 use std::sync::Arc;

@@ -200,6 +200,13 @@ impl Node {
         }
         .validate()
         .map_err(|e| start_err("config")(&e))?;
+        // A node that restarts may have accepted a leader's request just before it went down
+        // and forgotten when: voting (or campaigning) now could elect a second leader while
+        // the first still reads by its lease (`crate::lease`). So it waits a lease first.
+        let lease_time = Duration::from_millis(cfg.election_timeout_ms.1);
+        if !fresh {
+            tokio::time::sleep(lease_time).await;
+        }
         let raft = Raft::new(
             id,
             Arc::new(raft_cfg),
@@ -217,7 +224,6 @@ impl Node {
         let pool = Pool::new(id, peers.clone(), raft.metrics(), cfg.tls.as_ref());
         let (proposer, proposing) =
             Proposer::start(id, raft.clone(), pool.clone(), cfg.request_timeout);
-        let lease_time = Duration::from_millis(cfg.election_timeout_ms.1);
         let lease = Lease::new(id, lease_time, store.clone());
         tokio::spawn(lease.clone().watch(raft.clone()));
         let svc = Arc::new(Service {
@@ -229,14 +235,7 @@ impl Node {
             lease: lease.clone(),
             tls: cfg.tls.as_ref().map(|t| t.server.clone()),
         });
-        // Not a word to the peers for a lease after starting: this node may have accepted
-        // a leader's request just before it went down and forgotten it, and a vote now
-        // could elect a second leader while the first still reads by its lease
-        // (`crate::lease`). Connections wait in the listener's queue meanwhile.
-        let server = tokio::spawn(async move {
-            tokio::time::sleep(lease_time).await;
-            serve(listener, svc, stop_rx).await
-        });
+        let server = tokio::spawn(serve(listener, svc, stop_rx));
         if fresh && cfg.bootstrap && peers.keys().next() == Some(&id) {
             let members: BTreeMap<NodeId, BasicNode> = peers
                 .iter()
