@@ -72,8 +72,6 @@ BIG_VALUE = ("memkit-raft: an entry whose append to a follower takes longer than
              "loses its leader over and over; in a debug build a value near 1 MB mostly does it at the "
              "default 100 ms heartbeat, 500 KB at 50 ms")
 STRICT, RUN, NOT_RUN = "strict", "run", "not run"
-TOUCH_COUNTS = ("gat/gats/mg T: the replicated touch counts as a touch and the read after it "
-                "as a get; memcached counts a hit as a touch only, a missed mg T as a get miss")
 KNOWN_BUGS = {
     "test_binary_raw.py::test_case[append-prepend-stepwise]": (BIG_VALUE, RUN),
     "test_binary_raw.py::test_case[append-prepend-pipelined]": (BIG_VALUE, RUN),
@@ -93,16 +91,12 @@ KNOWN_BUGS = {
     "test_raw.py::test_item_size_limit[memkitd-k-0-1048516-True]": (BIG_VALUE, NOT_RUN),
     "test_raw.py::test_item_size_limit[memkitd-kk-0-1048515-True]": (BIG_VALUE, NOT_RUN),
     "test_raw.py::test_item_size_limit[memkitd-k-1-1048512-True]": (BIG_VALUE, NOT_RUN),
-    "test_stats_truth.py::test_touching_reads_count_as_memcached": (TOUCH_COUNTS, STRICT),
 }
 
 # What test_differential's random sequences leave out in this pass, and why (the generator
 # already leaves out memcached's documented differences); the sequences are otherwise the same.
 RANDOM_LEFT_OUT = {
     "mg N": MG_VIVIFY,
-    # A bug (not fixed here): moved after T instead, where both report the new TTL.
-    "mg t before T": "bug: in a group `mg k t T30` reports the TTL after the touch (the touch "
-                     "is replicated before the read); memcached, and memkitd alone, the one before",
 }
 
 

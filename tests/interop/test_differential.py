@@ -217,9 +217,6 @@ def gen_command(rng):
         if b"c" in flags and b"k" not in flags:
             flags.append(b"k")
         rng.shuffle(flags)
-        if b"t" in flags and any(f[:1] == b"T" for f in flags) and mkraft.leaves_out("mg t before T"):
-            flags.remove(b"t")
-            flags.append(b"t")
         return b"mg %s%s\r\n" % (k, b"".join(b" " + f for f in flags)), False
     if r < 0.82:
         v = rand_value(rng)

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 
 use crate::hook::{Change, Flush, Record, StoreHook};
 use crate::policy::EvictionPolicy;
-use crate::shard::{Shard, ShardConfig, Times};
+use crate::shard::{ReadTimes, Shard, ShardConfig, Times};
 use crate::stats::{EngineStats, class_sizes};
 use crate::view::ItemView;
 
@@ -449,13 +449,20 @@ impl Engine {
     ) -> Result<Option<R>> {
         Self::check_key(key)?;
         let now = self.now();
-        let judge = opts
-            .read_at_unix
-            .map(|t| self.engine_secs(t))
-            .filter(|&j| j > now);
+        let rt = ReadTimes {
+            now,
+            judge: opts
+                .replica
+                .map(|r| self.engine_secs(r.at_unix))
+                .filter(|&j| j > now),
+            touched_from: opts.replica.and_then(|r| r.touched_from).map(|before| {
+                // 0: none (as in a header); 1: already expired.
+                before.map_or(0, |t| self.engine_secs(t).max(1))
+            }),
+        };
         let (h, mut shard) = self.shard(key);
         let Some(hook) = &self.hook else {
-            return shard.get(h, key, opts, (now, judge), |e| self.rel_exptime(e), f);
+            return shard.get(h, key, opts, rt, |e| self.rel_exptime(e), f);
         };
         let live = self.preload(&**hook, &mut shard, h, key, now)?;
         let mut won = false;
@@ -463,7 +470,7 @@ impl Engine {
             h,
             key,
             opts,
-            (now, judge),
+            rt,
             |e| self.rel_exptime(e),
             |v| {
                 won = v.win;

@@ -65,6 +65,16 @@ pub(crate) struct Times {
     pub now: u32,
 }
 
+/// A read's times, in engine seconds: now; for a replicated node's read
+/// (`GetOptions::replica`), a later second to judge liveness and TTLs at, and the expiry
+/// the item had before the read's own touch through the log (0: none).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadTimes {
+    pub now: u32,
+    pub judge: Option<u32>,
+    pub touched_from: Option<u32>,
+}
+
 pub(crate) enum Dead {
     Expired,
     Flushed,

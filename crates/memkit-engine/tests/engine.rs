@@ -551,13 +551,16 @@ fn clear_drops_every_item_and_keeps_the_counters() {
 /// the engine for the writes to come; TTLs are counted from the reader's time.
 #[test]
 fn a_read_at_a_later_time_judges_there_and_removes_nothing() {
-    use memkit_types::{Clock, Ttl};
+    use memkit_types::{Clock, ReplicaRead, Ttl};
     let (e, clock) = engine(EvictionPolicy::default(), 8);
     set(&e, b"short", b"1", 10).unwrap();
     set(&e, b"long", b"2", 100).unwrap();
     let later = |secs: u64| GetOptions {
         meta: true,
-        read_at_unix: Some(clock.now_secs() + secs),
+        replica: Some(ReplicaRead {
+            at_unix: clock.now_secs() + secs,
+            touched_from: None,
+        }),
         ..Default::default()
     };
     let ttl = |o: &GetOptions, k: &[u8]| e.get(k, o).unwrap().map(|i| i.ttl.unwrap());
@@ -571,7 +574,10 @@ fn a_read_at_a_later_time_judges_there_and_removes_nothing() {
     assert_eq!(e.stats().counters.get_expired, 1);
     // An earlier time than the engine's changes nothing.
     let earlier = GetOptions {
-        read_at_unix: Some(1),
+        replica: Some(ReplicaRead {
+            at_unix: 1,
+            touched_from: None,
+        }),
         ..later(0)
     };
     assert_eq!(ttl(&earlier, b"short"), Some(Ttl::Secs(10)));
@@ -590,5 +596,44 @@ fn a_read_at_a_later_time_judges_there_and_removes_nothing() {
         get(&e, b"long"),
         None,
         "and from every read once the engine gets there"
+    );
+}
+
+/// A replicated `gat`'s read, after its touch went through the log: it counts nothing (the
+/// touch counted it as memcached counts a `gat`) and reports the TTL the touch found.
+#[test]
+fn a_read_after_its_own_touch_counts_nothing_and_reports_the_ttl_before() {
+    use memkit_types::{Clock, ReplicaRead};
+    let (e, clock) = engine(EvictionPolicy::default(), 8);
+    set(&e, b"k", b"v", 100).unwrap();
+    let before = e.stats().counters;
+    let opts = GetOptions {
+        meta: true,
+        replica: Some(ReplicaRead {
+            at_unix: clock.now_secs(),
+            touched_from: Some(Some(clock.now_secs() + 40)),
+        }),
+        ..Default::default()
+    };
+    let mut seen = None;
+    e.get_view(b"k", &opts, |v| seen = Some((v.ttl, v.ttl_before)))
+        .unwrap();
+    use memkit_types::Ttl;
+    assert_eq!(seen, Some((Ttl::Secs(100), Ttl::Secs(40))));
+    assert_eq!(e.get(b"nope", &opts).unwrap(), None);
+    let after = e.stats().counters;
+    assert_eq!(
+        (
+            after.cmd_get,
+            after.get_hits,
+            after.get_misses,
+            after.cmd_touch
+        ),
+        (
+            before.cmd_get,
+            before.get_hits,
+            before.get_misses,
+            before.cmd_touch
+        )
     );
 }

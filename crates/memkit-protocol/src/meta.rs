@@ -224,7 +224,7 @@ impl MetaFlags<'_> {
             no_bump: self.no_bump,
             new_cas: self.new_cas,
             classic: false,
-            read_at_unix: None,
+            replica: None,
         }
     }
 

@@ -108,7 +108,7 @@ fn meta_command() -> impl Strategy<Value = Owned> {
                 no_bump,
                 new_cas,
                 classic: false,
-                read_at_unix: None,
+                replica: None,
             };
             Owned::Get(k, opts)
         });

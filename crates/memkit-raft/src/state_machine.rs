@@ -21,7 +21,7 @@ use std::sync::Arc;
 use memkit_engine::{Engine, EngineConfig};
 use memkit_types::{
     ArithMode, ArithOptions, Clock, DeleteOptions, Error as EngineError, GetOptions, Item,
-    StoreOptions, SystemClock, Ttl,
+    ReplicaRead, StoreOptions, SystemClock, Ttl,
 };
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, Snapshot};
@@ -300,6 +300,41 @@ fn apply_write(engine: &Engine, w: Write, cas: u64) -> Result<Reply, EngineError
         }
         Write::Touch { key, exptime_unix } => {
             Reply::Touched(engine.touch(&key, to_exptime(exptime_unix))?)
+        }
+        Write::TouchRead {
+            key,
+            exptime_unix,
+            classic,
+        } => {
+            // The expiry before the touch, by a read that counts nothing and hands out no
+            // win token (those are each node's own: see `exec/replicate.rs` in memkitd).
+            let now = engine.clock().now_secs();
+            let peek = GetOptions {
+                no_bump: true,
+                classic: true,
+                replica: Some(ReplicaRead {
+                    at_unix: now,
+                    touched_from: Some(None),
+                }),
+                ..Default::default()
+            };
+            // The engine's TTLs are against its clock, the log's.
+            let before = engine.get_view(&key, &peek, |v| match v.ttl {
+                Ttl::Secs(s) => Some(now + u64::from(s)),
+                Ttl::Never => None,
+            })?;
+            // Then the touch, counted as memcached counts the read: a hit as a touch, a
+            // miss as a touch for `gat`, as a get for `mg`.
+            if before.is_some() || classic {
+                engine.touch(&key, to_exptime(exptime_unix))?;
+            } else {
+                let count = GetOptions {
+                    no_bump: true,
+                    ..Default::default()
+                };
+                engine.get(&key, &count)?;
+            }
+            Reply::TouchedRead(before)
         }
         // `StateMachine::apply_proposal` takes flushes before they get here: it keeps
         // their mark for snapshots.

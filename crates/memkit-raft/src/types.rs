@@ -156,6 +156,17 @@ pub enum Write {
         /// The new absolute expiry.
         exptime_unix: ExptimeUnix,
     },
+    /// The touch of a read that touches (`gat`, `gats`, `mg T`): counted in `stats` as
+    /// memcached counts that read (a hit as a touch; a miss as a touch for the classic
+    /// commands, as a get for `mg`), and answered with the expiry it found.
+    TouchRead {
+        /// The key.
+        key: Vec<u8>,
+        /// The new absolute expiry.
+        exptime_unix: ExptimeUnix,
+        /// `gat`/`gats` (and binary GAT), not `mg`.
+        classic: bool,
+    },
     /// `flush_all [delay]`.
     Flush {
         /// `None`: now; `Some(t)`: items written up to Unix second `t - 1` (memcached's
@@ -180,7 +191,8 @@ impl Write {
             Write::Store { key, .. }
             | Write::Delete { key, .. }
             | Write::Arith { key, .. }
-            | Write::Touch { key, .. } => Some(key),
+            | Write::Touch { key, .. }
+            | Write::TouchRead { key, .. } => Some(key),
             Write::Flush { .. } => None,
         }
     }
@@ -417,6 +429,9 @@ pub enum Reply {
     Arith(ArithResult),
     /// Whether `touch` found the item.
     Touched(bool),
+    /// A [`Write::TouchRead`]: `None` if it missed, else the item's absolute expiry before
+    /// the touch (`Some(None)`: it had none).
+    TouchedRead(Option<ExptimeUnix>),
     /// `flush_all` done.
     Flushed,
     /// The engine refused the write.

@@ -117,6 +117,16 @@ fn writes() -> Vec<Write> {
             key: b"t".to_vec(),
             exptime_unix: None,
         },
+        Write::TouchRead {
+            key: b"g".to_vec(),
+            exptime_unix: Some(1_800_000_000),
+            classic: true,
+        },
+        Write::TouchRead {
+            key: b"g".to_vec(),
+            exptime_unix: None,
+            classic: false,
+        },
         Write::Flush { at_unix: None },
         Write::Flush {
             at_unix: Some(1_700_000_000),
@@ -280,6 +290,9 @@ fn replies() -> Vec<Reply> {
         Reply::Arith(ArithResult::NotStored),
         Reply::Touched(true),
         Reply::Touched(false),
+        Reply::TouchedRead(None),
+        Reply::TouchedRead(Some(None)),
+        Reply::TouchedRead(Some(Some(1_800_000_000))),
         Reply::Flushed,
         Reply::Refused(Refusal::InvalidKey),
         Reply::Refused(Refusal::TooLarge),

@@ -106,6 +106,12 @@ fn every_node_answers_every_command_alike() {
         ttl.starts_with("HD t") && ttl[4..].parse::<u32>().unwrap() > 990,
         "{ttl}"
     );
+    // `t` before `T` reports the TTL the touch found, as memcached does.
+    let ttl = ask(&g, 2, "mg k t T2000\r\n");
+    let left: u32 = ttl.strip_prefix("HD t").unwrap().parse().unwrap();
+    assert!((990..=1000).contains(&left), "{ttl}");
+    let ttl = ask(&g, 1, "mg k t\r\n");
+    assert!(ttl[4..].parse::<u32>().unwrap() > 1990, "{ttl}");
     assert_eq!(ask(&g, 2, "gat 0 k\r\n"), "VALUE k 0 2");
     assert_eq!(ask(&g, 1, "mg k t\r\n"), "HD t-1");
     assert_eq!(ask(&g, 3, "delete k\r\n"), "DELETED");

@@ -157,7 +157,7 @@ fn decode_op(r: &mut Reader<'_>) -> Op {
                 no_bump: f & (1 << 4) != 0,
                 new_cas: r.maybe(f, 5, Reader::new_cas),
                 classic: false,
-                read_at_unix: None,
+                replica: None,
             };
             Op::Get { keys, opts }
         }

@@ -187,7 +187,7 @@ fn get_op() -> impl Strategy<Value = Op> {
                 no_bump: no_bump.is_some(),
                 new_cas,
                 classic: false,
-                read_at_unix: None,
+                replica: None,
             },
         );
     (prop::collection::vec(key(), 1..4), opts).prop_map(|(keys, opts)| Op::Get { keys, opts })

@@ -115,12 +115,24 @@ pub struct GetOptions {
     /// tokens only to meta reads, so a classic read of a stale item neither wins nor takes
     /// the token from the next `mg`.
     pub classic: bool,
+    /// A replicated node's read of its state machine's engine (see [`ReplicaRead`]).
+    pub replica: Option<ReplicaRead>,
+}
+
+/// How a node of a replicated group reads: its engine runs on the log's clock, which stands
+/// still between writes and must not be moved by a read (see memkit-raft's `clock`), and
+/// what changes the engine comes through the log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplicaRead {
     /// Judge expiry and a pending delayed `flush_all` at this Unix second when it is later
-    /// than the engine's clock, and report the TTL against it, without removing what is dead
-    /// only then. A replicated node's reads: its engine runs on the log's clock, which
-    /// stands still between writes and must not be moved by a read (see memkit-raft's
-    /// `clock`).
-    pub read_at_unix: Option<u64>,
+    /// than the engine's clock, and report TTLs against it, without removing what is dead
+    /// only then.
+    pub at_unix: u64,
+    /// `Some`: the read comes after its own touch (`gat`, `mg T`), applied through the log,
+    /// which counted it as memcached counts such a read: this read counts nothing, and
+    /// reports as the TTL before the touch the item's absolute expiry then (`Some(None)`:
+    /// it had none).
+    pub touched_from: Option<Option<u64>>,
 }
 
 impl GetOptions {

@@ -34,7 +34,8 @@ pub use blocking::Blocking;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, Result};
 pub use item::{
-    ArithMode, ArithOptions, DeleteOptions, Exptime, GetOptions, Item, StoreMode, StoreOptions, Ttl,
+    ArithMode, ArithOptions, DeleteOptions, Exptime, GetOptions, Item, ReplicaRead, StoreMode,
+    StoreOptions, Ttl,
 };
 pub use key::{MAX_KEY_LEN, validate_key};
 pub use memcache::Memcache;

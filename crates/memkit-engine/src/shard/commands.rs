@@ -7,7 +7,7 @@ use memkit_types::{
     StoreMode, StoreOptions, StoreOutcome, Stored, Ttl,
 };
 
-use super::{Dead, Found, ItemView, Shard, Times};
+use super::{Dead, Found, ItemView, ReadTimes, Shard, Times};
 use crate::arena::{Loc, Value, seg_of};
 use crate::numeric;
 use crate::policy::Policy;
@@ -16,43 +16,32 @@ use memkit_types::item_fits;
 
 impl Shard {
     /// `get`/`gets`/`gat`/`mg`: calls `f` with a view of the item while the lock is held.
-    /// `(now, judge)`: the engine's second, and a later one to judge liveness and TTLs at
-    /// without removing what is dead only then (`GetOptions::read_at_unix`).
+    /// `rt`: now, and for a replicated node's read a later second to judge liveness and TTLs
+    /// at without removing what is dead only then, and whether the read's touch, applied
+    /// through the log, counted it already (`GetOptions::replica`).
     pub fn get<R>(
         &mut self,
         h: u64,
         key: &[u8],
         opts: &GetOptions,
-        (now, judge): (u32, Option<u32>),
+        rt: ReadTimes,
         exptime: impl Fn(memkit_types::Exptime) -> u32,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Option<R>> {
+        let now = rt.now;
         let (mut e, at) = match self.lookup(h, key, now) {
-            Found::Live(_, at) if let Some(d) = judge.and_then(|j| self.dead_later(&at, j)) => {
-                return self.get_miss(h, key, Found::Dead(d), opts, now, exptime, f);
+            Found::Live(_, at) if let Some(d) = rt.judge.and_then(|j| self.dead_later(&at, j)) => {
+                return self.get_miss(h, key, Found::Dead(d), opts, rt, exptime, f);
             }
             Found::Live(e, at) => (e, at),
-            found => return self.get_miss(h, key, found, opts, now, exptime, f),
+            found => return self.get_miss(h, key, found, opts, rt, exptime, f),
         };
         // TTLs as the reader's clock has them.
-        let seen = judge.unwrap_or(now);
-        // As memcached: a hit that touches counts as a touch only, not as a get.
-        let touched = opts.touch.is_some();
-        let counters = &mut self.stats.counters;
-        if touched {
-            counters.cmd_touch += 1;
-            counters.touch_hits += 1;
-        } else {
-            counters.cmd_get += 1;
-            counters.get_hits += 1;
+        let seen = rt.judge.unwrap_or(now);
+        if rt.touched_from.is_none() {
+            self.count_hit(opts.touch.is_some(), at.header.logical_len());
         }
-        let class = self.stats.class_counters(at.header.logical_len());
-        if touched {
-            class.touch_hits += 1;
-        } else {
-            class.get_hits += 1;
-        }
-        let ttl_before = ttl_of(at.header.exptime, seen);
+        let ttl_before = ttl_of(rt.touched_from.unwrap_or(at.header.exptime), seen);
         let mut hdr = at.header;
         let mut at = at;
         if let Some(t) = opts.touch {
@@ -120,8 +109,26 @@ impl Shard {
         rate != 0 && self.flash_reads.is_multiple_of(rate)
     }
 
-    /// A read that found no live item: counts the miss, and with `N` creates a stub item
-    /// whose creator wins the right to fill it.
+    /// A hit, counted as memcached does: one that touches as a touch only, not as a get.
+    fn count_hit(&mut self, touched: bool, len: usize) {
+        let counters = &mut self.stats.counters;
+        if touched {
+            counters.cmd_touch += 1;
+            counters.touch_hits += 1;
+        } else {
+            counters.cmd_get += 1;
+            counters.get_hits += 1;
+        }
+        let class = self.stats.class_counters(len);
+        if touched {
+            class.touch_hits += 1;
+        } else {
+            class.get_hits += 1;
+        }
+    }
+
+    /// A read that found no live item: counts the miss (unless its touch through the log
+    /// did), and with `N` creates a stub item whose creator wins the right to fill it.
     #[allow(clippy::too_many_arguments)]
     fn get_miss<R>(
         &mut self,
@@ -129,10 +136,14 @@ impl Shard {
         key: &[u8],
         found: Found,
         opts: &GetOptions,
-        now: u32,
+        rt: ReadTimes,
         exptime: impl Fn(memkit_types::Exptime) -> u32,
         f: impl FnOnce(ItemView<'_>) -> R,
     ) -> Result<Option<R>> {
+        let now = rt.now;
+        if rt.touched_from.is_some() {
+            return Ok(None);
+        }
         if let Found::Dead(d) = found {
             match d {
                 Dead::Expired => self.stats.counters.get_expired += 1,

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 
 use memkit_protocol::Command;
 use memkit_raft::{Mode, Reply as Outcome, SetExptime, Vivify, Write, exptime_unix};
-use memkit_types::{ArithMode, Error, Exptime, StoreMode, Stored};
+use memkit_types::{ArithMode, Error, Exptime, ReplicaRead, StoreMode, Stored};
 
 use super::Reply;
 use crate::detail::{Detail, Op};
@@ -132,18 +132,20 @@ pub fn route<'a>(
             }
             // The touch's outcome first: it is spent whatever the read comes to, and must
             // not be left for the request after this one.
+            let mut touched_from = None;
             if let Some(t) = opts.touch {
                 match repl.replies.pop_front() {
                     None => {
-                        repl.job.writes.push(Write::Touch {
+                        repl.job.writes.push(Write::TouchRead {
                             key: key.to_vec(),
                             exptime_unix: exptime_unix(t, now_unix()),
+                            classic: opts.classic,
                         });
                         repl.job.barrier |= rep.linearizable() && !repl.fresh;
                         return Route::Done;
                     }
-                    Some(Ok(Outcome::Touched(true))) => {}
-                    Some(Ok(Outcome::Touched(false))) => {
+                    Some(Ok(Outcome::TouchedRead(Some(before)))) => touched_from = Some(before),
+                    Some(Ok(Outcome::TouchedRead(None))) => {
                         reply.miss();
                         return Route::Done;
                     }
@@ -163,7 +165,10 @@ pub fn route<'a>(
             }
             let mut opts = opts.clone();
             opts.touch = None;
-            opts.read_at_unix = Some(now_unix());
+            opts.replica = Some(ReplicaRead {
+                at_unix: now_unix(),
+                touched_from,
+            });
             Route::Local(Command::Get { key, opts })
         }
         Command::Flush { .. } if !flush_enabled => Route::Local(cmd.clone()),
@@ -257,6 +262,8 @@ fn render(r: Result<Outcome, String>, reply: &mut impl Reply) {
         Ok(Outcome::Deleted(d)) => reply.deleted(d.into()),
         Ok(Outcome::Arith(a)) => reply.arith(&a.into()),
         Ok(Outcome::Touched(found)) => reply.touched(found),
+        // A read's touch renders with its read (`route`); alone, it is a touch.
+        Ok(Outcome::TouchedRead(before)) => reply.touched(before.is_some()),
         Ok(Outcome::Flushed) => reply.flushed(),
         Ok(Outcome::Refused(r)) => reply.error(&Error::from(r)),
         Err(e) => reply.error(&Error::Server(format!("replication: {e}"))),
