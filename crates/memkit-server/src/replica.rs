@@ -278,7 +278,7 @@ impl Replica {
     /// connection's pipelined writes, `session::gather`) go to the log together, in one
     /// entry, in the connection's order. Once they are committed, this node applies them too
     /// before the replies leave, so the connection's next read here sees them.
-    pub fn submit(&self, job: &Job, done: Completer) {
+    pub fn submit(&self, job: &mut Job, done: Completer) {
         if job.writes.is_empty() && job.admin.is_none() && job.barrier {
             // A read alone: the connection waits on the next barrier itself.
             return self
@@ -287,9 +287,10 @@ impl Replica {
         }
         let node = self.node.clone();
         let barriers = self.barriers.clone();
-        let writes = job.writes.clone();
+        // Taken, not copied: only `done` is read once the job is over.
+        let writes = std::mem::take(&mut job.writes);
         let barrier = job.barrier;
-        let admin = job.admin.clone();
+        let admin = job.admin.take();
         let slot = job.done.clone();
         self.handle.spawn(async move {
             if let Some(a) = admin {

@@ -463,10 +463,10 @@ impl Session {
     /// Hands what a parked connection waits for the completer ([`Next::Park`]): the gate,
     /// or the flash store's readers.
     pub fn park(&mut self, done: Completer) {
-        let State::Parked(p) = &self.state else {
+        let State::Parked(p) = &mut self.state else {
             return done.complete(Ok(()));
         };
-        match &p.wait {
+        match &mut p.wait {
             Wait::Gate(ticket) => match self.reg.sh.gate() {
                 Some(gate) => gate.when(*ticket, done),
                 None => done.complete(Err("no gate".into())),

@@ -447,24 +447,9 @@ fn round(n: u64, seed: u64) -> Tally {
     Tally { ops, unknown }
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    let v = std::env::var(name).ok()?;
-    let v = v.trim();
-    match v.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16).ok(),
-        None => v.parse().ok(),
-    }
-}
-
 #[test]
 fn histories_under_faults_are_linearizable() {
-    let rounds = env_u64("MEMKIT_LINEAR_ROUNDS").unwrap_or(3);
-    let first = env_u64("MEMKIT_LINEAR_SEED").unwrap_or_else(|| {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap();
-        t.as_nanos() as u64
-    });
+    let (rounds, first) = linear::soak_plan(3);
     let began = Instant::now();
     let (mut ops, mut unknown) = (0, 0);
     for n in 0..rounds {

@@ -25,7 +25,7 @@
 //!
 //! # CAS tokens
 //!
-//! A server's CAS numbers cannot be predicted by a model (memkit-raft's are log indexes).
+//! A server's CAS numbers cannot be predicted by a model (memkit-raft's come from log indexes).
 //! So the model names a version by its value, and the history must keep values unique:
 //! every `set` and `cas` writes a value never written to that key before, and numeric
 //! values are far enough apart that `incr` never reaches another write's value. Then:
@@ -526,4 +526,24 @@ fn show(b: &[u8]) -> String {
         out.push_str("...");
     }
     format!("{out:?}")
+}
+
+/// A soak's plan: how many rounds (`MEMKIT_LINEAR_ROUNDS`, else `default_rounds`) and the
+/// first round's seed (`MEMKIT_LINEAR_SEED`, decimal or `0x` hex, else the clock). Round
+/// `n` runs with seed `first + n`, so a failing round runs again from its printed seed.
+pub fn soak_plan(default_rounds: u64) -> (u64, u64) {
+    let env = |name: &str| {
+        let v = std::env::var(name).ok()?;
+        let v = v.trim();
+        match v.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).ok(),
+            None => v.parse().ok(),
+        }
+    };
+    let rounds = env("MEMKIT_LINEAR_ROUNDS").unwrap_or(default_rounds);
+    let first = env("MEMKIT_LINEAR_SEED").unwrap_or_else(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        t.map_or(0, |t| t.as_nanos() as u64)
+    });
+    (rounds, first)
 }
