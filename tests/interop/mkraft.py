@@ -47,11 +47,25 @@ TOO_LARGE_KEEPS = ("a `set` refused as too large leaves the old value in a group
                    "drops it): the refusal comes before the log, and a node changing its state "
                    "alone would differ from the others (docs/replication.md)")
 
+LIMIT_SHARE = ("`limit_maxbytes` is the engine's share of `-m` (three quarters): a node's items "
+               "are in its persistent store, RAM a cache of them, as with --persist "
+               "(docs/persistence.md)")
+
 # nodeid -> why the case cannot hold against a node of a replicated group. Only a documented
 # property of replication belongs here, never a memkitd bug (KNOWN_BUGS).
 EXPECTED_DIFFERENCES = {
     "test_differential.py::test_handwritten[mg-vivify]": MG_VIVIFY,
     "test_differential.py::test_handwritten[set-too-large]": TOO_LARGE_KEEPS,
+    # Each also checks that the old value is gone after a `set` refused as too large.
+    "test_binary_raw.py::test_case[item-size-stepwise]": TOO_LARGE_KEEPS,
+    "test_binary_raw.py::test_case[item-size-pipelined]": TOO_LARGE_KEEPS,
+    "test_binary_raw.py::test_case[item-size-fragmented]": TOO_LARGE_KEEPS,
+    "test_pylibmc.py::test_item_size_limit[memkitd]": TOO_LARGE_KEEPS,
+    "test_pylibmc_binary.py::test_item_size_limit[memkitd]": TOO_LARGE_KEEPS,
+    "test_pylibmc_binary.py::test_big_values[memkitd]": TOO_LARGE_KEEPS,
+    "test_pymemcache.py::test_item_size_limit[memkitd]": TOO_LARGE_KEEPS,
+    "test_python_memcached.py::test_item_size_limit[memkitd]": TOO_LARGE_KEEPS,
+    "test_php.py::test_php_memcached_binary[memkitd]": LIMIT_SHARE,
 }
 
 # Where a suite bounds a run in seconds (budget()), this pass gives it this many times as
@@ -62,36 +76,11 @@ EXPECTED_DIFFERENCES = {
 TIME_SCALE = 4
 
 # memkitd bugs this pass finds, not fixed here: nodeid -> (the bug, how). Each must be removed
-# with its fix. STRICT: run, and the run fails once the case passes. Whether a BIG_VALUE case
-# fails depends on the machine's speed, so it cannot be strict: RUN (a non-strict xfail) where
-# the case checks much besides big values, NOT_RUN where it checks little else (each takes
-# 5-20 s to time out; MKRAFT_RUN_BUGS=1 runs them too).
-BIG_VALUE = ("memkit-raft: an entry whose append to a follower takes longer than the "
-             "heartbeat interval (openraft 0.9's hard AppendEntries timeout) is never "
-             "acknowledged: its write answers SERVER_ERROR 'peer call timed out' and the group "
-             "loses its leader over and over; in a debug build a value near 1 MB mostly does it at the "
-             "default 100 ms heartbeat, 500 KB at 50 ms")
+# with its fix. STRICT: run, and the run fails once the case passes; RUN: a non-strict xfail
+# (for a bug that depends on the machine's speed); NOT_RUN: not run unless MKRAFT_RUN_BUGS=1.
+# None known.
 STRICT, RUN, NOT_RUN = "strict", "run", "not run"
-KNOWN_BUGS = {
-    "test_binary_raw.py::test_case[append-prepend-stepwise]": (BIG_VALUE, RUN),
-    "test_binary_raw.py::test_case[append-prepend-pipelined]": (BIG_VALUE, RUN),
-    "test_binary_raw.py::test_case[append-prepend-fragmented]": (BIG_VALUE, RUN),
-    "test_binary_raw.py::test_case[item-size-stepwise]": (BIG_VALUE, NOT_RUN),
-    "test_binary_raw.py::test_case[item-size-pipelined]": (BIG_VALUE, NOT_RUN),
-    "test_binary_raw.py::test_case[item-size-fragmented]": (BIG_VALUE, NOT_RUN),
-    "test_differential.py::test_handwritten[set-at-limit]": (BIG_VALUE, NOT_RUN),
-    "test_differential.py::test_handwritten[append-too-large]": (BIG_VALUE, NOT_RUN),
-    "test_php.py::test_php_memcached_binary[memkitd]": (BIG_VALUE, RUN),
-    "test_pylibmc.py::test_item_size_limit[memkitd]": (BIG_VALUE, NOT_RUN),
-    "test_pylibmc_binary.py::test_item_size_limit[memkitd]": (BIG_VALUE, NOT_RUN),
-    "test_pylibmc_binary.py::test_big_values[memkitd]": (BIG_VALUE, NOT_RUN),
-    "test_pymemcache.py::test_binary_safe_values[memkitd]": (BIG_VALUE, RUN),
-    "test_pymemcache.py::test_item_size_limit[memkitd]": (BIG_VALUE, NOT_RUN),
-    "test_python_memcached.py::test_item_size_limit[memkitd]": (BIG_VALUE, NOT_RUN),
-    "test_raw.py::test_item_size_limit[memkitd-k-0-1048516-True]": (BIG_VALUE, NOT_RUN),
-    "test_raw.py::test_item_size_limit[memkitd-kk-0-1048515-True]": (BIG_VALUE, NOT_RUN),
-    "test_raw.py::test_item_size_limit[memkitd-k-1-1048512-True]": (BIG_VALUE, NOT_RUN),
-}
+KNOWN_BUGS = {}
 
 # What test_differential's random sequences leave out in this pass, and why (the generator
 # already leaves out memcached's documented differences); the sequences are otherwise the same.

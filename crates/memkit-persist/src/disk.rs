@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 
-use memkit_engine::{Change, Flush, Loaded, StoreHook};
+use memkit_engine::{Change, Flush, Loaded, Record, StoreHook};
 use memkit_types::{Clock, Error, Result};
 use parking_lot::{Mutex, RwLock};
 
@@ -25,7 +25,7 @@ const RESERVE: u64 = 1 << 32;
 const MARGIN: u64 = 1 << 31;
 
 const META_RESERVED: &str = "reserved";
-const META_FLUSH: &str = "flush";
+pub(crate) const META_FLUSH: &str = "flush";
 /// The `items` memtable size the store's keyspaces were created with (fjall keeps it).
 const META_MEMTABLE: &str = "memtable";
 
@@ -57,7 +57,7 @@ pub(crate) struct Counters {
 pub struct DiskStore {
     pub(crate) db: fjall::Database,
     pub(crate) items: fjall::Keyspace,
-    meta: fjall::Keyspace,
+    pub(crate) meta: fjall::Keyspace,
     pub(crate) durability: Durability,
     pub(crate) clock: Arc<dyn Clock>,
     /// The next write stamp.
@@ -90,6 +90,28 @@ pub struct DiskStore {
     /// between two checks of it; `None` leaves rotation to fjall (see
     /// [`DiskStore::bound_memtable`]).
     rotate: Option<Rotate>,
+    /// Batched mode's changes not yet committed (see [`crate::batch`]); `None`: direct.
+    pub(crate) pending: Option<Mutex<Pending>>,
+}
+
+/// Batched mode's changes not yet committed (see [`crate::batch`]): the last version of each key changed (`None`: removed),
+/// and `meta` keyspace entries.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    pub items: std::collections::HashMap<Vec<u8>, Option<fjall::Slice>>,
+    pub meta: std::collections::HashMap<&'static str, Vec<u8>>,
+}
+
+impl Pending {
+    /// Bytes held, keys and values.
+    pub(crate) fn bytes(&self) -> usize {
+        let items: usize = self
+            .items
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()))
+            .sum();
+        items + self.meta.values().map(Vec::len).sum::<usize>()
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -110,6 +132,8 @@ pub(crate) struct StoreConfig {
     pub memtable_max: u64,
     /// The keyspaces were created by this open (with `memtable_max`).
     pub created: bool,
+    /// Changes wait for [`DiskStore::commit`] (see [`crate::batch`]).
+    pub batched: bool,
 }
 
 impl std::fmt::Debug for DiskStore {
@@ -135,12 +159,12 @@ fn disk_full() -> Error {
 /// refused until restart`.
 pub const FAILED: &str = "persistent store failed, writes refused until restart";
 
-fn failed() -> Error {
+pub(crate) fn failed() -> Error {
     Error::Server(FAILED.into())
 }
 
 /// A failed disk write, as the client sees it (see `docs/persistence.md`).
-fn write_err(e: fjall::Error) -> Error {
+pub(crate) fn write_err(e: fjall::Error) -> Error {
     // The I/O error may sit under fjall's or lsm-tree's wrapper: walk the chain.
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
     while let Some(c) = cause {
@@ -172,6 +196,7 @@ impl DiskStore {
             reserve,
             memtable_max,
             created,
+            batched,
         } = cfg;
         let [cas_reserved, stamp_reserved] = meta
             .get(META_RESERVED)?
@@ -223,6 +248,7 @@ impl DiskStore {
             dir,
             journal_fd: Mutex::new(None),
             rotate,
+            pending: batched.then(Mutex::default),
         })
     }
 
@@ -287,7 +313,7 @@ impl DiskStore {
     /// to memkit (`manual_journal_persist`) and it is written out here, in whichever mode
     /// this run is in. (`sync` mode's committer writes it out before each fsync.)
     fn handed_to_os(&self) -> fjall::Result<()> {
-        if self.durability == Durability::Sync {
+        if self.durability == Durability::Sync || self.pending.is_some() {
             return Ok(());
         }
         self.db.persist(fjall::PersistMode::Buffer)
@@ -319,7 +345,7 @@ impl DiskStore {
 
     /// A write to fjall failed. fjall poisons itself after a failed journal write (every
     /// later write fails too), so the store is marked failed (see `commit.rs`).
-    fn write_failed(&self, e: fjall::Error) -> Error {
+    pub(crate) fn write_failed(&self, e: fjall::Error) -> Error {
         self.counters.write_errors.fetch_add(1, Relaxed);
         self.mark_failed();
         write_err(e)
@@ -335,19 +361,41 @@ impl DiskStore {
         if self.failed.load(Acquire) {
             return Err(failed());
         }
-        let now = self.clock.now_secs();
-        let Some(v) = self.items.get(key).map_err(read_err)? else {
-            return Ok(false);
-        };
-        match record::decode(&v) {
-            Some(h) if !self.dead(&h, now) => Ok(false),
-            _ => {
-                self.items.remove(key).map_err(write_err)?;
-                self.wrote(0);
-                self.counters.purged.fetch_add(1, Relaxed);
-                Ok(true)
-            }
+        let purged = self.remove_if_dead(key, self.clock.now_secs())?;
+        if purged {
+            self.wrote(0);
+            self.counters.purged.fetch_add(1, Relaxed);
         }
+        Ok(purged)
+    }
+
+    /// A read from fjall failed. In batched mode that is final, as a failed write is: a
+    /// command answered differently on this node than on its replicas would make them
+    /// differ, so the store fails and its owner stops (see [`crate::batch`]).
+    pub(crate) fn read_failed(&self, e: fjall::Error) -> Error {
+        if self.pending.is_some() {
+            self.mark_failed();
+        }
+        read_err(e)
+    }
+
+    /// A new record of `r` for this store (its own write stamp, written now), for
+    /// [`DiskStore::replace_all`].
+    pub fn encode(&self, r: &Record<'_>) -> Vec<u8> {
+        let stamp = self.stamp.fetch_add(1, AcqRel);
+        record::encode(r, stamp, self.clock.now_secs())
+    }
+
+    /// Replaces the flush state (written at once).
+    pub(crate) fn reset_flush(&self, st: FlushState) -> fjall::Result<()> {
+        self.meta.insert(META_FLUSH, st.encode())?;
+        *self.flush.write() = st;
+        Ok(())
+    }
+
+    /// The flush state recorded in `meta` bytes (for a frozen view, see `batch.rs`).
+    pub(crate) fn flush_state(v: Option<&[u8]>) -> FlushState {
+        v.map_or_else(FlushState::default, FlushState::decode)
     }
 
     /// Whether the record bytes `v` are dead now (for the sweeper's first pass).
@@ -358,7 +406,7 @@ impl DiskStore {
 
 impl StoreHook for DiskStore {
     fn load(&self, key: &[u8], now_unix: u64) -> Result<Option<Loaded>> {
-        let Some(v) = self.items.get(key).map_err(read_err)? else {
+        let Some(v) = self.record_bytes(key)? else {
             return Ok(None);
         };
         match record::decode(&v) {
@@ -370,7 +418,7 @@ impl StoreHook for DiskStore {
                 // Expired, flushed (or unreadable): gone for memcached, so gone from disk
                 // too. The shard lock is held, so nothing rewrites the key meanwhile. A
                 // failed store writes nothing more: the record stays, still dead to reads.
-                if !self.failed.load(Acquire) && self.items.remove(key).is_ok() {
+                if !self.failed.load(Acquire) && self.remove_if_dead(key, now_unix) == Ok(true) {
                     self.wrote(0);
                     self.counters.purged.fetch_add(1, Relaxed);
                 }
@@ -390,12 +438,16 @@ impl StoreHook for DiskStore {
             Change::Put { record, meta_only } => {
                 // New data waits for space; removals go through (they are how space is
                 // given back, and a tombstone is a few bytes of the reserve).
-                if self.space.low(self.counters.bytes_written.load(Relaxed)) {
+                // Not in batched mode: a refusal there would be this node's alone (its
+                // owner's replicas have their own disks); a full disk fails the store.
+                if self.pending.is_none()
+                    && self.space.low(self.counters.bytes_written.load(Relaxed))
+                {
                     self.counters.refused_full.fetch_add(1, Relaxed);
                     return Err(disk_full());
                 }
                 let old = if *meta_only {
-                    let v = self.items.get(record.key).map_err(read_err)?;
+                    let v = self.record_bytes(record.key)?;
                     v.as_deref().and_then(record::decode)
                 } else {
                     None
@@ -408,11 +460,11 @@ impl StoreHook for DiskStore {
                 self.reserve(issued_cas, stamp)?;
                 let enc = record::encode(record, stamp, written);
                 let n = enc.len() + record.key.len();
-                self.items.insert(record.key, enc).map(|()| n)
+                self.put_item(record.key, Some(enc)).map(|()| n)
             }
             Change::Remove { key } => {
                 self.reserve(issued_cas, self.stamp.load(Acquire))?;
-                self.items.remove(*key).map(|()| key.len())
+                self.put_item(key, None).map(|()| key.len())
             }
         };
         match r.and_then(|n| self.handed_to_os().map(|()| n)) {
@@ -454,8 +506,7 @@ impl StoreHook for DiskStore {
             }
             Flush::At(t) => st.pending_unix = Some(t),
         }
-        self.meta
-            .insert(META_FLUSH, st.encode())
+        self.put_meta(META_FLUSH, st.encode())
             .and_then(|()| self.handed_to_os())
             .map_err(|e| self.write_failed(e))?;
         *self.flush.write() = st;

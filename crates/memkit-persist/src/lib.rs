@@ -10,6 +10,9 @@
 //!   (a tokio wait or a callback); what a failed fsync does; the fsync fault hook.
 //! - [`sweep`]: purges expired and flushed items from disk over time.
 //! - [`files`]: the store directory and fjall's files in it are private (`0700`).
+//! - [`batch`]: batched mode, for a replicated state machine: changes held until their owner
+//!   commits them in one atomic batch with its own metadata; [`batch::Frozen`], the
+//!   committed state at one moment, for snapshots.
 //! - [`space`]: free-space admission — new data is refused before the disk is full.
 //! - [`record`]: the on-disk encoding.
 //!
@@ -20,9 +23,10 @@
 //!
 //! Goals: crash safety in `sync` mode (an acknowledged write survives `kill -9` and power
 //! loss), group commit, data sets larger than RAM, restarts that keep CAS values unique.
-//! Non-goals: replication, multi-process access to one directory, a file format of our own.
+//! Non-goals: replication (memkit-raft builds it on batched mode), multi-process access to one directory, a file format of our own.
 //! Design, formats and numbers: `docs/persistence.md`.
 
+pub mod batch;
 pub mod commit;
 pub mod disk;
 pub mod files;
@@ -95,7 +99,11 @@ pub struct PersistOptions {
     pub sweep_every: Duration,
     /// Refuse new data while fewer bytes than this are free on the store's filesystem
     /// (`None`: [`default_reserve`]; `Some(0)`: never refuse, let fjall meet ENOSPC).
+    /// Not in batched mode, which never refuses (see [`batch`]).
     pub reserve: Option<u64>,
+    /// Changes wait for [`DiskStore::commit`] ([`batch`]): the mode of memkit-raft's state
+    /// machine, which owns durability (`durability` should be `None` then).
+    pub batched: bool,
 }
 
 impl PersistOptions {
@@ -106,6 +114,7 @@ impl PersistOptions {
             durability: Durability::Sync,
             sweep_every: Duration::from_secs(10),
             reserve: None,
+            batched: false,
         }
     }
 }
@@ -226,6 +235,7 @@ pub fn open(opts: &PersistOptions, engine_cfg: EngineConfig) -> Result<Persisten
             .unwrap_or_else(|| default_reserve(write_buffer)),
         memtable_max,
         created,
+        batched: opts.batched,
     };
     let store = DiskStore::new(db.clone(), items.clone(), meta, cfg)
         .map_err(|e| format!("cannot read {}: {e}", opts.dir.display()))?;

@@ -10,11 +10,13 @@
 //! - [`clock`]: [`LogClock`], the time the state machine runs at: the largest leader stamp
 //!   applied, so expiry is judged alike on every node (and why reads use it too).
 //! - [`log_store`]: the Raft log on fjall, synced before openraft counts on it.
-//! - [`state_machine`]: committed writes applied to a non-evicting engine, each CAS from
-//!   the entry's log index and the write's place in it; [`Store`], what reads share with it.
-//! - [`snapshot`]: the engine's items (CAS and absolute expiry kept) as a snapshot file
-//!   (versioned, checksummed, items streamed), kept in the node's directory and sent to
-//!   peers as it is.
+//! - [`state_machine`]: committed writes applied to the engine over a persistent store
+//!   (memkit-persist, batched: each entry's changes and the applied index in one fjall
+//!   batch), each CAS from the entry's log index and the write's place in it; [`Store`],
+//!   what reads share with it.
+//! - [`snapshot`]: the store's items (CAS and absolute expiry kept), from a frozen view of
+//!   it, as a snapshot file (versioned, checksummed, items streamed), kept in the node's
+//!   directory and sent to peers as it is.
 //! - [`codec`]: the binary encoding (postcard) of log entries, the log's metadata, peer
 //!   frames and snapshot headers.
 //! - [`status`]: [`Status`], the group as an operator sees it: roles, [`Membership`] with

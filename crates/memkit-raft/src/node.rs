@@ -1,7 +1,7 @@
 //! [`Node`]: one member of a replicated group, ready to take writes and reads.
 //!
-//! A node's directory holds its log (`DIR/log`, fjall) and its last snapshot
-//! (`DIR/snapshot`). The group starts as a list of `id -> HOST:PORT` given to every node,
+//! A node's directory holds its log (`DIR/log`, fjall), its state machine's store
+//! (`DIR/state`, fjall) and its last snapshot (`DIR/snapshot`). The group starts as a list of `id -> HOST:PORT` given to every node,
 //! itself included. A node started on an empty directory with the lowest id bootstraps the
 //! group (openraft's `initialize`); every other start rejoins: the leader brings it up to
 //! date from its log, or with a snapshot when the log no longer reaches back far enough.
@@ -50,7 +50,8 @@ const SNAPSHOT_RETRIGGER: Duration = Duration::from_millis(200);
 /// How a node runs. `Default` suits a LAN; tests shorten the timeouts.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The engine's memory limit in bytes (it never evicts: see `state_machine.rs`).
+    /// The memory budget in bytes: the engine's RAM cache and fjall's caches of the store
+    /// (`memkit_persist::split_budget`).
     pub memory_limit: usize,
     /// Heartbeat period, milliseconds.
     pub heartbeat_ms: u64,

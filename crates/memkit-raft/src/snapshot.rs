@@ -1,15 +1,16 @@
-//! Snapshots: the engine's live items, with their CAS values and absolute expiries, plus the
+//! Snapshots: the store's live items, with their CAS values and absolute expiries, plus the
 //! log clock and a pending delayed flush, as one file in the node's directory, which is
 //! also, byte for byte, what is sent to a peer (openraft streams it in chunks).
 //!
-//! Why a dump through the public API ([`Engine::crawl`], then a read of each value) rather
-//! than `warm_save`: the warm restart file is tied to the memory limit and removed once
-//! read, and its key hash seed and layout are a process's; a snapshot must move between
-//! nodes and be read again after every restart. Items come back through `store` with their
-//! CAS as the `E` option and their expiry as an absolute time, so the restored engine
-//! answers every later entry as the original one would. What a snapshot does not carry: the
-//! meta protocol's stale marks and win tokens (an item marked stale by `md ... I` comes
-//! back not stale) and access bits (fetched, last access).
+//! Taken from a frozen view of the persistent store ([`Frozen`], a fjall snapshot at the
+//! last applied entry) while entries go on being applied, not from the engine, whose RAM
+//! is only a cache. Why a file of our own rather than fjall's files: a snapshot must move
+//! between nodes whose stores differ in everything but their items (write stamps, flush
+//! marks and compaction are each node's). Items come back with their CAS and their expiry
+//! as an absolute time, so the restored store answers every later entry as the original one
+//! would. What a snapshot does not carry: the meta protocol's stale marks and win tokens
+//! (an item marked stale by `md ... I` comes back not stale) and access bits (fetched,
+//! last access).
 //!
 //! The file (integers little-endian):
 //!
@@ -40,14 +41,16 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 
-use memkit_engine::{DumpCursor, Engine};
-use memkit_types::{Clock, GetOptions, StoreMode, StoreOptions};
+use memkit_engine::Engine;
+use memkit_persist::DiskStore;
+use memkit_persist::batch::Frozen;
+use memkit_types::Clock;
 use openraft::{AnyError, RaftSnapshotBuilder, Snapshot, StorageIOError};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::codec;
-use crate::types::{ExptimeUnix, LogId, SnapshotMeta, StorageError, TypeConfig, to_exptime};
+use crate::types::{ExptimeUnix, LogId, SnapshotMeta, StorageError, TypeConfig};
 
 /// A snapshot file's first bytes.
 pub const MAGIC: [u8; 8] = *b"MKRAFTSN";
@@ -62,8 +65,8 @@ const TRAILER: usize = 8 + 4;
 const ITEM_HEAD: usize = 2 + 4 + 4 + 8 + 1 + 8;
 /// The write and read buffers.
 const BUF: usize = 1 << 20;
-/// Items listed under one shard lock while a snapshot is taken.
-const CAPTURE_BATCH: usize = 256;
+/// Bytes of items written to the store in one batch while a snapshot is installed.
+const INSTALL_BATCH: usize = 4 << 20;
 
 /// What precedes a snapshot's items.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,44 +172,20 @@ impl Writer {
     }
 }
 
-/// Writes every live item of `engine` to `path` with `header`: listed a batch at a time
-/// under a shard's lock, each value read after (the engine may not be called under that
-/// lock). Nothing may be applied meanwhile (the caller holds the state machine), so each
-/// value is that of the item listed; reads may run, and change nothing a snapshot holds.
-pub fn write_engine(path: &Path, header: &Header, engine: &Engine) -> io::Result<File> {
+/// Writes every item of `frozen` live at the log clock of `header` to `path`.
+pub fn write_frozen(path: &Path, header: &Header, frozen: &Frozen) -> io::Result<File> {
     let mut w = Writer::create(path, header)?;
-    let opts = GetOptions {
-        no_bump: true,
-        ..Default::default()
-    };
-    let mut cursor = DumpCursor::default();
-    let mut keys = Vec::new();
-    let mut listed = Vec::new();
-    loop {
-        keys.clear();
-        listed.clear();
-        let more = engine.crawl(&mut cursor, CAPTURE_BATCH, |it| {
-            keys.extend_from_slice(it.key);
-            listed.push((keys.len(), it.exptime_unix));
-        });
-        let mut start = 0;
-        for &(end, exptime_unix) in &listed {
-            let key = &keys[start..end];
-            start = end;
-            if let Some(item) = engine.get(key, &opts).map_err(io::Error::other)? {
-                w.push(&Record {
-                    key,
-                    value: &item.value,
-                    flags: item.flags,
-                    cas: item.cas,
-                    exptime_unix,
-                })?;
-            }
-        }
-        if !more {
-            return w.finish();
-        }
+    for item in frozen.live(header.clock_ms / 1000) {
+        let (key, item) = item?;
+        w.push(&Record {
+            key: &key,
+            value: &item.value,
+            flags: item.flags,
+            cas: item.cas,
+            exptime_unix: item.exptime_unix,
+        })?;
     }
+    w.finish()
 }
 
 /// Checks a whole snapshot file: its length, checksum, magic and version, and that its
@@ -318,28 +297,37 @@ impl<'f> Reader<'f> {
     }
 }
 
-/// Stores every item of a snapshot file into `engine` (fresh, on a clock standing at the
-/// snapshot's `clock_ms`), then re-arms a delayed flush still to come. Returns the header.
-/// [`verify`] the file first: this stops at the first bad item, the items before it stored.
-pub fn fill(file: &mut File, engine: &Engine) -> io::Result<Header> {
+/// Replaces every item of `disk` with a snapshot file's (written in batches, with the
+/// store's clock standing at the snapshot's `clock_ms`), empties `engine`'s RAM (which
+/// then loads from the new items), and re-arms a delayed flush still to come. Returns the
+/// header. [`verify`] the file first: this stops at the first bad item, the items before
+/// it stored.
+pub fn fill(file: &mut File, disk: &DiskStore, engine: &Engine) -> io::Result<Header> {
     let (header, mut items) = Reader::open(file)?;
-    while let Some(it) = items.next_item()? {
-        let opts = StoreOptions {
-            mode: StoreMode::Set,
-            flags: it.flags,
-            exptime: to_exptime(it.exptime_unix),
-            new_cas: Some(it.cas),
-            ..Default::default()
-        };
-        engine
-            .store(it.key, it.value, &opts)
-            .map_err(|e| io::Error::other(format!("storing a snapshot item: {e}")))?;
-    }
+    let now = engine.clock().now_secs();
+    let pending_flush = header.pending_flush.filter(|&at| at >= now);
+    let mut records = std::iter::from_fn(|| match items.next_item() {
+        Ok(Some(it)) => {
+            let rec = disk.encode(&memkit_engine::Record {
+                key: it.key,
+                value: it.value,
+                flags: it.flags,
+                exptime_unix: it.exptime_unix,
+                cas: it.cas,
+                stale: false,
+                win_sent: false,
+            });
+            Some(Ok((it.key.to_vec(), rec)))
+        }
+        Ok(None) => None,
+        Err(e) => Some(Err(e)),
+    });
+    disk.replace_all(&mut records, pending_flush, INSTALL_BATCH)?;
+    // After the disk: a reader that loaded an old item meanwhile loses it here.
+    engine.clear();
     // At or after the snapshot's second: every restored item counts as written before it,
     // as every live item was on the node that took the snapshot.
-    if let Some(at) = header.pending_flush
-        && at >= engine.clock().now_secs()
-    {
+    if let Some(at) = pending_flush {
         engine.restore_pending_flush(at);
     }
     Ok(header)
@@ -421,36 +409,46 @@ impl Files {
     }
 }
 
-/// Builds a snapshot from the file the state machine wrote ([`write_engine`]): syncs it and
-/// makes it the node's snapshot, off the state machine's task.
+/// Builds a snapshot from the view the state machine froze: syncs the store (the log up to
+/// the snapshot may be purged once it is built), writes the file ([`write_frozen`]), syncs
+/// it and makes it the node's snapshot, off the state machine's task.
 #[derive(Debug)]
 pub struct SnapshotBuilder {
     files: std::sync::Arc<Files>,
-    written: Option<io::Result<(Header, File)>>,
+    disk: std::sync::Arc<DiskStore>,
+    header: Header,
+    frozen: Option<memkit_types::Result<Frozen>>,
 }
 
 impl SnapshotBuilder {
     pub(crate) fn new(
         files: std::sync::Arc<Files>,
-        written: io::Result<(Header, File)>,
+        disk: std::sync::Arc<DiskStore>,
+        header: Header,
+        frozen: memkit_types::Result<Frozen>,
     ) -> SnapshotBuilder {
         SnapshotBuilder {
             files,
-            written: Some(written),
+            disk,
+            header,
+            frozen: Some(frozen),
         }
     }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let written = self
-            .written
+        let frozen = self
+            .frozen
             .take()
-            .unwrap_or_else(|| Err(io::Error::other("snapshot already built")));
-        let (header, mut file) = written.map_err(write_err)?;
-        let files = self.files.clone();
+            .unwrap_or_else(|| Err(memkit_types::Error::Server("snapshot already built".into())))
+            .map_err(write_err)?;
+        let (files, disk, header) = (self.files.clone(), self.disk.clone(), self.header.clone());
         let last = header.meta.last_log_id;
         let file = tokio::task::spawn_blocking(move || -> io::Result<File> {
+            disk.sync().map_err(io::Error::other)?;
+            let mut file = write_frozen(&files.tmp_path(), &header, &frozen)?;
+            drop(frozen);
             file.sync_all()?;
             // The handle reads this snapshot even if a newer one wins and it is removed.
             files.publish(&files.tmp_path(), last)?;
@@ -461,7 +459,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         .map_err(write_err)?
         .map_err(write_err)?;
         Ok(Snapshot {
-            meta: header.meta,
+            meta: self.header.meta.clone(),
             snapshot: Box::new(tokio::fs::File::from_std(file)),
         })
     }
@@ -470,7 +468,8 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 #[cfg(test)]
 mod tests {
     use memkit_engine::EngineConfig;
-    use memkit_types::{Exptime, SystemClock};
+    use memkit_persist::{Durability, PersistOptions, Persistent};
+    use memkit_types::{Exptime, StoreMode, StoreOptions, SystemClock};
 
     use super::*;
 
@@ -495,11 +494,14 @@ mod tests {
         }
     }
 
-    fn engine() -> Engine {
-        Engine::new(EngineConfig {
-            evict: false,
-            ..EngineConfig::with_memory(16 << 20)
-        })
+    /// A batched store (as the state machine's) in `tmp/name`.
+    fn store(tmp: &Tmp, name: &str) -> Persistent {
+        let opts = PersistOptions {
+            durability: Durability::None,
+            batched: true,
+            ..PersistOptions::new(tmp.0.join(name))
+        };
+        memkit_persist::open(&opts, EngineConfig::with_memory(16 << 20)).unwrap()
     }
 
     fn header(index: u64) -> Header {
@@ -517,24 +519,22 @@ mod tests {
     /// Every live item as (key, value, flags, cas, absolute expiry), sorted.
     type Dumped = Vec<(Vec<u8>, Vec<u8>, u32, u64, ExptimeUnix)>;
 
-    fn dump(e: &Engine) -> Dumped {
-        let mut keys = Vec::new();
-        e.for_each_item(|it| keys.push((it.key.to_vec(), it.exptime_unix)));
-        let opts = GetOptions::default();
-        let mut out: Dumped = keys
-            .into_iter()
-            .map(|(k, exp)| {
-                let it = e.get(&k, &opts).unwrap().unwrap();
-                (k, it.value.to_vec(), it.flags, it.cas, exp)
+    fn dump(p: &Persistent) -> Dumped {
+        let now = SystemClock.now_secs();
+        let frozen = p.store.freeze().unwrap();
+        frozen
+            .live(now)
+            .map(|r| {
+                let (k, it) = r.unwrap();
+                (k.to_vec(), it.value, it.flags, it.cas, it.exptime_unix)
             })
-            .collect();
-        out.sort();
-        out
+            .collect()
     }
 
-    /// An engine of 2000 items: binary values (one empty), flags, CAS values, expiries.
-    fn filled() -> Engine {
-        let e = engine();
+    /// A store of 2000 items: binary values (one empty), flags, CAS values, expiries.
+    fn filled(tmp: &Tmp) -> Persistent {
+        let p = store(tmp, "filled");
+        let e = &p.engine;
         let later = SystemClock.now_secs() + 1_000;
         for i in 0..2_000u64 {
             let value: Vec<u8> = (0..(i % 300)).map(|b| (b * 7 + i) as u8).collect();
@@ -552,22 +552,32 @@ mod tests {
             e.store(format!("key-{i}").as_bytes(), &value, &opts)
                 .unwrap();
         }
-        e
+        p.store.commit(&[]).unwrap();
+        p
+    }
+
+    fn frozen(p: &Persistent) -> Frozen {
+        p.store.freeze().unwrap()
     }
 
     #[test]
     fn items_survive_a_snapshot_file() {
         let tmp = Tmp::new("items");
-        let (e, path) = (filled(), tmp.0.join("s"));
-        write_engine(&path, &header(42), &e)
+        let (p, path) = (filled(&tmp), tmp.0.join("s"));
+        write_frozen(&path, &header(42), &frozen(&p))
             .unwrap()
             .sync_all()
             .unwrap();
         let mut f = File::open(&path).unwrap();
         assert_eq!(verify(&mut f).unwrap(), header(42));
-        let back = engine();
-        assert_eq!(fill(&mut f, &back).unwrap(), header(42));
-        let want = dump(&e);
+        let back = store(&tmp, "back");
+        back.engine
+            .store(b"not-in-the-snapshot", b"x", &StoreOptions::default())
+            .unwrap();
+        back.store.commit(&[]).unwrap();
+        let header_back = fill(&mut f, &back.store, &back.engine).unwrap();
+        assert_eq!(header_back, header(42));
+        let want = dump(&p);
         assert_eq!(want.len(), 2_000);
         assert_eq!(dump(&back), want);
         // Hand-framed: 27 bytes an item besides its key and value.
@@ -583,7 +593,7 @@ mod tests {
     fn a_damaged_or_truncated_file_is_refused_whole() {
         let tmp = Tmp::new("damaged");
         let path = tmp.0.join("s");
-        write_engine(&path, &header(7), &filled()).unwrap();
+        write_frozen(&path, &header(7), &frozen(&filled(&tmp))).unwrap();
         let good = fs::read(&path).unwrap();
         let cut = |n: usize| good[..n].to_vec();
         let mut flipped = good.clone();
@@ -616,14 +626,14 @@ mod tests {
     fn an_older_snapshot_never_replaces_a_newer_one() {
         let tmp = Tmp::new("publish");
         let files = Files::new(&tmp.0);
-        let e = engine();
-        write_engine(&files.tmp_path(), &header(20), &e).unwrap();
+        let e = frozen(&store(&tmp, "empty"));
+        write_frozen(&files.tmp_path(), &header(20), &e).unwrap();
         assert!(
             files
                 .publish(&files.tmp_path(), header(20).meta.last_log_id)
                 .unwrap()
         );
-        write_engine(&files.recv_path(), &header(10), &e).unwrap();
+        write_frozen(&files.recv_path(), &header(10), &e).unwrap();
         assert!(
             !files
                 .publish(&files.recv_path(), header(10).meta.last_log_id)
@@ -632,7 +642,7 @@ mod tests {
         assert!(!files.recv_path().exists(), "the older one is removed");
         let mut cur = files.open_current().unwrap().unwrap();
         assert_eq!(verify(&mut cur).unwrap(), header(20));
-        write_engine(&files.recv_path(), &header(30), &e).unwrap();
+        write_frozen(&files.recv_path(), &header(30), &e).unwrap();
         assert!(
             files
                 .publish(&files.recv_path(), header(30).meta.last_log_id)

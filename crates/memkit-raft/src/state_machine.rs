@@ -1,8 +1,14 @@
-//! The state machine: committed [`Proposal`]s applied to an in-memory engine.
+//! The state machine: committed [`Proposal`]s applied to an engine over a persistent store
+//! (memkit-persist, fjall, in `DIR/state`), as memkitd's `--persist` runs, RAM a cache of it.
 //!
-//! The engine never evicts (`EngineConfig::evict = false`): a replicated store must not
-//! lose an acknowledged write silently. A write that meets a full memory is answered with
-//! the engine's refusal ([`Reply::Refused`]), which is then that entry's outcome.
+//! Crash safety: the store runs in batched mode (`memkit_persist::batch`): an entry's
+//! changes reach fjall in one atomic batch with the `Applied` marker (last applied log id,
+//! membership, log clock, pending flush), so after any crash the store is the state after
+//! some entry, and the marker says which; openraft re-applies the log from there. The
+//! store is synced before a snapshot is handed to openraft (which may then purge the log
+//! up to it). A read or write the store fails is the node's end (openraft stops it), never a
+//! reply: a refusal one node's disk made and its replicas' did not would make them differ.
+//! For the same reason the store never refuses for low disk space: a full disk fails it.
 //!
 //! CAS: every write that gives an item a new CAS passes the engine its `E` option
 //! (`new_cas`) set from the entry's log index and the write's place in it
@@ -19,12 +25,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use memkit_engine::{Engine, EngineConfig};
+use memkit_persist::{DiskStore, Durability, PersistOptions};
 use memkit_types::{
     ArithMode, ArithOptions, Clock, DeleteOptions, Error as EngineError, GetOptions, Item,
     ReplicaRead, StoreOptions, SystemClock, Ttl,
 };
 use openraft::storage::RaftStateMachine;
-use openraft::{EntryPayload, OptionalSend, Snapshot};
+use openraft::{AnyError, EntryPayload, OptionalSend, Snapshot, StorageIOError};
+use serde::{Deserialize, Serialize};
 
 use crate::clock::LogClock;
 use crate::snapshot::{self, Files, Header, SnapshotBuilder};
@@ -37,25 +45,72 @@ use crate::types::{
 /// time at construction less 2 s) is 0 and lies before every stamp it will apply.
 const START_MS: u64 = 2_000;
 
-/// What reads share with the state machine: the engine (emptied and refilled by a snapshot
-/// install) and the log clock it runs on.
+/// The key of the [`Applied`] marker in the store's `meta` keyspace.
+const APPLIED: &[u8] = b"raft-applied";
+
+/// What the store holds besides the items, committed with every entry's changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Applied {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    /// The log clock, Unix milliseconds.
+    clock_ms: u64,
+    pending_flush: Option<u64>,
+    /// A snapshot install began and did not finish: the items are no state of the log; the
+    /// current snapshot file is installed again at start.
+    installing: bool,
+}
+
+/// What reads share with the state machine: the engine over the persistent store (emptied
+/// and refilled by a snapshot install) and the log clock it runs on.
 #[derive(Debug)]
 pub struct Store {
     engine: Arc<Engine>,
+    disk: Arc<DiskStore>,
     clock: LogClock,
     /// The index of the last entry applied to the engine (see [`Store::applied`]).
     applied: std::sync::atomic::AtomicU64,
 }
 
 impl Store {
-    fn new(memory_limit: usize) -> Store {
+    /// The store in `dir`, its engine's RAM (with fjall's caches) within `memory_limit`.
+    fn open(dir: &Path, memory_limit: usize) -> Result<Store, StorageError> {
         let clock = LogClock::at(START_MS);
-        let engine = Arc::new(Engine::new(engine_config(memory_limit, &clock)));
-        Store {
-            engine,
+        let opts = PersistOptions {
+            durability: Durability::None,
+            batched: true,
+            ..PersistOptions::new(dir)
+        };
+        let p = memkit_persist::open(&opts, engine_config(memory_limit, &clock))
+            .map_err(|e| sm_err(std::io::Error::other(e)))?;
+        Ok(Store {
+            engine: p.engine,
+            disk: p.store,
             clock,
             applied: Default::default(),
+        })
+    }
+
+    /// The persistent store under the engine.
+    pub fn disk(&self) -> &Arc<DiskStore> {
+        &self.disk
+    }
+
+    fn marker(&self) -> Result<Option<Applied>, StorageError> {
+        let Some(v) = self.disk.meta_value(APPLIED).map_err(sm_err)? else {
+            return Ok(None);
+        };
+        crate::codec::from_slice(&v).map(Some).map_err(sm_err)
+    }
+
+    /// Commits the pending changes with `marker`; with `sync`, makes them durable too.
+    fn commit(&self, marker: &Applied, sync: bool) -> Result<(), StorageError> {
+        let v = crate::codec::to_vec(marker).map_err(sm_err)?;
+        self.disk.commit(&[(APPLIED, &v)]).map_err(sm_err)?;
+        if sync {
+            self.disk.sync().map_err(sm_err)?;
         }
+        Ok(())
     }
 
     /// The index of the last entry applied to the engine, set as soon as it is (openraft's
@@ -120,13 +175,17 @@ impl Store {
     }
 }
 
+/// The engine over the store evicts: RAM is a cache, nothing is lost (see memkit-persist).
 fn engine_config(memory_limit: usize, clock: &LogClock) -> EngineConfig {
     EngineConfig {
         memory_limit,
-        evict: false,
         clock: Arc::new(clock.clone()),
         ..Default::default()
     }
+}
+
+fn sm_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::write_state_machine(AnyError::new(&e)).into()
 }
 
 /// The state machine of one node.
@@ -142,21 +201,55 @@ pub struct StateMachine {
 }
 
 impl StateMachine {
-    /// The state machine in `dir`: from the last snapshot saved there, if any (openraft
-    /// then re-applies the committed entries after it), else empty.
+    /// The state machine in `dir`: the store in `dir/state` as its marker says (openraft
+    /// then re-applies the committed entries after it). A store with no marker (a node of
+    /// an earlier version, whose items were in RAM) or one whose snapshot install was cut
+    /// off is refilled from the snapshot saved in `dir`, if any, else emptied.
     pub fn open(dir: &Path, memory_limit: usize) -> Result<StateMachine, StorageError> {
+        let store = Arc::new(Store::open(&dir.join("state"), memory_limit)?);
         let mut sm = StateMachine {
-            store: Arc::new(Store::new(memory_limit)),
+            store,
             last_applied: None,
             membership: StoredMembership::default(),
             pending_flush: None,
             files: Arc::new(Files::new(dir)),
         };
-        if let Some(mut file) = sm.files.open_current().map_err(snapshot::read_err)? {
-            let header = restore(&sm.store, &mut file, None)?;
-            sm.installed(&header);
+        match sm.store.marker()? {
+            Some(m) if !m.installing => {
+                sm.store.clock.set(m.clock_ms);
+                sm.pending_flush = m.pending_flush;
+                sm.last_applied = m.last_applied;
+                sm.membership = m.membership;
+                sm.store.set_applied(sm.last_applied.map(|l| l.index));
+            }
+            _ => match sm.files.open_current().map_err(snapshot::read_err)? {
+                Some(mut file) => {
+                    let header = restore(&sm.store, &mut file, None)?;
+                    sm.installed(&header);
+                }
+                None => {
+                    let mut none = std::iter::empty();
+                    sm.store
+                        .disk
+                        .replace_all(&mut none, None, 1)
+                        .map_err(sm_err)?;
+                    sm.store.engine.clear();
+                    sm.store.commit(&Applied::default(), true)?;
+                }
+            },
         }
         Ok(sm)
+    }
+
+    /// The marker of the state now.
+    fn marker(&self) -> Applied {
+        Applied {
+            last_applied: self.last_applied,
+            membership: self.membership.clone(),
+            clock_ms: self.store.clock.now_millis(),
+            pending_flush: self.pending_flush,
+            installing: false,
+        }
     }
 
     /// The handle reads use.
@@ -172,7 +265,8 @@ impl StateMachine {
         self.store.set_applied(self.last_applied.map(|l| l.index));
     }
 
-    fn apply_entry(&mut self, entry: Entry) -> Vec<Reply> {
+    /// Applies one entry and commits its changes with the marker (see the module notes).
+    fn apply_entry(&mut self, entry: Entry) -> Result<Vec<Reply>, StorageError> {
         self.last_applied = Some(entry.log_id);
         let replies = match entry.payload {
             EntryPayload::Blank => Vec::new(),
@@ -182,8 +276,11 @@ impl StateMachine {
             }
             EntryPayload::Normal(p) => self.apply_proposal(p, entry.log_id.index),
         };
+        // A failed store read or write fails the commit too (the store is failed by then):
+        // the replies made meanwhile are not this entry's outcomes everywhere.
+        self.store.commit(&self.marker(), false)?;
         self.store.set_applied(Some(entry.log_id.index));
-        replies
+        Ok(replies)
     }
 
     fn apply_proposal(&mut self, p: Proposal, index: u64) -> Vec<Reply> {
@@ -210,9 +307,11 @@ impl StateMachine {
     }
 }
 
-/// Replaces `store`'s engine's items with a snapshot file's, once the whole file is
-/// checked (a damaged one, or one whose metadata is not the `expected`, leaves the engine
-/// as it was). Blocking: a million items take a while.
+/// Replaces the store's items with a snapshot file's, once the whole file is checked (a
+/// damaged one, or one whose metadata is not the `expected`, leaves the store as it was).
+/// The marker says "installing" until the last item is in and synced: a crash meanwhile
+/// installs the current snapshot file again at start. Blocking: a million items take a
+/// while.
 fn restore(
     store: &Store,
     file: &mut File,
@@ -223,12 +322,23 @@ fn restore(
         let e = std::io::Error::other("the snapshot file's metadata is not openraft's");
         return Err(snapshot::read_err(e));
     }
+    let installing = Applied {
+        installing: true,
+        ..Applied::default()
+    };
+    store.commit(&installing, true)?;
     // Emptied in place, not replaced: a server reads this very engine (and reports its
     // statistics). Its epoch, the log clock's start, lies before every stamp to come.
     store.clock.set(header.clock_ms);
-    let engine = store.engine();
-    engine.clear();
-    snapshot::fill(file, &engine).map_err(snapshot::read_err)?;
+    snapshot::fill(file, &store.disk, &store.engine).map_err(snapshot::read_err)?;
+    let done = Applied {
+        last_applied: header.meta.last_log_id,
+        membership: header.meta.last_membership.clone(),
+        clock_ms: header.clock_ms,
+        pending_flush: header.pending_flush,
+        installing: false,
+    };
+    store.commit(&done, true)?;
     Ok(header)
 }
 
@@ -354,7 +464,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        Ok(entries.into_iter().map(|e| self.apply_entry(e)).collect())
+        entries.into_iter().map(|e| self.apply_entry(e)).collect()
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
@@ -372,16 +482,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             clock_ms,
             pending_flush: self.pending_flush,
         };
-        // Written here, where no entry can be applied meanwhile (openraft holds the state
-        // machine for this call): the file is exactly the state at `last_applied`. On the
-        // blocking pool, so heartbeats go on; synced later, by the builder.
-        let (engine, path) = (self.store.engine(), self.files.tmp_path());
-        let written = tokio::task::spawn_blocking(move || {
-            snapshot::write_engine(&path, &header, &engine).map(|f| (header, f))
-        })
-        .await
-        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-        SnapshotBuilder::new(self.files.clone(), written)
+        // Frozen here, where no entry can be applied meanwhile (openraft holds the state
+        // machine for this call) and every applied entry is committed: the view is exactly
+        // the state at `last_applied`. The builder writes it out while entries go on.
+        let frozen = self.store.disk.freeze();
+        SnapshotBuilder::new(self.files.clone(), self.store.disk.clone(), header, frozen)
     }
 
     async fn begin_receiving_snapshot(&mut self) -> Result<Box<tokio::fs::File>, StorageError> {
@@ -398,14 +503,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let (store, files, expected) = (self.store.clone(), self.files.clone(), meta.clone());
         let header = tokio::task::spawn_blocking(move || -> Result<Header, StorageError> {
             file.sync_all().map_err(snapshot::read_err)?;
-            let header = restore(&store, &mut file, Some(&expected))?;
-            // Kept once installed: a crash before this restarts from the older snapshot
-            // and the log, which the leader then brings up to date again.
-            let recv = files.recv_path();
+            let header = snapshot::verify(&mut file).map_err(snapshot::read_err)?;
+            if header.meta != expected {
+                let e = std::io::Error::other("the snapshot file's metadata is not openraft's");
+                return Err(snapshot::read_err(e));
+            }
+            // The node's snapshot before the install starts: a crash during it installs
+            // this file again at start (see `StateMachine::open`). Read through this
+            // handle even if a snapshot covering more was kept instead.
             files
-                .publish(&recv, header.meta.last_log_id)
+                .publish(&files.recv_path(), header.meta.last_log_id)
                 .map_err(snapshot::read_err)?;
-            Ok(header)
+            restore(&store, &mut file, Some(&expected))
         })
         .await
         .map_err(snapshot::read_err)??;
@@ -428,3 +537,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }))
     }
 }
+
+#[cfg(test)]
+#[path = "state_machine_tests.rs"]
+mod tests;

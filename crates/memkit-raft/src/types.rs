@@ -98,7 +98,8 @@ pub enum Write {
     Store {
         /// The key.
         key: Vec<u8>,
-        /// The value.
+        /// The value (one byte string on the wire: see `Cargo.toml`).
+        #[serde(with = "serde_bytes")]
         value: Vec<u8>,
         /// Client flags (append/prepend keep the item's).
         flags: u32,
@@ -381,7 +382,8 @@ pub enum Refusal {
     InvalidKey,
     /// Over the item size limit.
     TooLarge,
-    /// The memory limit is reached (the replicated engine never evicts).
+    /// The engine found no room (over a persistent store it evicts from RAM instead, so
+    /// this is kept for the log's format).
     OutOfMemory,
     /// Anything else, as its message.
     Other(String),

@@ -659,3 +659,91 @@ async fn snapshot_taken_while_writes_go_on_is_reported() {
     })
     .await;
 }
+
+/// The state machine's items live in each node's store on disk, RAM a cache of them: a
+/// group holds three times its memory limit, every node reads every item back, and so
+/// does a node restarted (from its store, with nothing to replay).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_holds_more_than_its_memory() {
+    bounded(async {
+        let mut g = Group::start("beyond-ram").await;
+        let leader = g.leader().await;
+        // 3,000 values of 8 KiB: 24 MiB against the nodes' 8 MiB (`config`).
+        let (n, writers) = (3_000usize, 12);
+        let value = "v".repeat(8 << 10);
+        let last = std::sync::atomic::AtomicU64::new(0);
+        futures_join((0..writers).map(|w| {
+            let (node, value, last) = (g.node(leader), &value, &last);
+            async move {
+                for i in (w..n).step_by(writers) {
+                    let r = node.write(set(&format!("big{i}"), value)).await.unwrap();
+                    last.fetch_max(entry_index(r), std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }))
+        .await;
+        g.applied_everywhere(last.into_inner()).await;
+        let every_node_reads_all = |g: &Group| {
+            for node in g.nodes.values() {
+                for i in 0..n {
+                    let key = format!("big{i}");
+                    let (item, _) = node.read_local(key.as_bytes()).unwrap().expect("lost");
+                    assert_eq!(item.value.len(), value.len(), "{key}");
+                }
+            }
+        };
+        every_node_reads_all(&g);
+        let follower = (1..=3).find(|id| *id != leader).unwrap();
+        g.kill(follower).await;
+        g.boot(follower, config()).await;
+        every_node_reads_all(&g);
+        for (_, n) in g.nodes {
+            n.shutdown().await;
+        }
+    })
+    .await;
+}
+
+/// A value near 1 MiB (memcached's default item size limit) replicates through a follower
+/// while each append must answer within a 30 ms heartbeat (openraft 0.9's hard deadline for
+/// an append). Its entry crosses the codec several times (the leader's log, the peer frame,
+/// the follower's log) as one byte string (`serde_bytes`): as a sequence of u8s, a debug
+/// build took about 60 ms to encode and decode 1 MiB each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mebibyte_value_replicates_through_a_follower() {
+    bounded(async {
+        // A heartbeat of 30 ms (the deadline of each append), elections as usual.
+        let g = Group::start_with("mebibyte", || Config {
+            heartbeat_ms: 30,
+            ..config()
+        })
+        .await;
+        let leader = g.leader().await;
+        let follower = (1..=3).find(|id| *id != leader).unwrap();
+        // Within the item size limit with the key and the item's header.
+        let len = (1 << 20) - 1024;
+        let value = "m".repeat(len);
+        let mut last = 0;
+        for i in 0..4 {
+            let r = g
+                .node(follower)
+                .write(set(&format!("mib{i}"), &value))
+                .await;
+            last = entry_index(r.expect("a 1 MiB write is acknowledged"));
+        }
+        g.applied_everywhere(last).await;
+        for node in g.nodes.values() {
+            for i in 0..4 {
+                let (item, _) = node
+                    .read_local(format!("mib{i}").as_bytes())
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(item.value.len(), len);
+            }
+        }
+        for (_, n) in g.nodes {
+            n.shutdown().await;
+        }
+    })
+    .await;
+}

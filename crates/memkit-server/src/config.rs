@@ -541,8 +541,8 @@ impl Settings {
             Ok(r) => s.raft = r,
             Err(r) => s.refused.push(r),
         }
-        // RAM is a cache over the disk in persistent mode: evicting loses nothing. (A
-        // replicated node's engine never evicts: memkit-raft answers a full memory.)
+        // RAM is a cache over the disk in persistent mode, a replicated node's too (its
+        // store is memkit-raft's): evicting loses nothing.
         s.evict |= s.persist.is_some();
         no_effect_warnings(&s, &a, &mut warn);
         (s, warn)
