@@ -22,7 +22,7 @@ complete -c memkitd -s a -l unix-mask -d 'Access mask for the UNIX socket, in oc
 complete -c memkitd -s e -l memory-file -d 'Restartable cache: a graceful stop (SIGUSR1) saves the cache to this file, the next start with the same -m and -I restores it' -r
 complete -c memkitd -s N -l napi-ids -d 'Number of NAPI ids (accepted, no effect)' -r
 complete -c memkitd -l persist -d 'Persistent mode: keep the data in this directory (MemcacheDB-style, crash-safe)' -r -F
-complete -c memkitd -l durability -d 'With --persist: when a write is on disk. sync (default: acknowledged once fsynced, group commit), periodic[:MS] (fsync every MS ms, default 1000), none (never fsync)' -r
+complete -c memkitd -l durability -d 'With --persist: when a write is on disk (with --raft-*: an entry in the log). sync (default: acknowledged once fsynced, group commit), periodic[:MS] (fsync every MS ms, default 1000), none (never fsync)' -r
 complete -c memkitd -l persist-reserve -d 'With --persist: refuse new data (SERVER_ERROR out of disk space storing object) while fewer than this many MiB are free on the store\'s filesystem, so that the store itself never meets a full disk. Default: 4x the memtable budget, at least 64. 0 turns the guard off' -r
 complete -c memkitd -l raft-node -d 'With --persist: this node\'s id in a replicated group (a number from 1)' -r
 complete -c memkitd -l raft-listen -d 'The address the group\'s peers reach this node at' -r

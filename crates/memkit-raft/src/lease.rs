@@ -4,14 +4,17 @@
 //! else until `t` plus the lease (openraft 0.9: `Engine::handle_vote_req`, the lease being
 //! the election timeout's top). So once a majority has acknowledged a request the leader
 //! sent at `t`, no other leader can be elected before `t + lease`: until then this node
-//! is the only leader, every write acknowledged anywhere has been applied here first (a
-//! write is acknowledged after the leader applied it), and reading this node's own state
-//! is linearizable. [`Lease`] tracks `t` (openraft reports it as `millis_since_quorum_ack`
-//! in its metrics; [`Lease::watch`] turns that into an instant as each report arrives) and
-//! answers with this node's applied index while `now < t + lease / 2`: half the lease is
-//! left for clocks that run at slightly different rates and for the report's delay. Past
-//! that, and until the leader has applied an entry of its own term (its first entry
-//! commits everything before it), the read index takes a heartbeat round as before.
+//! is the only leader and decides what is committed. [`Lease`] tracks `t` (openraft
+//! reports it as `millis_since_quorum_ack` in its metrics; [`Lease::watch`] turns that into
+//! an instant as each report arrives); while `now < t + lease / 2` (half the lease is left
+//! for clocks that run at slightly different rates and for the report's delay), the read
+//! index is the larger of this node's applied index and the highest commit index it has
+//! told a follower (`Network::new`'s `sent_commit`): no node can have applied past that, so a
+//! read that waits until it is applied here or on a follower sees every write any earlier
+//! read saw. A follower may apply an entry before the leader does (the leader tells the
+//! commit, then applies in its own time), which is why this node's applied index alone is
+//! not enough. Past the lease, and until the leader has applied an entry of its own term
+//! (its first entry commits everything before it), the read index takes a heartbeat round.
 //!
 //! A node that restarts forgets when it last accepted a leader's request, and could vote or
 //! campaign at once: so a node that restarts waits a lease before its Raft starts (see
@@ -38,18 +41,26 @@ pub struct Lease {
     store: Arc<Store>,
     /// The term of the last entry applied here (see [`Store::applied`]).
     applied_term: AtomicU64,
+    /// The highest commit index this node has told a follower.
+    sent_commit: Arc<AtomicU64>,
 }
 
 impl Lease {
     /// The lease of node `me`, whose followers keep it for `lease` (the election timeout's
-    /// top).
-    pub fn new(me: NodeId, lease: Duration, store: Arc<Store>) -> Arc<Lease> {
+    /// top); `sent_commit` is its network's (see the module notes).
+    pub fn new(
+        me: NodeId,
+        lease: Duration,
+        store: Arc<Store>,
+        sent_commit: Arc<AtomicU64>,
+    ) -> Arc<Lease> {
         Arc::new(Lease {
             me,
             usable: lease / 2,
             acked: Mutex::new(None),
             store,
             applied_term: AtomicU64::new(0),
+            sent_commit,
         })
     }
 
@@ -81,13 +92,22 @@ impl Lease {
         }
     }
 
-    /// The index a linearizable read must have applied, if the lease answers for it now:
-    /// this node's applied index. `None`: ask a majority.
+    /// The index a linearizable read must have applied, if the lease answers for it now
+    /// (see the module notes). `None`: ask a majority.
     pub fn read_index(&self, raft: &Raft) -> Option<u64> {
         let term = raft.metrics().borrow().current_term;
         let (t, at) = (*self.acked.lock())?;
         let fresh = t == term && at.elapsed() < self.usable;
         let own = self.applied_term.load(Ordering::Relaxed) == term;
-        (fresh && own).then(|| self.store.applied())
+        // The told commit first: an entry applied after it was read is at or below it.
+        let told = self.sent_commit.load(Ordering::SeqCst);
+        (fresh && own).then(|| told.max(self.store.applied()))
+    }
+
+    /// Whether a read of this node's state, now, is linearizable with no wait: the lease
+    /// answers, and this node has applied its read index.
+    pub fn reads_now(&self, raft: &Raft) -> bool {
+        self.read_index(raft)
+            .is_some_and(|index| self.store.applied() >= index)
     }
 }

@@ -76,6 +76,7 @@ pub mod types;
 pub use clock::LogClock;
 pub use error::{ClusterError, ReadError, WriteError};
 pub use members::Change;
+pub use memkit_persist::Durability;
 pub use node::{Config, Metrics, Node, StartError};
 pub use state_machine::{StateMachine, Store};
 pub use status::{Follower, Membership, Replication, Role, Status, View};

@@ -6,14 +6,21 @@
 //!   the log's format ([`FORMAT`]): a log written in another encoding (earlier versions'
 //!   JSON, or their one write an entry) is refused at open rather than misread.
 //!
-//! Durability: the vote and appended entries are synced to disk (`PersistMode::SyncAll`)
-//! before openraft is told they are saved: a vote forgotten in a crash could let a node
-//! vote twice in a term, an entry acknowledged and then lost could lose a committed write.
-//! The vote's sync runs on tokio's blocking pool, off the runtime's workers that carry
-//! heartbeats. Appends are group-committed: an append writes its entries and returns, and
-//! hands openraft's `LogFlushed` callback to a syncer thread, which syncs once for every
-//! callback waiting and then answers them in order; openraft goes on meanwhile (it counts
-//! an entry toward a commit only once its callback has fired). Truncation, purge and the committed id are written without a sync: a
+//! Durability: the vote is synced to disk (`PersistMode::SyncAll`) before openraft is told
+//! it is saved, always: a vote forgotten in a crash could let a node vote twice in a term.
+//! Its sync runs on tokio's blocking pool, off the runtime's workers that carry heartbeats.
+//! Appended entries follow the node's [`Durability`] (memkitd's `--durability`):
+//! - `sync` (the default): synced before openraft counts them, so a write acknowledged is
+//!   on disk on a majority. Group-committed: an append writes its entries and returns, and
+//!   hands openraft's `LogFlushed` callback to a syncer thread, which syncs once for every
+//!   callback waiting and then answers them in order; openraft goes on meanwhile (it counts
+//!   an entry toward a commit only once its callback has fired);
+//! - `periodic:MS`: counted once written to the OS (they survive the process's crash), and
+//!   synced within MS of being written; a power loss on a majority within that window can
+//!   lose acknowledged writes;
+//! - `none`: counted once written to the OS, never synced by memkit.
+//!
+//! Truncation, purge and the committed id are written without a sync: a
 //! truncation lost in a crash is redone by the leader, a purge lost leaves entries the
 //! snapshot already covers, and the committed id is a hint openraft may lose.
 
@@ -22,8 +29,11 @@ use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use memkit_persist::Durability;
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{AnyError, LogState, OptionalSend, RaftLogReader, StorageIOError, Vote};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::codec;
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig};
@@ -44,7 +54,20 @@ pub struct LogStore {
     db: Database,
     entries: Keyspace,
     meta: Keyspace,
-    syncer: std::sync::mpsc::Sender<LogFlushed<TypeConfig>>,
+    syncer: Syncer,
+    /// Syncs of appended entries so far (votes not counted).
+    syncs: Arc<AtomicU64>,
+}
+
+/// Where an append's callback goes (see the module notes).
+#[derive(Clone)]
+enum Syncer {
+    /// `sync`: to the syncer thread, answered once synced.
+    Each(std::sync::mpsc::Sender<LogFlushed<TypeConfig>>),
+    /// `periodic`: answered at once; the thread is told something waits for a sync.
+    Later(std::sync::mpsc::Sender<()>),
+    /// `none`: answered at once.
+    Never,
 }
 
 impl Debug for LogStore {
@@ -62,8 +85,8 @@ fn write_err(e: impl std::error::Error + 'static) -> StorageError {
 }
 
 impl LogStore {
-    /// Opens (or creates) the log in `dir`.
-    pub fn open(dir: &Path) -> Result<LogStore, fjall::Error> {
+    /// Opens (or creates) the log in `dir`, its appends durable as `durability` says.
+    pub fn open(dir: &Path, durability: Durability) -> Result<LogStore, fjall::Error> {
         // One background worker: the log is small and the group's nodes may share a machine
         // (tests run three on two cores).
         let db = Database::builder(dir).worker_threads(1).open()?;
@@ -77,13 +100,27 @@ impl LogStore {
             }
             None => meta.insert(FORMAT_KEY, FORMAT)?,
         }
-        let syncer = start_syncer(db.clone())?;
+        let syncs = Arc::new(AtomicU64::new(0));
+        let syncer = match durability {
+            Durability::Sync => Syncer::Each(start_syncer(db.clone(), syncs.clone())?),
+            Durability::Periodic(ms) => {
+                let every = std::time::Duration::from_millis(ms);
+                Syncer::Later(start_periodic(db.clone(), every, syncs.clone())?)
+            }
+            Durability::None => Syncer::Never,
+        };
         Ok(LogStore {
             db,
             entries,
             meta,
             syncer,
+            syncs,
         })
+    }
+
+    /// How many times appended entries were synced so far (votes not counted).
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
     }
 
     fn get_meta<T: serde::de::DeserializeOwned>(
@@ -124,6 +161,7 @@ impl LogStore {
 /// when the last [`LogStore`] clone is dropped.
 fn start_syncer(
     db: Database,
+    syncs: Arc<AtomicU64>,
 ) -> Result<std::sync::mpsc::Sender<LogFlushed<TypeConfig>>, fjall::Error> {
     let (tx, rx) = std::sync::mpsc::channel::<LogFlushed<TypeConfig>>();
     std::thread::Builder::new()
@@ -134,12 +172,41 @@ fn start_syncer(
                 // written before it was sent: this sync covers them all.
                 let waiting: Vec<_> = std::iter::once(first).chain(rx.try_iter()).collect();
                 let synced = db.persist(PersistMode::SyncAll);
+                syncs.fetch_add(1, Ordering::Relaxed);
                 for cb in waiting {
                     let r = match &synced {
                         Ok(()) => Ok(()),
                         Err(e) => Err(std::io::Error::other(e.to_string())),
                     };
                     cb.log_io_completed(r);
+                }
+            }
+        })
+        .map_err(fjall::Error::Io)?;
+    Ok(tx)
+}
+
+/// The periodic syncer: once told an append waits, it sleeps `every` and syncs everything
+/// written by then. It ends when the last [`LogStore`] clone is dropped. A failed sync is
+/// logged and tried again at the next append (the appends it covered were answered already:
+/// `periodic` promises the OS has them, not the disk).
+fn start_periodic(
+    db: Database,
+    every: std::time::Duration,
+    syncs: Arc<AtomicU64>,
+) -> Result<std::sync::mpsc::Sender<()>, fjall::Error> {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::Builder::new()
+        .name("raft-log-sync".into())
+        .spawn(move || {
+            while rx.recv().is_ok() {
+                std::thread::sleep(every);
+                rx.try_iter().for_each(drop);
+                match db.persist(PersistMode::SyncAll) {
+                    Ok(()) => {
+                        syncs.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => tracing::error!("syncing the raft log failed: {e}"),
                 }
             }
         })
@@ -227,11 +294,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             batch.insert(&self.entries, e.log_id.index.to_be_bytes(), v);
         }
         batch.commit().map_err(write_err)?;
-        // Only once on disk may openraft count these entries toward a commit: the
-        // syncer answers the callback then.
-        if let Err(e) = self.syncer.send(callback) {
-            let gone = std::io::Error::other("the log's syncer has stopped");
-            e.0.log_io_completed(Err(gone));
+        match &self.syncer {
+            // Only once on disk may openraft count these entries toward a commit: the
+            // syncer answers the callback then.
+            Syncer::Each(tx) => {
+                if let Err(e) = tx.send(callback) {
+                    let gone = std::io::Error::other("the log's syncer has stopped");
+                    e.0.log_io_completed(Err(gone));
+                }
+            }
+            // Written to the OS by the commit (fjall's journal, not in manual mode).
+            Syncer::Later(tx) => {
+                let _ = tx.send(());
+                callback.log_io_completed(Ok(()));
+            }
+            Syncer::Never => callback.log_io_completed(Ok(())),
         }
         Ok(())
     }

@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use openraft::error::{
@@ -226,6 +227,9 @@ pub struct PeerClient {
     addr: String,
     tls: Option<Arc<ClientConfig>>,
     conn: Option<Conn>,
+    /// Raised to every commit index this client tells its target (see
+    /// [`Network::new`]); `None` for clients that send no appends.
+    sent_commit: Option<Arc<AtomicU64>>,
 }
 
 impl PeerClient {
@@ -243,6 +247,7 @@ impl PeerClient {
             addr,
             tls,
             conn: None,
+            sent_commit: None,
         }
     }
 
@@ -300,6 +305,10 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+        // Recorded before the target can learn it: see `Network::new`.
+        if let (Some(sent), Some(c)) = (&self.sent_commit, &rpc.leader_commit) {
+            sent.fetch_max(c.index, Ordering::SeqCst);
+        }
         let (rpc, cut) = within_budget(rpc);
         match self.call(Request::Append(rpc), option.hard_ttl()).await {
             Ok(Response::Append(Ok(AppendEntriesResponse::Success))) if cut.is_some() => {
@@ -357,6 +366,7 @@ pub struct Network {
     /// This node's own peer list: the address it dials a node at, when it lists that node.
     dial: BTreeMap<NodeId, String>,
     tls: Option<Arc<ClientConfig>>,
+    sent_commit: Arc<AtomicU64>,
 }
 
 impl Network {
@@ -365,9 +375,24 @@ impl Network {
     /// because the membership holds one address a node, the one the bootstrapping node
     /// was given, while the way from one host to another may differ (a relay, a NAT).
     /// With `tls`, every connection is TLS ([`PeerTls::client`]).
-    pub fn new(me: NodeId, dial: BTreeMap<NodeId, String>, tls: Option<&PeerTls>) -> Network {
+    ///
+    /// `sent_commit` is raised to every commit index an append tells a follower, before it
+    /// goes: a follower applies only what it was told is committed, so no node has applied
+    /// past it (or past what this node applied, whose snapshots it sends). The leader's
+    /// lease reads by it (`crate::lease`).
+    pub fn new(
+        me: NodeId,
+        dial: BTreeMap<NodeId, String>,
+        tls: Option<&PeerTls>,
+        sent_commit: Arc<AtomicU64>,
+    ) -> Network {
         let tls = tls.map(|t| t.client.clone());
-        Network { me, dial, tls }
+        Network {
+            me,
+            dial,
+            tls,
+            sent_commit,
+        }
     }
 }
 
@@ -376,7 +401,9 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
         let addr = self.dial.get(&target).unwrap_or(&node.addr);
-        PeerClient::new(self.me, target, addr.clone(), self.tls.clone())
+        let mut c = PeerClient::new(self.me, target, addr.clone(), self.tls.clone());
+        c.sent_commit = Some(self.sent_commit.clone());
+        c
     }
 }
 

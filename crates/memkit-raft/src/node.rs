@@ -72,6 +72,9 @@ pub struct Config {
     /// The peer protocol over TLS with mutual certificates (`crate::tls`); `None`: plain
     /// TCP. Every node of a group must agree: a TLS node and a plain one cannot talk.
     pub tls: Option<PeerTls>,
+    /// When an appended entry counts as saved: synced (`Sync`, the default), written to
+    /// the OS and synced within a period, or written to the OS (see `log_store.rs`).
+    pub durability: memkit_persist::Durability,
 }
 
 impl Default for Config {
@@ -86,6 +89,7 @@ impl Default for Config {
             bootstrap: true,
             change_timeout: Duration::from_secs(60),
             tls: None,
+            durability: memkit_persist::Durability::Sync,
         }
     }
 }
@@ -128,6 +132,8 @@ pub struct Metrics {
     pub applied_index: Option<u64>,
     /// The last index its latest snapshot covers.
     pub snapshot_index: Option<u64>,
+    /// How many times its log synced appended entries (see [`Config::durability`]).
+    pub log_syncs: u64,
 }
 
 /// One running member of a group.
@@ -135,6 +141,8 @@ pub struct Node {
     id: NodeId,
     raft: Raft,
     store: Arc<Store>,
+    /// The log openraft writes, for its counters.
+    log: LogStore,
     pool: Arc<Pool>,
     proposer: Proposer,
     proposing: JoinHandle<()>,
@@ -179,7 +187,7 @@ impl Node {
         let log_dir = dir.join("log");
         let fresh = !log_dir.exists();
         std::fs::create_dir_all(dir).map_err(|e| start_err("directory")(&e))?;
-        let log = LogStore::open(&log_dir).map_err(|e| start_err("log")(&e))?;
+        let log = LogStore::open(&log_dir, cfg.durability).map_err(|e| start_err("log")(&e))?;
         let sm = StateMachine::open(dir, cfg.memory_limit)
             .map_err(|e| start_err("state machine")(&e))?;
         let store = sm.store();
@@ -208,11 +216,13 @@ impl Node {
         if !fresh {
             tokio::time::sleep(lease_time).await;
         }
+        // The highest commit index this node told a follower (its lease reads by it).
+        let sent_commit = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let raft = Raft::new(
             id,
             Arc::new(raft_cfg),
-            Network::new(id, peers.clone(), cfg.tls.as_ref()),
-            log,
+            Network::new(id, peers.clone(), cfg.tls.as_ref(), sent_commit.clone()),
+            log.clone(),
             sm,
         )
         .await
@@ -225,7 +235,7 @@ impl Node {
         let pool = Pool::new(id, peers.clone(), raft.metrics(), cfg.tls.as_ref());
         let (proposer, proposing) =
             Proposer::start(id, raft.clone(), pool.clone(), cfg.request_timeout);
-        let lease = Lease::new(id, lease_time, store.clone());
+        let lease = Lease::new(id, lease_time, store.clone(), sent_commit);
         tokio::spawn(lease.clone().watch(raft.clone()));
         let svc = Arc::new(Service {
             raft: raft.clone(),
@@ -250,6 +260,7 @@ impl Node {
             id,
             raft,
             store,
+            log,
             pool,
             proposer,
             proposing,
@@ -409,7 +420,7 @@ impl Node {
     /// Whether a read of this node's engine, now, is linearizable without asking anyone:
     /// this node leads and its lease holds (`crate::lease`).
     pub fn reads_by_lease(&self) -> bool {
-        self.lease.read_index(&self.raft).is_some()
+        self.lease.reads_now(&self.raft)
     }
 
     /// Reads `key` from this node's engine as it stands, without asking the leader (may
@@ -446,6 +457,7 @@ impl Node {
             commit_index: None,
             applied_index: m.last_applied.map(|l| l.index),
             snapshot_index: m.snapshot.map(|l| l.index),
+            log_syncs: self.log.syncs(),
         }
     }
 

@@ -747,3 +747,109 @@ async fn a_mebibyte_value_replicates_through_a_follower() {
     })
     .await;
 }
+
+/// The log's durability (memkitd's `--durability`): `sync` syncs appended entries before
+/// they count, `periodic` syncs them within its period after acknowledging, `none` never
+/// syncs them (votes are synced in every mode). Writes are acknowledged in each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_syncs_as_its_durability_says() {
+    use memkit_persist::Durability;
+    bounded(async {
+        for mode in [Durability::None, Durability::Periodic(50), Durability::Sync] {
+            let g = Group::start_with(&format!("durability-{mode}"), || Config {
+                durability: mode,
+                ..config()
+            })
+            .await;
+            let leader = g.leader().await;
+            let mut last = 0;
+            for i in 0..20 {
+                let r = g.node(leader).write(set(&format!("d{i}"), "x")).await;
+                last = entry_index(r.unwrap());
+            }
+            g.applied_everywhere(last).await;
+            // A periodic sync comes within its period of the append it follows.
+            sleep(Duration::from_millis(300)).await;
+            for node in g.nodes.values() {
+                let syncs = node.metrics().await.log_syncs;
+                match mode {
+                    Durability::None => assert_eq!(syncs, 0, "{mode}"),
+                    _ => assert!(syncs > 0, "{mode}: no sync"),
+                }
+                assert!(node.read_local(b"d19").unwrap().is_some());
+            }
+            for (_, n) in g.nodes {
+                n.shutdown().await;
+            }
+        }
+    })
+    .await;
+}
+
+/// A follower may apply an entry before the leader does (the leader tells it the commit,
+/// then applies in its own time). A read there that sees the entry's write must not be
+/// followed by a read through the leader that does not: the leader's lease reads at the
+/// highest commit index it has told anyone, and waits until it has applied that far. Here
+/// the leader's state machine is held up on one key (its shard locked), while the
+/// follower applies a later write to another key and reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_never_reads_behind_what_a_follower_has_shown() {
+    bounded(async {
+        let g = Group::start("lease-behind").await;
+        let leader = g.leader().await;
+        let follower = (1..=3).find(|id| *id != leader).unwrap();
+        let r = g.node(leader).write(set("k", "old")).await.unwrap();
+        g.applied_everywhere(entry_index(r)).await;
+        // The leader's engine: one key's shard held for 1.5 s, from a thread of its own.
+        let engine = g.node(leader).store().engine();
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            engine.with_key_locked(b"blocker", || {
+                held_tx.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(1500));
+            })
+        });
+        held_rx.recv().unwrap();
+        // Two writes through the follower, in two entries: the leader's state machine stops
+        // at the first (its key's shard is held); the follower applies both.
+        let writer = {
+            let node = g.node(follower);
+            async move {
+                node.write(set("blocker", "x")).await.unwrap();
+            }
+        };
+        let second = async {
+            sleep(Duration::from_millis(50)).await;
+            g.node(follower).write(set("k", "new")).await.unwrap();
+        };
+        let reads = async {
+            let until = Instant::now() + Duration::from_secs(5);
+            loop {
+                let seen = g.node(follower).read_local(b"k").unwrap();
+                if seen.is_some_and(|(item, _)| &item.value[..] == b"new") {
+                    break;
+                }
+                assert!(
+                    Instant::now() < until,
+                    "the follower never applied the write"
+                );
+                sleep(Duration::from_millis(5)).await;
+            }
+            let at_follower = g.node(follower).read_linearizable(b"k").await.unwrap();
+            assert_eq!(&at_follower.unwrap().value[..], b"new");
+            // The leader has not applied it yet (still held up): its read must wait.
+            let at_leader = g.node(leader).read_linearizable(b"k").await.unwrap();
+            assert_eq!(
+                &at_leader.unwrap().value[..],
+                b"new",
+                "the leader read behind"
+            );
+        };
+        tokio::join!(writer, second, reads);
+        holder.join().unwrap();
+        for (_, n) in g.nodes {
+            n.shutdown().await;
+        }
+    })
+    .await;
+}

@@ -232,8 +232,9 @@ pub struct PersistArgs {
     pub persist: Option<std::path::PathBuf>,
     // The flags' doc comments are their `--help` text, where brackets mark what is optional.
     #[allow(rustdoc::broken_intra_doc_links)]
-    /// With --persist: when a write is on disk. sync (default: acknowledged once fsynced,
-    /// group commit), periodic[:MS] (fsync every MS ms, default 1000), none (never fsync).
+    /// With --persist: when a write is on disk (with --raft-*: an entry in the log). sync
+    /// (default: acknowledged once fsynced, group commit), periodic[:MS] (fsync every MS ms,
+    /// default 1000), none (never fsync).
     #[arg(long = "durability", value_name = "MODE", default_value = "sync")]
     pub durability: memkit_persist::Durability,
     /// With --persist: refuse new data (SERVER_ERROR out of disk space storing object)

@@ -255,7 +255,8 @@ fn start_replica(
         false => None,
     };
     let tls_on = if tls.is_some() { " (TLS)" } else { "" };
-    let rep = memkit_server::replica::Replica::start(dir, r, settings.memory_limit, tls)?;
+    let (memory, durability) = (settings.memory_limit, settings.durability);
+    let rep = memkit_server::replica::Replica::start(dir, r, memory, durability, tls)?;
     tracing::info!(
         "replication: node {} of {:?}, peers on {}{tls_on}",
         r.node,

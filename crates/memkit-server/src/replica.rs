@@ -195,13 +195,14 @@ pub struct Figures {
 
 impl Replica {
     /// Starts this node of the group the settings describe, its log and snapshots in
-    /// `dir`. On an empty `dir` the node with the lowest id bootstraps the group. With
-    /// `tls` (`-Z`: [`crate::tls::peer_tls`]) the peer protocol is TLS with mutual
-    /// certificates.
+    /// `dir`. On an empty `dir` the node with the lowest id bootstraps the group. Its log's
+    /// appends are durable as `durability` (`--durability`) says. With `tls` (`-Z`:
+    /// [`crate::tls::peer_tls`]) the peer protocol is TLS with mutual certificates.
     pub fn start(
         dir: &std::path::Path,
         s: &RaftSettings,
         memory_limit: usize,
+        durability: memkit_persist::Durability,
         tls: Option<memkit_raft::PeerTls>,
     ) -> Result<Replica, Refusal> {
         let refuse = |what: &str, e: &dyn std::fmt::Display| {
@@ -225,6 +226,7 @@ impl Replica {
             snapshot_after: s.snapshot_after,
             keep_behind_snapshot: (s.snapshot_after / 10).min(1000),
             tls,
+            durability,
             ..Default::default()
         };
         // Started on its runtime and waited for from here: memkitd calls this from within
