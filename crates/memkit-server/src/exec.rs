@@ -169,8 +169,7 @@ pub fn execute(cmd: &Command<'_>, sh: &Shared, cx: &mut Cx, reply: &mut impl Rep
         None => cmd,
         Some(rep) => {
             let repl = cx.repl.get_or_insert_with(Default::default);
-            let flush = sh.settings.flush_enabled;
-            match replicate::route(cmd, rep, repl, flush, &sh.detail, reply) {
+            match replicate::route(cmd, rep, repl, sh, cx.id, reply) {
                 replicate::Route::Done => return,
                 replicate::Route::Local(c) => {
                     routed = c;

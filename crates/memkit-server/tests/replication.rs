@@ -239,6 +239,31 @@ fn stats_name_one_leader_and_the_indexes_move_together() {
     }
 }
 
+/// `watch mutations` reports a replicated store, with its outcome, on the node the client
+/// sent it to (memcached's `item_store` line), as it reports a store on one server.
+#[test]
+fn watch_reports_replicated_stores_on_the_node_that_took_them() {
+    let g = Group::start(3);
+    let leader = g.leader(ELECTION);
+    let node = g.ids().into_iter().find(|&i| i != leader).unwrap();
+    let mut watcher = g.wire(node);
+    assert_eq!(watcher.ask(b"watch mutations\r\n", Until::LINE), "OK\r\n");
+    assert_eq!(ask(&g, node, "set wk 0 60 2\r\nab\r\n"), "STORED");
+    assert_eq!(ask(&g, node, "add wk 0 0 1\r\nc\r\n"), "NOT_STORED");
+    // memcached ends a watch line with \n alone.
+    let first = String::from_utf8(watcher.read(Until::End(b"\n"))).unwrap();
+    assert!(
+        first.contains("type=item_store key=wk status=stored ttl=60"),
+        "{first}"
+    );
+    assert!(first.ends_with("size=2\n"), "{first}");
+    let second = String::from_utf8(watcher.read(Until::End(b"\n"))).unwrap();
+    assert!(
+        second.contains("type=item_store key=wk status=not_stored"),
+        "{second}"
+    );
+}
+
 #[test]
 fn stats_detail_counts_writes_on_the_node_that_took_them() {
     let g = Group::start(3);

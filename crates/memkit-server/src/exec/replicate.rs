@@ -22,8 +22,10 @@ use memkit_raft::{Mode, Reply as Outcome, SetExptime, Vivify, Write, exptime_uni
 use memkit_types::{ArithMode, Error, Exptime, ReplicaRead, StoreMode, Stored};
 
 use super::Reply;
-use crate::detail::{Detail, Op};
+use crate::detail::Op;
 use crate::replica::{Admin, Done, Job, Replica};
+use crate::state::Shared;
+use crate::watch::Event;
 
 /// What `mg N` is answered in a replicated group.
 const NO_VIVIFY: &str = "mg N (create on a miss) is not replicated";
@@ -115,15 +117,16 @@ pub enum Route<'a> {
     Local(Command<'a>),
 }
 
-/// Routes `cmd` through the group.
+/// Routes `cmd` through the group, for connection `conn` of the server `sh`.
 pub fn route<'a>(
     cmd: &Command<'a>,
     rep: &Replica,
     repl: &mut Repl,
-    flush_enabled: bool,
-    detail: &Detail,
+    sh: &Shared,
+    conn: u64,
     reply: &mut impl Reply,
 ) -> Route<'a> {
+    let (flush_enabled, detail) = (sh.settings.flush_enabled, &sh.detail);
     match cmd {
         Command::Get { key, opts } => {
             if opts.vivify.is_some() {
@@ -174,7 +177,17 @@ pub fn route<'a>(
         Command::Flush { .. } if !flush_enabled => Route::Local(cmd.clone()),
         _ => {
             match repl.replies.pop_front() {
-                Some(r) => render(r, reply),
+                Some(r) => {
+                    // `watch mutations` on the node that took the store, as the engine's
+                    // path reports it there (the other nodes only apply it).
+                    if let Command::Store { key, data, opts } = cmd {
+                        let ttl = memkit_protocol::command::exp32(opts.exptime);
+                        let r = as_stored(&r);
+                        sh.watchers
+                            .emit(|| Event::store(key, &r, ttl, data.len(), conn));
+                    }
+                    render(r, reply)
+                }
                 None => {
                     // `stats detail` counts a set or delete on the node the client sent it
                     // to, whatever its outcome, as the engine's path does (memcached counts
@@ -250,6 +263,19 @@ pub fn to_write(cmd: &Command<'_>, now: u64) -> Option<Write> {
             }
         }
     })
+}
+
+/// A store's outcome as the engine's path has it (for `watch`).
+fn as_stored(r: &Result<Outcome, String>) -> memkit_types::Result<Stored> {
+    match r {
+        Ok(Outcome::Stored { outcome, cas }) => Ok(Stored {
+            outcome: (*outcome).into(),
+            cas: *cas,
+        }),
+        Ok(Outcome::Refused(r)) => Err(Error::from(r.clone())),
+        Ok(_) => Err(Error::Server("not a store".into())),
+        Err(e) => Err(Error::Server(e.clone())),
+    }
 }
 
 /// Renders a write's outcome as its encoding does the engine's.
