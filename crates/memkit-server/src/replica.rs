@@ -237,11 +237,19 @@ impl Replica {
         runtime.spawn(async move {
             let _ = tx.send(Node::start_with(id, &dir, &listen, peers, cfg).await);
         });
-        let node = rx
-            .recv()
-            .map_err(|e| refuse("node", &e))?
-            .map_err(|e| refuse("node", &e))?;
-        let node = Arc::new(node);
+        let started = match rx.recv() {
+            Ok(r) => r.map_err(|e| refuse("node", &e)),
+            Err(e) => Err(refuse("node", &e)),
+        };
+        let node = match started {
+            Ok(node) => Arc::new(node),
+            Err(refusal) => {
+                // Dropped here it would wait for its tasks, which tokio forbids inside
+                // memkitd's own runtime (a panic instead of the refusal).
+                runtime.shutdown_background();
+                return Err(refusal);
+            }
+        };
         let commit_index = Arc::new(AtomicU64::new(0));
         let replication = Arc::new(Mutex::new(None));
         runtime.spawn(refresh_figures(

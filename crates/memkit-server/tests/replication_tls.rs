@@ -2,7 +2,8 @@
 //! the testkit's throwaway PKI elect, replicate and forward over TLS with mutual
 //! certificates (the client port's certificate, key and CA); the peer port refuses a
 //! caller without TLS or with another CA's certificate; and `-Z` with `--raft-node` but
-//! no `ssl_ca_cert` is refused at start-up with exit status 64.
+//! no `ssl_ca_cert` is refused at start-up with exit status 64. Also here, with the other
+//! start-up refusal: a node whose peer port is taken exits with 71 and says why.
 
 use std::time::Duration;
 
@@ -94,4 +95,32 @@ fn tls_for_peers_without_a_ca_is_refused_at_start() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(64), "{err}");
     assert!(err.contains("ssl_ca_cert"), "{err}");
+}
+
+/// A node that cannot start (here its peer port is taken) says why and exits with
+/// EX_OSERR (71), as memkitd does for any start failure; it used to panic while dropping its
+/// Raft runtime inside memkitd's own.
+#[test]
+fn a_node_that_cannot_start_says_why_and_exits() {
+    let dir = memkit_testkit::tempdir("raft-taken-port");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let mut cmd = std::process::Command::new(memkitd_bin());
+    if memkit_testkit::server::is_root() {
+        cmd.args(["-u", "root"]);
+    }
+    let out = cmd
+        .args(["-p", "0", "--persist"])
+        .arg(dir.path())
+        .args(["--raft-node", "1", "--raft-listen", &addr])
+        .args(["--raft-peers", &format!("1={addr}")])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(71), "{err}");
+    assert!(
+        err.contains("replication: node") && err.contains("listen"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
 }

@@ -166,7 +166,7 @@ pub fn wait_for_tcp(port: u16, within: Duration, mut alive: impl FnMut() -> bool
 }
 
 /// Whether this process runs as root, where memcached and memkitd want `-u`.
-pub(crate) fn is_root() -> bool {
+pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
