@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use memkit_raft::{Config, Mode, Node, NodeId, Reply, Role, StoreResult, Write};
+use memkit_raft::{Config, Node, NodeId, Reply, Role, StoreResult, Write};
 
 use crate::workload::mix64;
 
@@ -264,16 +264,7 @@ impl Group {
 }
 
 fn set(i: u64, value_size: usize) -> Write {
-    Write::Store {
-        key: key_for(i),
-        value: value_for(i, value_size),
-        flags: 0,
-        exptime_unix: None,
-        mode: Mode::Set,
-        cas: None,
-        invalidate: false,
-        vivify: None,
-    }
+    Write::set(key_for(i), value_for(i, value_size))
 }
 
 /// Writes every item through `leader` with `a.writers` tasks; returns the largest entry

@@ -537,7 +537,7 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Entry, Mode, Proposal};
+    use crate::types::{Entry, Proposal};
     use openraft::{CommittedLeaderId, EntryPayload, LogId};
 
     fn entry(index: u64, value_len: usize) -> Entry {
@@ -545,16 +545,7 @@ mod tests {
             log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
             payload: EntryPayload::Normal(Proposal {
                 stamp_ms: 0,
-                writes: vec![Write::Store {
-                    key: b"k".to_vec(),
-                    value: vec![0; value_len],
-                    flags: 0,
-                    exptime_unix: None,
-                    mode: Mode::Set,
-                    cas: None,
-                    invalidate: false,
-                    vivify: None,
-                }],
+                writes: vec![Write::set(b"k".as_slice(), vec![0; value_len])],
             }),
         }
     }

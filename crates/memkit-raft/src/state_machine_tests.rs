@@ -7,7 +7,7 @@ use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
 use openraft::{CommittedLeaderId, Entry};
 
 use super::*;
-use crate::types::{Mode, Vivify};
+use crate::types::Vivify;
 
 /// A directory of its own, removed at the end.
 struct Tmp(std::path::PathBuf);
@@ -37,16 +37,7 @@ fn entry(index: u64, writes: Vec<Write>) -> Entry<TypeConfig> {
 }
 
 fn set(key: &str) -> Write {
-    Write::Store {
-        key: key.into(),
-        value: b"v".to_vec(),
-        flags: 0,
-        exptime_unix: None,
-        mode: Mode::Set,
-        cas: None,
-        invalidate: false,
-        vivify: None,
-    }
+    Write::set(key, b"v".as_slice())
 }
 
 fn incr(key: &str) -> Write {

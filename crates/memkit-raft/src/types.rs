@@ -177,6 +177,20 @@ pub enum Write {
 }
 
 impl Write {
+    /// A plain `set` of `key` to `value`: flags 0, no expiry, no CAS to compare.
+    pub fn set(key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Write {
+        Write::Store {
+            key: key.into(),
+            value: value.into(),
+            flags: 0,
+            exptime_unix: None,
+            mode: Mode::Set,
+            cas: None,
+            invalidate: false,
+            vivify: None,
+        }
+    }
+
     /// About how many bytes it carries (key and value).
     pub fn size(&self) -> usize {
         match self {
