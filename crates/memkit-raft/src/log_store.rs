@@ -20,10 +20,6 @@
 //!   lose acknowledged writes;
 //! - `none`: counted once written to the OS, never synced by memkit.
 //!
-//! The entries appended last are also kept decoded ([`Recent`]): each is read again soon, by
-//! the replication to every follower and by the state machine, and each read from fjall
-//! would decode it again.
-//!
 //! Truncation, purge and the committed id are written without a sync: a
 //! truncation lost in a crash is redone by the leader, a purge lost leaves entries the
 //! snapshot already covers, and the committed id is a hint openraft may lose.
@@ -61,93 +57,6 @@ pub struct LogStore {
     syncer: Syncer,
     /// Syncs of appended entries so far (votes not counted).
     syncs: Arc<AtomicU64>,
-    recent: Arc<parking_lot::Mutex<Recent>>,
-}
-
-/// At most this many entries are kept decoded...
-const RECENT_ENTRIES: usize = 1024;
-/// ...and at most about this many bytes of their writes.
-const RECENT_BYTES: usize = 32 << 20;
-
-/// The last entries of the log, decoded, in order with no gap: the back is always the log's
-/// last entry (appends push, truncations pop), the front goes as the bounds or a purge say.
-#[derive(Default)]
-struct Recent {
-    entries: std::collections::VecDeque<Entry>,
-    bytes: usize,
-}
-
-fn entry_bytes(e: &Entry) -> usize {
-    match &e.payload {
-        openraft::EntryPayload::Normal(p) => p.size(),
-        _ => 64,
-    }
-}
-
-impl Recent {
-    fn push(&mut self, e: Entry) {
-        // An entry at or below the last replaces it and what follows (openraft truncates
-        // first; this keeps the cache right whatever the order).
-        self.truncate(e.log_id.index);
-        if self
-            .entries
-            .back()
-            .is_some_and(|last| last.log_id.index + 1 != e.log_id.index)
-        {
-            *self = Recent::default();
-        }
-        self.bytes += entry_bytes(&e);
-        self.entries.push_back(e);
-        while self.entries.len() > RECENT_ENTRIES || self.bytes > RECENT_BYTES {
-            self.pop_front();
-        }
-    }
-
-    fn pop_front(&mut self) {
-        if let Some(e) = self.entries.pop_front() {
-            self.bytes -= entry_bytes(&e);
-        }
-    }
-
-    /// The entries `range` names, if every one of them is here.
-    fn get(&self, range: &impl RangeBounds<u64>) -> Option<Vec<Entry>> {
-        let first = self.entries.front()?.log_id.index;
-        let end = self.entries.back()?.log_id.index + 1;
-        let from = match range.start_bound() {
-            Bound::Included(&i) => i,
-            Bound::Excluded(&i) => i + 1,
-            Bound::Unbounded => 0,
-        };
-        let to = match range.end_bound() {
-            Bound::Included(&i) => i + 1,
-            Bound::Excluded(&i) => i,
-            Bound::Unbounded => end,
-        };
-        if from < first || to > end {
-            return None;
-        }
-        let (a, b) = ((from - first) as usize, (to.max(from) - first) as usize);
-        Some(self.entries.range(a..b).cloned().collect())
-    }
-
-    /// Drops the entries from `index` on (a truncation).
-    fn truncate(&mut self, index: u64) {
-        while self.entries.back().is_some_and(|e| e.log_id.index >= index) {
-            let e = self.entries.pop_back().expect("just seen");
-            self.bytes -= entry_bytes(&e);
-        }
-    }
-
-    /// Drops the entries up to `index` (a purge).
-    fn purge(&mut self, index: u64) {
-        while self
-            .entries
-            .front()
-            .is_some_and(|e| e.log_id.index <= index)
-        {
-            self.pop_front();
-        }
-    }
 }
 
 /// Where an append's callback goes (see the module notes).
@@ -206,7 +115,6 @@ impl LogStore {
             meta,
             syncer,
             syncs,
-            recent: Default::default(),
         })
     }
 
@@ -326,9 +234,6 @@ impl RaftLogReader<TypeConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
-        if let Some(hit) = self.recent.lock().get(&range) {
-            return Ok(hit);
-        }
         let keys = (bound_key(range.start_bound()), bound_key(range.end_bound()));
         let mut out = Vec::new();
         for kv in self.entries.range(keys) {
@@ -384,16 +289,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let mut batch = self.db.batch();
-        let mut decoded = Vec::new();
         for e in entries {
             let v = codec::to_vec(&e).map_err(write_err)?;
             batch.insert(&self.entries, e.log_id.index.to_be_bytes(), v);
-            decoded.push(e);
         }
         batch.commit().map_err(write_err)?;
-        let mut recent = self.recent.lock();
-        decoded.into_iter().for_each(|e| recent.push(e));
-        drop(recent);
         match &self.syncer {
             // Only once on disk may openraft count these entries toward a commit: the
             // syncer answers the callback then.
@@ -414,7 +314,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.recent.lock().truncate(log_id.index);
         let from = log_id.index.to_be_bytes();
         let keys: Vec<_> = self
             .entries
@@ -432,7 +331,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // The purge mark first: a crash between the two leaves entries below it, which
         // reads never ask for, rather than a gap openraft does not know about.
         self.put_meta(PURGED, &log_id)?;
-        self.recent.lock().purge(log_id.index);
         let upto = log_id.index.to_be_bytes();
         let keys: Vec<_> = self
             .entries
@@ -444,63 +342,5 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             self.entries.remove(k).map_err(write_err)?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use openraft::{CommittedLeaderId, EntryPayload};
-
-    use super::*;
-    use crate::types::{Proposal, Write};
-
-    fn entry(index: u64, value_len: usize) -> Entry {
-        Entry {
-            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
-            payload: EntryPayload::Normal(Proposal {
-                stamp_ms: 0,
-                writes: vec![Write::set(b"k".as_slice(), vec![0; value_len])],
-            }),
-        }
-    }
-
-    fn indexes(got: Option<Vec<Entry>>) -> Option<Vec<u64>> {
-        got.map(|v| v.iter().map(|e| e.log_id.index).collect())
-    }
-
-    #[test]
-    fn recent_entries_answer_only_ranges_they_hold_whole() {
-        let mut r = Recent::default();
-        (5..=9).for_each(|i| r.push(entry(i, 10)));
-        assert_eq!(indexes(r.get(&(6..8))), Some(vec![6, 7]));
-        assert_eq!(indexes(r.get(&(7..))), Some(vec![7, 8, 9]));
-        assert_eq!(indexes(r.get(&(9..=9))), Some(vec![9]));
-        assert_eq!(indexes(r.get(&(10..10))), Some(vec![]));
-        assert_eq!(indexes(r.get(&(4..7))), None, "4 is not held");
-        assert_eq!(indexes(r.get(&(8..11))), None, "10 is not in the log");
-        // A truncation, then an append in its place; a purge.
-        r.truncate(8);
-        assert_eq!(indexes(r.get(&(5..))), Some(vec![5, 6, 7]));
-        r.push(entry(8, 10));
-        r.purge(6);
-        assert_eq!(indexes(r.get(&(7..))), Some(vec![7, 8]));
-        assert_eq!(indexes(r.get(&(6..))), None);
-        // An append that does not follow the last starts over.
-        r.push(entry(20, 10));
-        assert_eq!(indexes(r.get(&(20..))), Some(vec![20]));
-        assert_eq!(indexes(r.get(&(8..))), None);
-    }
-
-    #[test]
-    fn recent_entries_stay_within_their_bounds() {
-        let mut r = Recent::default();
-        (1..=RECENT_ENTRIES as u64 + 10).for_each(|i| r.push(entry(i, 1)));
-        assert_eq!(r.entries.len(), RECENT_ENTRIES);
-        assert_eq!(r.entries.front().unwrap().log_id.index, 11);
-        let mut r = Recent::default();
-        let big = RECENT_BYTES / 4;
-        (1..=10).for_each(|i| r.push(entry(i, big)));
-        assert!(r.bytes <= RECENT_BYTES, "{}", r.bytes);
-        assert_eq!(indexes(r.get(&(8..))), Some(vec![8, 9, 10]));
     }
 }
