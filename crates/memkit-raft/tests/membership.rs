@@ -3,14 +3,14 @@
 //! the rest go on; a dead node is replaced through a follower; the status shows roles,
 //! membership and lag. Every wait is bounded, and waits on metrics rather than sleeping.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
+use common::{Tmp, free_port, set};
 use memkit_raft::network::{PeerClient, Request, Response};
-use memkit_raft::{
-    ClusterError, Config, Mode, Node, NodeId, Reply, Role, Status, StoreResult, View, Write,
-};
+use memkit_raft::{ClusterError, Config, Node, NodeId, Reply, Role, Status, StoreResult, View};
 use memkit_types::{Clock, SystemClock};
 use tokio::time::{Instant, sleep, timeout};
 
@@ -28,20 +28,6 @@ fn config() -> Config {
         change_timeout: Duration::from_secs(20),
         ..Config::default()
     }
-}
-
-/// A temporary directory removed at the end.
-struct Tmp(PathBuf);
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 struct Group {
@@ -138,19 +124,6 @@ impl Group {
         for (_, n) in self.nodes {
             n.shutdown().await;
         }
-    }
-}
-
-fn set(key: &str, value: &str) -> Write {
-    Write::Store {
-        key: key.into(),
-        value: value.into(),
-        flags: 0,
-        exptime_unix: None,
-        mode: Mode::Set,
-        cas: None,
-        invalidate: false,
-        vivify: None,
     }
 }
 

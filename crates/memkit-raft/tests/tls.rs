@@ -6,12 +6,15 @@
 //! an entry and never lends its vote: with one good node down, the other good node and it
 //! elect no one.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::{free_port, set, stored_cas};
 use memkit_raft::network::{PeerClient, Request, Response};
 use memkit_raft::tls::{client_config, roots};
-use memkit_raft::{Config, Mode, Node, NodeId, PeerTls, Reply, Role, StoreResult, Write};
+use memkit_raft::{Config, Node, NodeId, PeerTls, Role};
 use memkit_testkit::certs::TestPki;
 use memkit_testkit::tempdir::{TempDir, tempdir};
 use rustls::pki_types::pem::PemObject;
@@ -83,11 +86,6 @@ struct Group {
     pki: TestPki,
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 impl Group {
     /// Nodes 1, 2, 3 of one group, node `i` bringing `kinds[i - 1]`.
     async fn start(name: &str, kinds: [Peer; 3]) -> Group {
@@ -150,29 +148,6 @@ impl Group {
             Ok(other) => Err(format!("{other:?}")),
             Err(e) => Err(e.to_string()),
         }
-    }
-}
-
-fn set(key: &str, value: &str) -> Write {
-    Write::Store {
-        key: key.into(),
-        value: value.into(),
-        flags: 0,
-        exptime_unix: None,
-        mode: Mode::Set,
-        cas: None,
-        invalidate: false,
-        vivify: None,
-    }
-}
-
-fn stored_cas(r: Reply) -> u64 {
-    match r {
-        Reply::Stored {
-            outcome: StoreResult::Stored,
-            cas,
-        } => cas,
-        other => panic!("not stored: {other:?}"),
     }
 }
 
