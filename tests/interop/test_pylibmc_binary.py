@@ -10,6 +10,8 @@ import os
 import pylibmc
 import pytest
 
+import mkraft
+
 from test_pylibmc import (  # noqa: F401  (collected again here, with binary=True)
     ALL_BYTES,
     client,
@@ -251,4 +253,4 @@ def test_stats_binary(mc):
     assert int(st["pid"]) > 0
     assert int(st["curr_items"]) >= 1
     assert int(st["get_hits"]) >= 1 and int(st["get_misses"]) >= 1
-    assert int(st["limit_maxbytes"]) == 64 * 1024 * 1024
+    assert int(st["limit_maxbytes"]) == mkraft.limit_maxbytes(64 * 1024 * 1024)
