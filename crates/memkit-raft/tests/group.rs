@@ -105,9 +105,7 @@ async fn writes_replicate_with_one_cas_and_one_expiry() {
                     .is_none()
             );
         }
-        for (_, n) in g.nodes {
-            n.shutdown().await;
-        }
+        g.shutdown().await;
     })
     .await;
 }
@@ -135,9 +133,7 @@ async fn concurrent_incr_from_every_node_counts_exactly() {
             let item = g.node(id).read_linearizable(b"n").await.unwrap().unwrap();
             assert_eq!(&item.value[..], b"150", "node {id}");
         }
-        for (_, n) in g.nodes {
-            n.shutdown().await;
-        }
+        g.shutdown().await;
     })
     .await;
 }
@@ -196,9 +192,7 @@ async fn writes_waiting_together_share_entries() {
             .map(|&(v, pos)| (v, memkit_raft::cas_for(index, pos)))
             .collect();
         assert_eq!(got, want);
-        for (_, n) in g.nodes {
-            n.shutdown().await;
-        }
+        g.shutdown().await;
     })
     .await;
 }
@@ -227,9 +221,7 @@ async fn the_leader_reads_by_its_lease_only_while_a_majority_answers() {
         let half = Duration::from_millis(config().election_timeout_ms.1 / 2);
         sleep(half + Duration::from_millis(200)).await;
         assert!(!g.node(l).reads_by_lease(), "a lease with no majority left");
-        for (_, n) in g.nodes {
-            n.shutdown().await;
-        }
+        g.shutdown().await;
     })
     .await;
 }
@@ -273,9 +265,7 @@ async fn leader_killed_then_writes_continue_and_nothing_acknowledged_is_lost() {
         g.applied_everywhere(last).await;
         let (item, _) = g.node(old).read_local(b"a29").unwrap().unwrap();
         assert_eq!(&item.value[..], b"29");
-        for (_, n) in g.nodes {
-            n.shutdown().await;
-        }
+        g.shutdown().await;
     })
     .await;
 }
@@ -341,9 +331,7 @@ async fn the_leader_never_reads_behind_what_a_follower_has_shown() {
         };
         tokio::join!(writer, second, reads);
         holder.join().unwrap();
-        for (_, n) in g.nodes {
-            n.shutdown().await;
-        }
+        g.shutdown().await;
     })
     .await;
 }

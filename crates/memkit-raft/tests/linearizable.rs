@@ -22,12 +22,15 @@
 //! `MEMKIT_LINEAR_SEED` fixes the first round's seed (timing still varies). Each round
 //! starts a fresh group, so every key starts absent, as the model assumes.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{cas_set, free_port, incr_existing, set};
 use memkit_raft::{
-    ArithResult, Config, DeleteResult, Mode, Node, NodeId, Reply, Role, StoreResult, Write,
+    ArithResult, Config, DeleteResult, Node, NodeId, Reply, Role, StoreResult, Write,
 };
 use memkit_testkit::fuzz::Rng;
 use memkit_testkit::linear::{self, Op, Recorder, Ret};
@@ -65,11 +68,6 @@ struct Cluster {
     peers: BTreeMap<NodeId, String>,
     slots: Vec<RwLock<Option<Node>>>,
     cfg: Config,
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 impl Cluster {
@@ -191,30 +189,6 @@ fn rng(seed: u64) -> Rng {
     Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
 }
 
-fn store(key: &str, value: &[u8], cas: Option<u64>) -> Write {
-    Write::Store {
-        key: key.into(),
-        value: value.to_vec(),
-        flags: 0,
-        exptime_unix: None,
-        mode: Mode::Set,
-        cas,
-        invalidate: false,
-        vivify: None,
-    }
-}
-
-fn incr(key: &str) -> Write {
-    Write::Arith {
-        key: key.into(),
-        incr: true,
-        delta: 1,
-        cas: None,
-        vivify: None,
-        set_exptime: None,
-    }
-}
-
 fn delete(key: &str) -> Write {
     Write::Delete {
         key: key.into(),
@@ -279,16 +253,16 @@ async fn client(c: u32, cluster: Arc<Cluster>, rec: Recorder, until: Instant, se
             13..=15 => match seen.remove(key) {
                 Some((read, token)) => {
                     let value = format!("c{c}-{seq}").into_bytes();
-                    let w = store(key, &value, Some(token));
+                    let w = cas_set(key, &value, token);
                     (Op::Cas { read, token, value }, Some(w))
                 }
                 None => (Op::Gets, None),
             },
-            16..=18 => (Op::Incr { delta: 1 }, Some(incr(key))),
+            16..=18 => (Op::Incr { delta: 1 }, Some(incr_existing(key))),
             _ => (Op::Delete, Some(delete(key))),
         };
         let write = match (&op, write) {
-            (Op::Set { value }, _) => Some(store(key, value, None)),
+            (Op::Set { value }, _) => Some(set(key, value)),
             (_, w) => w,
         };
         let call = rec.invoke(c, key, op.clone());
@@ -462,7 +436,7 @@ async fn local_reads_on_a_cut_off_follower_are_caught() {
             value: b"v1".to_vec(),
         },
     );
-    let reply = l.write(store("k", b"v1", None)).await.unwrap();
+    let reply = l.write(set("k", "v1")).await.unwrap();
     let Reply::Stored { cas, .. } = reply else {
         panic!("{reply:?}")
     };
@@ -483,7 +457,7 @@ async fn local_reads_on_a_cut_off_follower_are_caught() {
             value: b"v2".to_vec(),
         },
     );
-    let reply = l.write(store("k", b"v2", None)).await.unwrap();
+    let reply = l.write(set("k", "v2")).await.unwrap();
     rec.complete(call, ret_of(reply));
 
     let call = rec.invoke(1, "k", Op::Get);

@@ -5,125 +5,18 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Tmp, free_port, set};
+use common::{Group, bounded, set};
 use memkit_raft::network::{PeerClient, Request, Response};
 use memkit_raft::{ClusterError, Config, Node, NodeId, Reply, Role, Status, StoreResult, View};
-use memkit_types::{Clock, SystemClock};
-use tokio::time::{Instant, sleep, timeout};
 
-/// Whole-test bound: a hung change fails the test instead of the run.
-const TEST_LIMIT: Duration = Duration::from_secs(60);
-
-/// As `group.rs`: room for a loaded two-core machine, a follower waits ten heartbeats or
-/// more before it stands. Changes get 20 s: a learner's catching up is bounded by it.
+/// The common timeouts (`common::config`), and 20 s for a change: a learner's catching up
+/// is bounded by it.
 fn config() -> Config {
     Config {
-        memory_limit: 8 << 20,
-        heartbeat_ms: 100,
-        election_timeout_ms: (1000, 2000),
-        request_timeout: Duration::from_secs(5),
         change_timeout: Duration::from_secs(20),
-        ..Config::default()
-    }
-}
-
-struct Group {
-    root: Tmp,
-    /// Every node's peer address, those added later included.
-    addrs: BTreeMap<NodeId, String>,
-    nodes: BTreeMap<NodeId, Node>,
-}
-
-impl Group {
-    /// Nodes 1, 2 and 3, bootstrapped by node 1.
-    async fn start(name: &str, cfg: fn() -> Config) -> Group {
-        let root = std::env::temp_dir().join(format!(
-            "memkit-raft-members-{name}-{}-{}",
-            std::process::id(),
-            SystemClock.now_millis()
-        ));
-        let mut g = Group {
-            root: Tmp(root),
-            addrs: (1..=3)
-                .map(|id| (id, format!("127.0.0.1:{}", free_port())))
-                .collect(),
-            nodes: BTreeMap::new(),
-        };
-        let peers = g.addrs.clone();
-        for id in 1..=3 {
-            g.boot(id, peers.clone(), cfg()).await;
-        }
-        g
-    }
-
-    async fn boot(&mut self, id: NodeId, peers: BTreeMap<NodeId, String>, cfg: Config) {
-        let dir = self.root.0.join(format!("n{id}"));
-        let node = Node::start_with(id, &dir, &self.addrs[&id], peers, cfg)
-            .await
-            .expect("node starts");
-        self.nodes.insert(id, node);
-    }
-
-    /// Starts node `id` on an empty directory to join the group: bootstrap off, and the
-    /// nodes known so far as its peers (whom it admits until it learns the membership).
-    async fn start_new(&mut self, id: NodeId, cfg: Config) -> String {
-        let addr = format!("127.0.0.1:{}", free_port());
-        self.addrs.insert(id, addr.clone());
-        let cfg = Config {
-            bootstrap: false,
-            ..cfg
-        };
-        self.boot(id, self.addrs.clone(), cfg).await;
-        addr
-    }
-
-    async fn kill(&mut self, id: NodeId) {
-        self.nodes.remove(&id).expect("running").shutdown().await;
-    }
-
-    fn node(&self, id: NodeId) -> &Node {
-        &self.nodes[&id]
-    }
-
-    /// Waits until the nodes `ids` agree on one leader among them.
-    async fn leader_of(&self, ids: &[NodeId]) -> NodeId {
-        let until = Instant::now() + Duration::from_secs(10);
-        loop {
-            let leaders: Vec<_> = ids
-                .iter()
-                .filter(|id| self.node(**id).raft().metrics().borrow().state.is_leader())
-                .collect();
-            if let [l] = leaders[..]
-                && ids
-                    .iter()
-                    .all(|id| self.node(*id).raft().metrics().borrow().current_leader == Some(*l))
-            {
-                return *l;
-            }
-            assert!(Instant::now() < until, "no leader elected among {ids:?}");
-            sleep(Duration::from_millis(25)).await;
-        }
-    }
-
-    /// Waits until the nodes `ids` have applied `index` (a write's own entry: its CAS).
-    async fn applied(&self, ids: &[NodeId], index: u64) {
-        for id in ids {
-            self.node(*id)
-                .raft()
-                .wait(Some(Duration::from_secs(10)))
-                .applied_index_at_least(Some(index), "test")
-                .await
-                .expect("applied in time");
-        }
-    }
-
-    async fn shutdown(self) {
-        for (_, n) in self.nodes {
-            n.shutdown().await;
-        }
+        ..common::config()
     }
 }
 
@@ -165,10 +58,6 @@ async fn admitted(from: NodeId, addr: &str) -> bool {
     }
 }
 
-async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
-    timeout(TEST_LIMIT, f).await.expect("test took too long");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_node_joins_by_snapshot_is_promoted_and_keeps_the_group_going() {
     bounded(async {
@@ -177,7 +66,7 @@ async fn new_node_joins_by_snapshot_is_promoted_and_keeps_the_group_going() {
             keep_behind_snapshot: 0,
             ..config()
         };
-        let mut g = Group::start("grow", cfg).await;
+        let mut g = Group::start_with("grow", cfg).await;
         let leader = g.leader_of(&[1, 2, 3]).await;
         let last = write_range(g.node(leader), "a", 0, 30).await;
         g.applied(&[1, 2, 3], last).await;
@@ -237,7 +126,7 @@ async fn new_node_joins_by_snapshot_is_promoted_and_keeps_the_group_going() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removed_node_is_refused_and_the_rest_still_commit() {
     bounded(async {
-        let mut g = Group::start("remove", config).await;
+        let mut g = Group::start_with("remove", config).await;
         let leader = g.leader_of(&[1, 2, 3]).await;
         let gone = (1..=3).find(|id| *id != leader).unwrap();
         let kept: Vec<NodeId> = (1..=3).filter(|id| *id != gone).collect();
@@ -283,7 +172,7 @@ async fn removed_node_is_refused_and_the_rest_still_commit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_removes_itself_and_the_others_go_on() {
     bounded(async {
-        let g = Group::start("remove-leader", config).await;
+        let g = Group::start_with("remove-leader", config).await;
         let leader = g.leader_of(&[1, 2, 3]).await;
         let kept: Vec<NodeId> = (1..=3).filter(|id| *id != leader).collect();
         write_range(g.node(kept[0]), "a", 0, 5).await;
@@ -316,7 +205,7 @@ async fn leader_removes_itself_and_the_others_go_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_node_replaced_through_a_follower() {
     bounded(async {
-        let mut g = Group::start("replace", config).await;
+        let mut g = Group::start_with("replace", config).await;
         g.leader_of(&[1, 2, 3]).await;
         write_range(g.node(1), "a", 0, 10).await;
         // Node 3 dies for good; 1 and 2 go on (a new election if 3 led).
@@ -375,7 +264,7 @@ fn lag(st: &Status, id: NodeId) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_shows_roles_membership_and_lag() {
     bounded(async {
-        let mut g = Group::start("status", config).await;
+        let mut g = Group::start_with("status", config).await;
         let leader = g.leader_of(&[1, 2, 3]).await;
         let (f1, f2) = {
             let mut f = (1..=3).filter(|id| *id != leader);

@@ -99,9 +99,7 @@ async fn restarted_follower_catches_up_and_wiped_one_gets_a_snapshot() {
             .unwrap()
             .unwrap();
         assert_eq!(&c.value[..], b"1");
-        for (_, n) in g.nodes {
-            n.shutdown().await;
-        }
+        g.shutdown().await;
     })
     .await;
 }
@@ -144,9 +142,7 @@ async fn snapshot_taken_while_writes_go_on_is_reported() {
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
         };
         tokio::join!(writers, snapshots);
-        for (_, n) in g.nodes {
-            n.shutdown().await;
-        }
+        g.shutdown().await;
     })
     .await;
 }
@@ -188,9 +184,7 @@ async fn a_group_holds_more_than_its_memory() {
         g.kill(follower).await;
         g.boot(follower, config()).await;
         every_node_reads_all(&g);
-        for (_, n) in g.nodes {
-            n.shutdown().await;
-        }
+        g.shutdown().await;
     })
     .await;
 }
@@ -232,9 +226,7 @@ async fn a_mebibyte_value_replicates_through_a_follower() {
                 assert_eq!(item.value.len(), len);
             }
         }
-        for (_, n) in g.nodes {
-            n.shutdown().await;
-        }
+        g.shutdown().await;
     })
     .await;
 }
@@ -269,9 +261,7 @@ async fn the_log_syncs_as_its_durability_says() {
                 }
                 assert!(node.read_local(b"d19").unwrap().is_some());
             }
-            for (_, n) in g.nodes {
-                n.shutdown().await;
-            }
+            g.shutdown().await;
         }
     })
     .await;

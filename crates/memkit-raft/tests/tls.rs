@@ -8,35 +8,27 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{free_port, set, stored_cas};
+use common::{Group, bounded, set, stored_cas};
 use memkit_raft::network::{PeerClient, Request, Response};
 use memkit_raft::tls::{client_config, roots};
-use memkit_raft::{Config, Node, NodeId, PeerTls, Role};
+use memkit_raft::{Config, NodeId, PeerTls, Role};
 use memkit_testkit::certs::TestPki;
-use memkit_testkit::tempdir::{TempDir, tempdir};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::time::{Instant, sleep, timeout};
-
-/// Whole-test bound: a hung election fails the test instead of the run.
-const TEST_LIMIT: Duration = Duration::from_secs(60);
+use tokio::time::{Instant, sleep};
 
 /// How long a group without a usable majority is watched for a leader: two elections'
 /// worth of the longest timeout below.
 const NO_LEADER_FOR: Duration = Duration::from_secs(4);
 
-/// As `group.rs`: room for a loaded two-core machine.
+/// As every group here (`common::config`): room for a loaded two-core machine.
 fn config(tls: Option<PeerTls>) -> Config {
     Config {
-        memory_limit: 8 << 20,
-        heartbeat_ms: 100,
-        election_timeout_ms: (1000, 2000),
         request_timeout: Duration::from_secs(2),
         tls,
-        ..Config::default()
+        ..common::config()
     }
 }
 
@@ -78,88 +70,34 @@ fn tls(pki: &TestPki, peer: Peer) -> Option<PeerTls> {
     }
 }
 
-struct Group {
-    dir: TempDir,
-    peers: BTreeMap<NodeId, String>,
-    kinds: BTreeMap<NodeId, Peer>,
-    nodes: BTreeMap<NodeId, Node>,
-    pki: TestPki,
+/// Nodes 1, 2, 3 of one group, node `i` bringing `kinds[i - 1]`.
+async fn start(name: &str, pki: &TestPki, kinds: [Peer; 3]) -> Group {
+    Group::start_each(name, |id| config(tls(pki, kinds[id as usize - 1]))).await
 }
 
-impl Group {
-    /// Nodes 1, 2, 3 of one group, node `i` bringing `kinds[i - 1]`.
-    async fn start(name: &str, kinds: [Peer; 3]) -> Group {
-        let peers = (1..=3)
-            .map(|id| (id, format!("127.0.0.1:{}", free_port())))
-            .collect();
-        let mut g = Group {
-            dir: tempdir(name),
-            peers,
-            kinds: (1..=3).zip(kinds).collect(),
-            nodes: BTreeMap::new(),
-            pki: TestPki::generate(),
-        };
-        for id in 1..=3 {
-            g.boot(id).await;
-        }
-        g
+/// Calls node `target` of `g` as node `from` would, bringing `peer`: `Pong`, or why not.
+async fn ping(
+    g: &Group,
+    pki: &TestPki,
+    from: NodeId,
+    target: NodeId,
+    peer: Peer,
+) -> Result<(), String> {
+    let client = tls(pki, peer).map(|t| t.client);
+    let mut c = PeerClient::new(from, target, g.addrs[&target].clone(), client);
+    match c.call(Request::Ping, Duration::from_secs(2)).await {
+        Ok(Response::Pong) => Ok(()),
+        Ok(other) => Err(format!("{other:?}")),
+        Err(e) => Err(e.to_string()),
     }
-
-    async fn boot(&mut self, id: NodeId) {
-        let dir = self.dir.path().join(format!("n{id}"));
-        let cfg = config(tls(&self.pki, self.kinds[&id]));
-        let node = Node::start_with(id, &dir, &self.peers[&id], self.peers.clone(), cfg)
-            .await
-            .expect("node starts");
-        self.nodes.insert(id, node);
-    }
-
-    fn node(&self, id: NodeId) -> &Node {
-        &self.nodes[&id]
-    }
-
-    /// Waits until nodes `ids` agree on one leader among them.
-    async fn leader(&self, ids: &[NodeId]) -> NodeId {
-        let until = Instant::now() + Duration::from_secs(15);
-        loop {
-            let leaders: Vec<NodeId> = ids
-                .iter()
-                .filter(|&&id| self.node(id).metrics_now().role == Role::Leader)
-                .copied()
-                .collect();
-            if let [l] = leaders[..]
-                && ids
-                    .iter()
-                    .all(|&id| self.node(id).metrics_now().leader == Some(l))
-            {
-                return l;
-            }
-            assert!(Instant::now() < until, "no leader elected among {ids:?}");
-            sleep(Duration::from_millis(25)).await;
-        }
-    }
-
-    /// Calls node `target` as node `from` would, bringing `peer`: `Pong`, or why not.
-    async fn ping(&self, from: NodeId, target: NodeId, peer: Peer) -> Result<(), String> {
-        let client = tls(&self.pki, peer).map(|t| t.client);
-        let mut c = PeerClient::new(from, target, self.peers[&target].clone(), client);
-        match c.call(Request::Ping, Duration::from_secs(2)).await {
-            Ok(Response::Pong) => Ok(()),
-            Ok(other) => Err(format!("{other:?}")),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-}
-
-async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
-    timeout(TEST_LIMIT, f).await.expect("test took too long");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_group_elects_and_commits_through_every_node() {
     bounded(async {
-        let g = Group::start("tls-group", [Peer::Good; 3]).await;
-        g.leader(&[1, 2, 3]).await;
+        let pki = TestPki::generate();
+        let g = start("tls-group", &pki, [Peer::Good; 3]).await;
+        g.leader_of(&[1, 2, 3]).await;
         // Followers forward their writes to the leader through the pool: TLS too.
         let mut last = 0;
         for id in 1..=3 {
@@ -177,9 +115,9 @@ async fn a_tls_group_elects_and_commits_through_every_node() {
         }
         // The same call with the group's certificate is answered; under the same member id,
         // none of the others even reaches the id check.
-        assert_eq!(g.ping(2, 1, Peer::Good).await, Ok(()));
+        assert_eq!(ping(&g, &pki, 2, 1, Peer::Good).await, Ok(()));
         for peer in [Peer::NoCert, Peer::OtherCa, Peer::Plain] {
-            let r = g.ping(2, 1, peer).await;
+            let r = ping(&g, &pki, 2, 1, peer).await;
             assert!(r.is_err(), "{peer:?} was answered");
         }
     })
@@ -191,8 +129,9 @@ async fn a_tls_group_elects_and_commits_through_every_node() {
 /// of three voters, a majority if node 3 could vote, and elect no one. The leader back,
 /// the group goes on with the write it had.
 async fn an_outsider_cannot_join_or_vote(name: &str, outsider: Peer) {
-    let mut g = Group::start(name, [Peer::Good, Peer::Good, outsider]).await;
-    let leader = g.leader(&[1, 2]).await;
+    let pki = TestPki::generate();
+    let mut g = start(name, &pki, [Peer::Good, Peer::Good, outsider]).await;
+    let leader = g.leader_of(&[1, 2]).await;
     let cas = stored_cas(g.node(leader).write(set("k", "v")).await.unwrap());
     let other = 3 - leader;
     g.node(other)
@@ -206,9 +145,9 @@ async fn an_outsider_cannot_join_or_vote(name: &str, outsider: Peer) {
     assert_eq!(g.node(3).metrics_now().leader, None);
     assert!(g.node(3).write(set("k3", "v")).await.is_err());
     // Its own calls fail too, under its member id: it is refused, not unknown.
-    assert!(g.ping(3, leader, outsider).await.is_err());
+    assert!(ping(&g, &pki, 3, leader, outsider).await.is_err());
 
-    g.nodes.remove(&leader).unwrap().shutdown().await;
+    g.kill(leader).await;
     let until = Instant::now() + NO_LEADER_FOR;
     while Instant::now() < until {
         for id in [other, 3] {
@@ -219,8 +158,8 @@ async fn an_outsider_cannot_join_or_vote(name: &str, outsider: Peer) {
     }
     assert!(g.node(other).write(set("k2", "v")).await.is_err());
 
-    g.boot(leader).await;
-    g.leader(&[1, 2]).await;
+    g.boot(leader, config(tls(&pki, Peer::Good))).await;
+    g.leader_of(&[1, 2]).await;
     let item = g
         .node(other)
         .read_linearizable(b"k")
