@@ -418,7 +418,12 @@ impl StoreHook for DiskStore {
                 // Expired, flushed (or unreadable): gone for memcached, so gone from disk
                 // too. The shard lock is held, so nothing rewrites the key meanwhile. A
                 // failed store writes nothing more: the record stays, still dead to reads.
-                if !self.failed.load(Acquire) && self.remove_if_dead(key, now_unix) == Ok(true) {
+                // Batched mode checks again under the pending lock (see `crate::batch`).
+                let removed = || match self.pending {
+                    Some(_) => self.remove_if_dead(key, now_unix) == Ok(true),
+                    None => self.items.remove(key).is_ok(),
+                };
+                if !self.failed.load(Acquire) && removed() {
                     self.wrote(0);
                     self.counters.purged.fetch_add(1, Relaxed);
                 }

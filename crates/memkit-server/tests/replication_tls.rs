@@ -98,8 +98,8 @@ fn tls_for_peers_without_a_ca_is_refused_at_start() {
 }
 
 /// A node that cannot start (here its peer port is taken) says why and exits with
-/// EX_OSERR (71), as memkitd does for any start failure; it used to panic while dropping its
-/// Raft runtime inside memkitd's own.
+/// EX_OSERR (71), as memkitd does for any start failure, rather than panicking while its Raft
+/// runtime is dropped inside memkitd's own.
 #[test]
 fn a_node_that_cannot_start_says_why_and_exits() {
     let dir = memkit_testkit::tempdir("raft-taken-port");
