@@ -36,3 +36,27 @@ pub struct ItemView<'a> {
     /// recaches it.
     pub(crate) flash: Option<(memkit_flash::FlashLoc, usize, bool)>,
 }
+
+impl<'a> ItemView<'a> {
+    /// A view of `item`, read from another server (memkitd's router renders a backend's
+    /// item as it renders its own): what the item does not say (not asked for, or nothing
+    /// a reply carries) reads as a fresh item's.
+    pub fn of_item(key: &'a [u8], item: &'a memkit_types::Item) -> ItemView<'a> {
+        let ttl = item.ttl.unwrap_or(Ttl::Never);
+        ItemView {
+            key,
+            value: &item.value,
+            flags: item.flags,
+            cas: item.cas,
+            ttl,
+            ttl_before: ttl,
+            created: false,
+            fetched: item.fetched.unwrap_or(false),
+            last_access: item.last_access.unwrap_or(0),
+            win: item.win,
+            stale: item.stale,
+            win_taken: item.win_taken,
+            flash: None,
+        }
+    }
+}

@@ -216,11 +216,14 @@ impl MetaFlags<'_> {
         let pos = |c: u8| self.order().iter().position(|&x| x == c);
         let t_after_n = matches!((pos(b'N'), pos(b'T')), (Some(n), Some(t)) if t > n);
         let vivify = if t_after_n { self.ttl } else { self.vivify };
+        let before = |c: u8| matches!((pos(b't'), pos(c)), (Some(t), Some(c)) if t < c);
         GetOptions {
             touch: self.ttl.map(|t| Exptime(t.into())),
             vivify: self.vivify.and(vivify).map(|t| Exptime(t.into())),
             recache_below: self.recache.map(|r| r.max(0) as u32),
             meta: self.ret_ttl || self.ret_hit || self.ret_last_access,
+            ttl_before_touch: before(b'T'),
+            ttl_before_vivify: before(b'N'),
             no_bump: self.no_bump,
             new_cas: self.new_cas,
             classic: false,
@@ -247,25 +250,57 @@ impl MetaFlags<'_> {
     }
 
     /// The flags of an `mg` for `o`, returning value, flags and CAS (and `t h l` when
-    /// `o.meta`), `T`, `N`, `R` in the order memcached applies them.
+    /// `o.meta`), `T`, `N`, `R` in the order memcached applies them: `t` before `T` or `N`
+    /// where `o` says it came first ([`GetOptions::ttl_before_touch`],
+    /// [`GetOptions::ttl_before_vivify`]), `T` before `N` unless `t` sits between them.
     pub fn for_get(o: &GetOptions) -> MetaFlags<'static> {
         let mut f = MetaFlags::default();
         f.push(b'v').push(b'f').push(b'c');
-        if let Some(t) = o.touch {
-            f.ttl = Some(exp32(t));
-            f.push(b'T');
-        }
-        if let Some(n) = o.vivify {
-            f.vivify = Some(exp32(n));
-            f.push(b'N');
+        let before_t = o.meta && o.ttl_before_touch && o.touch.is_some();
+        let before_n = o.meta && o.ttl_before_vivify && o.vivify.is_some();
+        let meta = |f: &mut MetaFlags<'_>| {
+            f.push(b't').push(b'h').push(b'l');
+        };
+        let touch = |f: &mut MetaFlags<'_>| {
+            if let Some(t) = o.touch {
+                f.ttl = Some(exp32(t));
+                f.push(b'T');
+            }
+        };
+        let vivify = |f: &mut MetaFlags<'_>| {
+            if let Some(n) = o.vivify {
+                f.vivify = Some(exp32(n));
+                f.push(b'N');
+            }
+        };
+        match (before_t, before_n) {
+            (true, true) => {
+                meta(&mut f);
+                touch(&mut f);
+                vivify(&mut f);
+            }
+            (false, true) => {
+                touch(&mut f);
+                meta(&mut f);
+                vivify(&mut f);
+            }
+            (true, false) => {
+                vivify(&mut f);
+                meta(&mut f);
+                touch(&mut f);
+            }
+            (false, false) => {
+                touch(&mut f);
+                vivify(&mut f);
+            }
         }
         if let Some(r) = o.recache_below {
             f.recache = Some(r.min(i32::MAX as u32) as i32);
             f.push(b'R');
         }
         f.with_new_cas(o.new_cas);
-        if o.meta {
-            f.push(b't').push(b'h').push(b'l');
+        if o.meta && !before_t && !before_n {
+            meta(&mut f);
         }
         if o.no_bump {
             f.push(b'u');

@@ -96,22 +96,34 @@ fn meta_command() -> impl Strategy<Value = Owned> {
         proptest::option::of(exptime()),
         proptest::option::of(exptime()),
         proptest::option::of(0..=i32::MAX as u32),
-        any::<(bool, bool)>(),
+        any::<(bool, bool, bool, bool)>(),
         proptest::option::of(1..u64::MAX),
     )
-        .prop_map(|(k, touch, vivify, recache, (meta, no_bump), new_cas)| {
-            let opts = GetOptions {
-                touch,
-                vivify,
-                recache_below: recache,
-                meta,
-                no_bump,
-                new_cas,
-                classic: false,
-                replica: None,
-            };
-            Owned::Get(k, opts)
-        });
+        .prop_map(
+            |(k, touch, vivify, recache, (meta, no_bump, t_first, tv_first), new_cas)| {
+                // `t` before `T` (`N`) says something only with a `t` and a `T` (`N`); and
+                // with `N` before `t` before `T`, the later `T` gives a created item its TTL.
+                let ttl_before_touch = t_first && meta && touch.is_some();
+                let ttl_before_vivify = tv_first && meta && vivify.is_some();
+                let vivify = match (ttl_before_touch, ttl_before_vivify, vivify) {
+                    (true, false, Some(_)) => touch,
+                    (.., v) => v,
+                };
+                let opts = GetOptions {
+                    touch,
+                    vivify,
+                    recache_below: recache,
+                    meta,
+                    ttl_before_touch,
+                    ttl_before_vivify,
+                    no_bump,
+                    new_cas,
+                    classic: false,
+                    replica: None,
+                };
+                Owned::Get(k, opts)
+            },
+        );
     let store = (
         key(),
         data(),

@@ -154,6 +154,8 @@ fn decode_op(r: &mut Reader<'_>) -> Op {
                 vivify: r.maybe(f, 1, Reader::exptime),
                 recache_below: r.maybe(f, 2, |r| r.pick(&[0u32, 1, 2, 3, 100])),
                 meta: f & (1 << 3) != 0,
+                ttl_before_touch: false,
+                ttl_before_vivify: false,
                 no_bump: f & (1 << 4) != 0,
                 new_cas: r.maybe(f, 5, Reader::new_cas),
                 classic: false,

@@ -184,6 +184,8 @@ fn get_op() -> impl Strategy<Value = Op> {
                 vivify,
                 recache_below,
                 meta,
+                ttl_before_touch: false,
+                ttl_before_vivify: false,
                 no_bump: no_bump.is_some(),
                 new_cas,
                 classic: false,

@@ -107,6 +107,13 @@ pub struct GetOptions {
     pub recache_below: Option<u32>,
     /// `t`, `h`, `l`: fill in [`Item::ttl`], [`Item::fetched`] and [`Item::last_access`].
     pub meta: bool,
+    /// With `meta` and `touch`: `t` came before `T` in the request, so [`Item::ttl`] is the
+    /// TTL the item had before this read's touch (meta flags act in their order); otherwise
+    /// the TTL after it.
+    pub ttl_before_touch: bool,
+    /// With `meta` and `vivify`: `t` came before `N`, so an item this read creates reports
+    /// the TTL it had before `N` gave it one (none).
+    pub ttl_before_vivify: bool,
     /// `u`: do not count this read as an access (no eviction-policy bump, no fetched mark).
     pub no_bump: bool,
     /// `E`: the CAS value to give an item this read creates (with `vivify`).
