@@ -236,6 +236,40 @@ impl Client {
         }
     }
 
+    /// Sends `jobs` on one connection, in order, and returns each one's replies, all within
+    /// the request timeout ([`Client::pipeline`]).
+    pub(crate) async fn call_in_order(&self, jobs: Vec<Job>) -> Vec<Result<Vec<Reply>>> {
+        let n = jobs.len();
+        let timeout = self.inner.config.request_timeout;
+        let mut conn = None;
+        let mut results: Vec<Result<Vec<Reply>>> = Vec::with_capacity(n);
+        let res = tokio::time::timeout(timeout, async {
+            let c = self.connection().await?;
+            conn = Some(c.clone());
+            let mut waits = Vec::with_capacity(n);
+            for job in jobs {
+                waits.push(c.queue(job).await?);
+            }
+            for w in waits {
+                results.push(w.await);
+            }
+            Ok::<_, Error>(())
+        })
+        .await;
+        let failed = match res {
+            Ok(Ok(())) => return results,
+            Ok(Err(e)) => e,
+            Err(_) => {
+                if let Some(c) = conn {
+                    c.close("request timed out");
+                }
+                Error::Timeout
+            }
+        };
+        results.resize_with(n, || Err(failed.clone()));
+        results
+    }
+
     /// `version`: also a cheap liveness check (`memkit ping`).
     pub async fn version(&self) -> Result<String> {
         match self.protocol() {

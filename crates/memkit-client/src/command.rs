@@ -76,13 +76,44 @@ fn single(mut replies: Vec<Reply>) -> Result<TextReply> {
 
 // ---- reads ----
 
+/// Whether the text protocol can carry `key` as it is: memcached splits a request line on
+/// spaces, and a line ends at its newline. (A tab or another control byte is part of the
+/// key to memcached; the client's own calls refuse them, [`memkit_types::validate_key`], but a router
+/// forwards what a server took.)
+pub fn text_safe(key: &[u8]) -> bool {
+    !key.iter().any(|&b| matches!(b, b' ' | b'\r' | b'\n' | 0))
+}
+
+/// How a meta request carries `key`: as it is where the text protocol can, else in base64
+/// with the `b` flag (keys the binary protocol, or meta's `b`, gave a server).
+fn meta_key<'k>(key: &'k [u8], f: &mut MetaFlags<'_>) -> std::borrow::Cow<'k, [u8]> {
+    if text_safe(key) {
+        return key.into();
+    }
+    f.base64 = true;
+    f.push(b'b');
+    let mut out = Vec::with_capacity(key.len() * 4 / 3 + 4);
+    memkit_protocol::base64::encode_into(key, &mut out);
+    out.into()
+}
+
+/// A key a classic text request cannot carry.
+fn unsafe_key(key: &[u8]) -> Result<()> {
+    match text_safe(key) {
+        true => Ok(()),
+        false => Err(Error::InvalidKey),
+    }
+}
+
 /// Requests for reading `keys`.
 pub fn get(dialect: Dialect, keys: &[&[u8]], o: &GetOptions) -> Result<Job> {
     let mut bytes = Vec::with_capacity(keys.len() * 40);
     match dialect {
         Dialect::Meta => {
-            let f = MetaFlags::for_get(o);
+            let flags = MetaFlags::for_get(o);
             for key in keys {
+                let mut f = flags;
+                let key = &meta_key(key, &mut f);
                 encode_request(&Request::MetaGet { key, flags: f }, &mut bytes);
             }
             Ok(Job {
@@ -98,6 +129,7 @@ pub fn get(dialect: Dialect, keys: &[&[u8]], o: &GetOptions) -> Result<Job> {
             if o.meta || o.no_bump {
                 return Err(needs_meta("item metadata"));
             }
+            keys.iter().try_for_each(|k| unsafe_key(k))?;
             let joined = keys.join(&b' ');
             let req = Request::Get {
                 cas: true,
@@ -200,7 +232,8 @@ pub fn store(dialect: Dialect, key: &[u8], value: &[u8], o: &StoreOptions) -> Re
     let mut bytes = Vec::with_capacity(key.len() + value.len() + 48);
     match dialect {
         Dialect::Meta => {
-            let f = MetaFlags::for_store(o);
+            let mut f = MetaFlags::for_store(o);
+            let key = &meta_key(key, &mut f);
             let req = Request::MetaSet {
                 key,
                 flags: f,
@@ -212,6 +245,7 @@ pub fn store(dialect: Dialect, key: &[u8], value: &[u8], o: &StoreOptions) -> Re
             let cmd = StoreCmd::for_options(o).ok_or_else(|| {
                 needs_meta("invalidate/vivify/explicit CAS, or CAS with append/prepend/add/replace")
             })?;
+            unsafe_key(key)?;
             let req = Request::Store {
                 cmd,
                 key,
@@ -267,7 +301,8 @@ pub fn store_reply(replies: Vec<Reply>) -> Result<Stored> {
 /// The request for a delete.
 pub fn delete(dialect: Dialect, key: &[u8], o: &DeleteOptions) -> Result<Job> {
     let mut bytes = Vec::with_capacity(key.len() + 32);
-    if *o == DeleteOptions::default() {
+    if *o == DeleteOptions::default() && (text_safe(key) || dialect == Dialect::Classic) {
+        unsafe_key(key)?;
         encode_request(
             &Request::Delete {
                 key,
@@ -280,7 +315,8 @@ pub fn delete(dialect: Dialect, key: &[u8], o: &DeleteOptions) -> Result<Job> {
     if dialect == Dialect::Classic {
         return Err(needs_meta("delete with options"));
     }
-    let f = MetaFlags::for_delete(o);
+    let mut f = MetaFlags::for_delete(o);
+    let key = &meta_key(key, &mut f);
     encode_request(&Request::MetaDelete { key, flags: f }, &mut bytes);
     Ok(one(bytes))
 }
@@ -320,6 +356,7 @@ pub fn arith(dialect: Dialect, key: &[u8], o: &ArithOptions) -> Result<Job> {
             {
                 return Err(needs_meta("arithmetic with vivify/CAS/TTL"));
             }
+            unsafe_key(key)?;
             let req = Request::Arith {
                 incr,
                 key,
@@ -329,7 +366,8 @@ pub fn arith(dialect: Dialect, key: &[u8], o: &ArithOptions) -> Result<Job> {
             encode_request(&req, &mut bytes);
         }
         Dialect::Meta => {
-            let f = MetaFlags::for_arith(o);
+            let mut f = MetaFlags::for_arith(o);
+            let key = &meta_key(key, &mut f);
             encode_request(&Request::MetaArith { key, flags: f }, &mut bytes);
         }
     }

@@ -187,12 +187,23 @@ impl Connection {
 
     /// Sends `job` and waits for its replies (no timeout: see [`Connection::close`]).
     pub async fn call(&self, job: Job) -> Result<Vec<Reply>, Error> {
+        self.queue(job).await?.await
+    }
+
+    /// Queues `job` behind every job queued before it (the server answers them in that
+    /// order) and returns the wait for its replies.
+    pub async fn queue(
+        &self,
+        job: Job,
+    ) -> Result<impl Future<Output = Result<Vec<Reply>, Error>> + use<>, Error> {
         let (tx, rx) = oneshot::channel();
         if self.tx.send((job, tx)).await.is_err() {
             return Err(Error::Io("connection closed".into()));
         }
-        rx.await
-            .unwrap_or_else(|_| Err(Error::Io("connection closed".into())))
+        Ok(async move {
+            rx.await
+                .unwrap_or_else(|_| Err(Error::Io("connection closed".into())))
+        })
     }
 
     /// Closes the connection and fails everything pending on it.

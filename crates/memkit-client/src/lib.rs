@@ -16,6 +16,8 @@
 //!   options need it) and its replies as outcomes; the [`Dialect`] switch.
 //! - [`binary`]: each `Memcache` call as binary frames (the protocol crate's client-side
 //!   encoder) and its replies as outcomes; what binary cannot say.
+//! - [`pipeline`]: [`Client::pipeline`], logical commands to one server in order on one
+//!   connection, each with its [`Outcome`] (what a router forwards).
 //! - [`reply`]: owned replies (text lines, binary frames), read through the protocol
 //!   crate's response types, and their mapping to [`memkit_types::Error`].
 //! - [`hash`]: libhashkit's key hashes (one_at_a_time, md5, crc, fnv1(a)_32/64), bit-exact.
@@ -44,6 +46,7 @@ pub mod command;
 pub mod conn;
 pub mod distribution;
 pub mod hash;
+pub mod pipeline;
 pub mod reply;
 pub mod sasl;
 pub mod tls;
@@ -56,6 +59,7 @@ pub use command::Dialect;
 pub use conn::{Connector, Protocol, Stream, TcpConnector};
 pub use distribution::{Distribution, Placement, ServerSpec};
 pub use hash::HashFn;
+pub use pipeline::Outcome;
 pub use tls::{TlsConnector, TlsOptions};
 
 /// `docs/security.md`'s client examples, compiled as doctests so they cannot go stale.
