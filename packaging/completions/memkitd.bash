@@ -23,7 +23,7 @@ _memkitd() {
 
     case "${cmd}" in
         memkitd)
-            opts="-p -U -l -m -M -c -t -R -C -A -B -I -v -o -b -P -X -W -f -n -S -u -d -r -k -L -D -s -a -F -e -N -i -Y -Z -h -V --port --udp-port --listen --memory-limit --disable-evictions --conn-limit --threads --io --max-reqs-per-event --disable-cas --enable-shutdown --protocol --max-item-size --verbose --extended --listen-backlog --pidfile --disable-dumping --disable-watch --slab-growth-factor --slab-min-size --enable-sasl --sasl-pwdb --user --daemon --enable-coredumps --lock-memory --enable-largepages --unix-socket --unix-mask --disable-flush-all --memory-file --napi-ids --license --persist --durability --persist-reserve --raft-node --raft-listen --raft-peers --read-consistency --raft-timeout-ms --raft-heartbeat-ms --raft-snapshot-after --metrics-addr --dashboard-keys --log-format --auth-file --enable-ssl --help --version"
+            opts="-p -U -l -m -M -c -t -R -C -A -B -I -v -o -b -P -X -W -f -n -S -u -d -r -k -L -D -s -a -F -e -N -i -Y -Z -h -V --port --udp-port --listen --memory-limit --disable-evictions --conn-limit --threads --io --max-reqs-per-event --disable-cas --enable-shutdown --protocol --max-item-size --verbose --extended --listen-backlog --pidfile --disable-dumping --disable-watch --slab-growth-factor --slab-min-size --enable-sasl --sasl-pwdb --user --daemon --enable-coredumps --lock-memory --enable-largepages --unix-socket --unix-mask --disable-flush-all --memory-file --napi-ids --license --persist --durability --persist-reserve --raft-node --raft-listen --raft-peers --read-consistency --raft-timeout-ms --raft-heartbeat-ms --raft-snapshot-after --route --metrics-addr --dashboard-keys --log-format --auth-file --enable-ssl --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -230,6 +230,10 @@ _memkitd() {
                     return 0
                     ;;
                 --raft-snapshot-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --route)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

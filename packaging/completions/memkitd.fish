@@ -31,6 +31,7 @@ complete -c memkitd -l read-consistency -d 'linearizable (default: a read sees e
 complete -c memkitd -l raft-timeout-ms -d 'How long a write or a linearizable read may wait for the group (a leader, a majority) before it is answered SERVER_ERROR' -r
 complete -c memkitd -l raft-heartbeat-ms -d 'Heartbeat period; an election starts after 6 to 8 of them without a leader (openraft adds its leader lease to the election timeout)' -r
 complete -c memkitd -l raft-snapshot-after -d 'A snapshot after this many log entries since the last; the log keeps a tenth of that (at most 1000) behind it for followers slightly behind' -r
+complete -c memkitd -l route -d 'Run as a router in front of the pools this TOML file describes (docs/router.md): requests go to the backends, not to a local store. SIGHUP reloads the file' -r -F
 complete -c memkitd -l metrics-addr -d 'Serve Prometheus metrics (memcached_exporter\'s names) at http://HOST:PORT/metrics, and a live page for operators at http://HOST:PORT/' -r
 complete -c memkitd -l log-format -d 'Log format on standard error; the level is RUST_LOG when set, else -v/-vv/-vvv' -r -f -a "text\t'One human-readable line per event'
 json\t'One JSON object per line'"

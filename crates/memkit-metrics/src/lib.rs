@@ -30,6 +30,8 @@
 //! - `memkit_raft_*` (memkitd's `raft_*`, in a replicated group; `raft.rs`):
 //!   `memkit_raft_role{role}`, term, leader, log/commit/applied index, and on the leader
 //!   `memkit_raft_follower_lag{node}` ([`ServerStats::followers`])
+//! - `memkit_router_*` (a router's `stats router`; `router.rs`): its counters, and per
+//!   backend server (labels `pool`, `server`) requests, errors, marks down, latency
 //! - per size class, label `slab`: from `stats items` and from `stats slabs`
 //! - with [`render_own`]: `process_cpu_seconds_total`, `process_resident_memory_bytes`,
 //!   `process_open_fds`, ... ([`ProcessFigures`])
@@ -37,6 +39,7 @@
 mod names;
 mod process;
 mod raft;
+mod router;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -68,6 +71,8 @@ pub struct ServerStats<'a> {
     /// A group's leader: each follower's progress (from the node itself; `stats` does not
     /// carry it).
     pub followers: &'a [RaftFollower],
+    /// A router's `stats router` (empty for any other server).
+    pub router: &'a [(String, String)],
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -234,6 +239,7 @@ fn collect(f: &mut Families, s: &ServerStats<'_>) {
     collect_general(f, s);
     collect_persist(f, s);
     f.push_raft(s.labels, s.general, s.followers);
+    f.push_router(s.labels, s.router);
     let items = collect_items(f, s);
     collect_slabs(f, s, &items);
 }

@@ -228,3 +228,48 @@ fn raft_families_only_for_a_group_node() {
     }]);
     assert!(!text.contains("memkit_raft"), "{text}");
 }
+
+#[test]
+fn a_routers_lines_become_router_families_per_server() {
+    let g = pairs(&[("uptime", "5")]);
+    let router = pairs(&[
+        ("requests", "40"),
+        ("failovers", "3"),
+        ("pool:main:0:addr", "10.0.0.1:11211"),
+        ("pool:main:0:requests", "25"),
+        ("pool:main:0:down", "1"),
+        ("pool:main:0:latency_p50_us", "256"),
+        ("pool:b:c:1:addr", "10.0.0.2:11211"),
+        ("pool:b:c:1:errors", "2"),
+    ]);
+    let text = render(&[ServerStats {
+        up: true,
+        general: &g,
+        router: &router,
+        ..Default::default()
+    }]);
+    assert!(text.contains("# TYPE memkit_router_requests_total counter\n"));
+    assert!(text.contains("memkit_router_requests_total 40\n"));
+    assert!(text.contains("memkit_router_failovers_total 3\n"));
+    assert!(text.contains(
+        "memkit_router_server_requests_total{pool=\"main\",server=\"10.0.0.1:11211\"} 25\n"
+    ));
+    assert!(
+        text.contains("memkit_router_server_down{pool=\"main\",server=\"10.0.0.1:11211\"} 1\n")
+    );
+    assert!(text.contains(
+        "memkit_router_server_latency_p50_microseconds{pool=\"main\",server=\"10.0.0.1:11211\"} 256\n"
+    ));
+    // A pool name with a colon in it keeps it: only the index is split off the end.
+    assert!(
+        text.contains(
+            "memkit_router_server_errors_total{pool=\"b:c\",server=\"10.0.0.2:11211\"} 2\n"
+        )
+    );
+    let plain = render(&[ServerStats {
+        up: true,
+        general: &g,
+        ..Default::default()
+    }]);
+    assert!(!plain.contains("memkit_router"));
+}

@@ -117,9 +117,9 @@ fn execute(
             not_stored,
         };
         exec::execute(&cmd, sh, cx, &mut reply);
-        if cx.replicates() {
+        if cx.remote() {
             out.truncate(mark);
-            return (Action::Replicate, false);
+            return (Action::Remote, false);
         }
         if cx.fetch.is_some() {
             return (Action::Fetch, false);

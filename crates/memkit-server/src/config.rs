@@ -142,6 +142,8 @@ pub struct Args {
     #[command(flatten)]
     pub raft: raft::RaftArgs,
     #[command(flatten)]
+    pub route: RouteArgs,
+    #[command(flatten)]
     pub metrics: MetricsArgs,
     #[command(flatten)]
     pub log: crate::log::LogArgs,
@@ -245,6 +247,15 @@ pub struct PersistArgs {
     pub reserve_mb: Option<u64>,
 }
 
+/// Router mode's flag.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RouteArgs {
+    /// Run as a router in front of the pools this TOML file describes (docs/router.md):
+    /// requests go to the backends, not to a local store. SIGHUP reloads the file.
+    #[arg(long = "route", value_name = "FILE")]
+    pub route: Option<std::path::PathBuf>,
+}
+
 /// `-B`: the protocols a connection may speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
@@ -319,6 +330,8 @@ pub struct Settings {
     pub persist_reserve: Option<u64>,
     /// `--raft-*`: this server is a node of a replicated group (`crate::replica`).
     pub raft: Option<raft::RaftSettings>,
+    /// `--route FILE`: this server is a router (`crate::router`).
+    pub route: Option<std::path::PathBuf>,
     /// `-e FILE`: warm restart through this file (see [`crate::warm`]).
     pub memory_file: Option<std::path::PathBuf>,
     /// `--metrics-addr HOST:PORT`: serve Prometheus metrics and the page there (off when
@@ -386,6 +399,8 @@ impl From<Refusal> for (i32, String) {
 pub const EX_USAGE: i32 = 64;
 pub const EX_NOUSER: i32 = 67;
 pub const EX_OSERR: i32 = 71;
+/// sysexits' EX_CONFIG: `--route`'s file is bad.
+pub const EX_CONFIG: i32 = 78;
 
 /// memcached's values that only its start-up checks read.
 #[derive(Debug, Clone)]
@@ -471,6 +486,7 @@ impl Settings {
             durability: a.persist.durability,
             persist_reserve: a.persist.reserve_mb.map(|mb| mb << 20),
             raft: None,
+            route: a.route.route.clone(),
             memory_file: pr.memory_file.clone().map(Into::into),
             metrics_addr: a.metrics.metrics_addr.clone(),
             dashboard_keys: a.metrics.dashboard_keys,
@@ -541,6 +557,10 @@ impl Settings {
         match raft::RaftSettings::from_args(&a.raft, s.persist.is_some()) {
             Ok(r) => s.raft = r,
             Err(r) => s.refused.push(r),
+        }
+        if s.route.is_some() && s.persist.is_some() {
+            let m = "--route and --persist cannot go together: a router stores nothing itself";
+            s.refused.push(Refusal::new(EX_USAGE, m));
         }
         // RAM is a cache over the disk in persistent mode, a replicated node's too (its
         // store is memkit-raft's): evicting loses nothing.

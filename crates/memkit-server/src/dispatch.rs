@@ -176,11 +176,11 @@ pub fn dispatch(req: &Request<'_>, sh: &Shared, cx: &mut Cx, out: &mut Vec<u8>) 
         }
     };
     // A command that waits for the group answers on its second run.
-    if quiet || cx.replicates() {
+    if quiet || cx.remote() {
         out.truncate(mark);
     }
-    if cx.replicates() {
-        return Action::Replicate;
+    if cx.remote() {
+        return Action::Remote;
     }
     // A command that needs its value back from flash first answered nothing yet.
     if cx.fetch.is_some() {
@@ -552,7 +552,7 @@ fn cluster(sh: &Shared, cx: &mut Cx, args: &[&[u8]], out: &mut Vec<u8>) -> Actio
         );
         return Action::Continue;
     };
-    match cx.repl.get_or_insert_with(Default::default).cluster(admin) {
+    match cx.group().cluster(admin) {
         None => {}
         Some(Ok(lines)) => lines.iter().for_each(|l| line(out, l)),
         Some(Err(e)) => line(out, &format!("SERVER_ERROR {e}")),

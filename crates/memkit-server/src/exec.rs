@@ -15,6 +15,7 @@
 
 pub mod flash;
 pub mod replicate;
+pub mod route;
 
 use memkit_engine::{Got, ItemView};
 use memkit_protocol::Command;
@@ -38,10 +39,11 @@ pub enum Action {
     /// The request needs a value that is on flash (`append`, `incr`...): nothing was
     /// answered; bring [`Cx::fetch`] back to RAM, then run the request again.
     Fetch,
-    /// In a replicated group, the request waits for the group (its writes committed, a
-    /// read barrier): nothing was answered; carry out [`Cx::repl`]'s job, then run the
-    /// request again (`replicate`).
-    Replicate,
+    /// The request is carried out elsewhere ([`Cx::remote`]'s job): in a replicated group,
+    /// by the group (its writes committed, a read barrier: `replicate`); in router mode, by
+    /// the backends (`route`). Nothing was answered; carry the job out, then run the request
+    /// again.
+    Remote,
     /// A multi-get's reply reached [`crate::dispatch::REPLY_CHUNK`] bytes: write out what
     /// is rendered, then go on with [`crate::dispatch::resume`] at this byte offset into
     /// the key list.
@@ -91,8 +93,42 @@ pub struct Cx {
     /// Whether a request may ask for [`Self::fetch`]: not when it runs again after one
     /// (the value left RAM again at once), when it answers as memcached does.
     pub may_fetch: bool,
-    /// In a replicated group: what the request waits for, and what came of it.
-    pub repl: Option<Box<replicate::Repl>>,
+    /// In a replicated group or a router: what the request waits for, and what came of it.
+    pub remote: Option<Box<Remote>>,
+}
+
+/// What requests carried out elsewhere ([`Action::Remote`]) wait for, and what came of
+/// them: a server is a replicated group's node or a router, never both.
+#[derive(Debug)]
+pub enum Remote {
+    Group(replicate::Repl),
+    Route(route::Pending),
+}
+
+impl Remote {
+    /// Whether the request run last waits.
+    pub fn waits(&self) -> bool {
+        match self {
+            Remote::Group(r) => r.waits(),
+            Remote::Route(p) => p.waits(),
+        }
+    }
+
+    /// Whether more requests may join the job (`session::gather`).
+    pub fn gathers(&self) -> bool {
+        match self {
+            Remote::Group(r) => r.gathers(),
+            Remote::Route(p) => p.gathers(),
+        }
+    }
+
+    /// The request at the start of the input was answered.
+    pub fn answered(&mut self) {
+        match self {
+            Remote::Group(r) => r.answered(),
+            Remote::Route(p) => p.answered(),
+        }
+    }
 }
 
 impl Cx {
@@ -102,13 +138,42 @@ impl Cx {
             holes: Vec::new(),
             fetch: None,
             may_fetch: true,
-            repl: None,
+            remote: None,
         }
     }
 
-    /// Whether the request run last waits for the group (see [`Action::Replicate`]).
-    pub fn replicates(&self) -> bool {
-        self.repl.as_ref().is_some_and(|r| r.waits())
+    /// Whether the request run last waits for the group or the backends (see
+    /// [`Action::Remote`]).
+    pub fn remote(&self) -> bool {
+        self.remote.as_ref().is_some_and(|r| r.waits())
+    }
+
+    /// The replicated group's state of the connection.
+    pub fn group(&mut self) -> &mut replicate::Repl {
+        let r = self
+            .remote
+            .get_or_insert_with(|| Box::new(Remote::Group(Default::default())));
+        if !matches!(**r, Remote::Group(_)) {
+            **r = Remote::Group(Default::default());
+        }
+        match &mut **r {
+            Remote::Group(g) => g,
+            Remote::Route(_) => unreachable!("set to a group just above"),
+        }
+    }
+
+    /// The router's state of the connection.
+    pub fn routing(&mut self) -> &mut route::Pending {
+        let r = self
+            .remote
+            .get_or_insert_with(|| Box::new(Remote::Route(Default::default())));
+        if !matches!(**r, Remote::Route(_)) {
+            **r = Remote::Route(Default::default());
+        }
+        match &mut **r {
+            Remote::Route(p) => p,
+            Remote::Group(_) => unreachable!("set to a route just above"),
+        }
     }
 
     /// Whether `cmd` needs its item's value and that value is on flash: then it is noted
@@ -164,12 +229,18 @@ pub trait Reply {
 
 /// Runs `cmd` on the engine, reporting to `reply` and to `watch`.
 pub fn execute(cmd: &Command<'_>, sh: &Shared, cx: &mut Cx, reply: &mut impl Reply) {
+    if let Some(router) = sh.router() {
+        if matches!(cmd, Command::Flush { .. }) && !sh.settings.flush_enabled {
+            return reply.flush_refused();
+        }
+        return route::route(cmd, cx.routing(), &router.tally, &sh.detail, reply);
+    }
     let routed;
     let cmd = match sh.replica() {
         None => cmd,
         Some(rep) => {
-            let repl = cx.repl.get_or_insert_with(Default::default);
-            match replicate::route(cmd, rep, repl, sh, cx.id, reply) {
+            let id = cx.id;
+            match replicate::route(cmd, rep, cx.group(), sh, id, reply) {
                 replicate::Route::Done => return,
                 replicate::Route::Local(c) => {
                     routed = c;

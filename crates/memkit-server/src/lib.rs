@@ -18,10 +18,13 @@
 //!   the replicated group's node (`--raft-*`) on a runtime of its own, what a
 //!   parked connection hands it (writes, a read barrier, a `cluster` command), and `stats`'
 //!   `raft_*` figures.
+//! - [`router`] (beside [`replica`], likewise known to [`state`]): router mode
+//!   (`--route FILE`): the TOML file, the backend pools (memkit-client's connections and
+//!   placements, health and TKO), the routes a job of requests goes through.
 //! - [`exec`]: THE place where a request meets the storage backend: one executor for the
 //!   logical commands every encoding decodes into, and the [`exec::Reply`] trait each
 //!   encoding's renderer implements; in a group, [`exec::replicate`] turns writes into log
-//!   entries.
+//!   entries; in router mode, [`exec::route`] turns commands into a job for the backends.
 //! - [`dispatch`]: text and meta requests into logical commands, their renderers, and the
 //!   operator commands; [`binary`]: the same for binary frames; [`sasl`]: SASL PLAIN;
 //!   [`stats`]: `stats` and its subcommands with memcached's names, and the dumps' lines.
@@ -58,6 +61,7 @@ pub mod metrics;
 pub mod notify;
 pub mod process;
 pub mod replica;
+pub mod router;
 pub mod sasl;
 pub mod server;
 pub mod session;

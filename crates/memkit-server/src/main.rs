@@ -189,15 +189,23 @@ fn serve(
         if let Some(rep) = replica.clone() {
             shared.set_replica(rep);
         }
+        let router = match start_router(&shared) {
+            Ok(r) => r,
+            Err(r) => {
+                tracing::error!("{}", r.message);
+                return r.code;
+            }
+        };
         if stop_pending(&mut signals).await {
             stop_replica(replica.as_deref());
             memkit_server::warm::save_on_stop(&shared, &stop);
             memkit_server::flash::stop(&shared.engine);
             return 0;
         }
-        if let Some(auth) = shared.auth.clone() {
-            drop(tokio::spawn(reload_on_hup(auth)));
-        }
+        drop(tokio::spawn(reload_on_hup(
+            shared.auth.clone(),
+            router.clone(),
+        )));
         if let Some(a) = metrics_addr.as_deref() {
             match memkit_server::metrics::bind(a).await {
                 Ok(l) => drop(tokio::spawn(memkit_server::metrics::serve(
@@ -227,6 +235,9 @@ fn serve(
         // is saved: a connection still answering would acknowledge writes the file lacks.
         drop(workers);
         stop_replica(replica.as_deref());
+        if let Some(r) = &router {
+            r.stop();
+        }
         memkit_server::warm::save_on_stop(&shared, &stop);
         memkit_server::flash::stop(&shared.engine);
         0
@@ -264,6 +275,29 @@ fn start_replica(
         r.listen
     );
     Ok(Some(std::sync::Arc::new(rep)))
+}
+
+/// The router, when the settings make this server one (`--route`): its file loaded and
+/// checked (a bad one refuses to start, EX_CONFIG as memcached's bad config), its runtime
+/// started with `-t` threads.
+fn start_router(
+    shared: &memkit_server::Shared,
+) -> Result<Option<std::sync::Arc<memkit_server::router::Router>>, Refusal> {
+    let Some(path) = &shared.settings.route else {
+        return Ok(None);
+    };
+    let router = memkit_server::router::Router::start(path, shared.settings.threads)
+        .map_err(|e| Refusal::new(memkit_server::config::EX_CONFIG, e))?;
+    let router = std::sync::Arc::new(router);
+    let t = router.table();
+    tracing::info!(
+        "router: {}: {} pools, {} routes",
+        path.display(),
+        t.pools.len(),
+        t.routes.len()
+    );
+    shared.set_router(router.clone());
+    Ok(Some(router))
 }
 
 /// Stops the group's node once no connection is left to answer through it.
@@ -336,16 +370,31 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
-/// memcached re-reads the auth file on SIGHUP; a file that fails to load keeps the old one.
-async fn reload_on_hup(auth: std::sync::Arc<memkit_server::auth::Auth>) {
+/// SIGHUP: memcached re-reads the auth file, a router its routes; a file that fails to
+/// load keeps the old one.
+async fn reload_on_hup(
+    auth: Option<std::sync::Arc<memkit_server::auth::Auth>>,
+    router: Option<std::sync::Arc<memkit_server::router::Router>>,
+) {
     use tokio::signal::unix::{SignalKind, signal};
+    if auth.is_none() && router.is_none() {
+        return;
+    }
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         return;
     };
     while hup.recv().await.is_some() {
-        match auth.reload() {
-            Ok(n) => tracing::info!("auth file {} reloaded: {n} entries", auth.path()),
-            Err(e) => tracing::warn!("{e}; keeping the previous entries"),
+        if let Some(auth) = &auth {
+            match auth.reload() {
+                Ok(n) => tracing::info!("auth file {} reloaded: {n} entries", auth.path()),
+                Err(e) => tracing::warn!("{e}; keeping the previous entries"),
+            }
+        }
+        if let Some(router) = &router {
+            match router.reload() {
+                Ok(m) => tracing::info!("{m}"),
+                Err(e) => tracing::warn!("{e}"),
+            }
         }
     }
 }

@@ -35,6 +35,10 @@ pub fn exposition(sh: &Shared) -> String {
     let items = fetch(&[b"items"]);
     let slabs = fetch(&[b"slabs"]);
     let followers = followers(sh);
+    let router = match sh.router() {
+        Some(_) => fetch(&[b"router"]),
+        None => Vec::new(),
+    };
     let server = ServerStats {
         labels: &[],
         up: true,
@@ -43,6 +47,7 @@ pub fn exposition(sh: &Shared) -> String {
         items: &items,
         slabs: &slabs,
         followers: &followers,
+        router: &router,
     };
     memkit_metrics::render_own(&server, &figures::now(sh))
 }

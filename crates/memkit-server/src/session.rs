@@ -42,7 +42,7 @@ use crate::dispatch::{REPLY_CHUNK, dispatch, resume};
 use memkit_engine::DumpCursor;
 
 use crate::exec::flash::{Reads, Results};
-use crate::exec::{Action, Cx, Dump, Step};
+use crate::exec::{Action, Cx, Dump, Remote, Step};
 use crate::state::{ConnLive, ConnState, Registered, Shared};
 
 mod gather;
@@ -145,6 +145,8 @@ enum Wait {
     Flash(Box<Reads>),
     /// The replicated group: the request's writes committed, a read barrier passed.
     Group(Box<crate::replica::Job>),
+    /// The router's backends: the requests' outcomes.
+    Route(Box<crate::router::Job>),
 }
 
 /// A connection's protocol state from request to request.
@@ -178,9 +180,9 @@ pub struct Session {
     flash: Option<Box<Reads>>,
     /// The request at the start of the input runs again after a fetch: once only.
     fetched: bool,
-    /// In a replicated group: what the request at the start of the input waits for, and
-    /// what came of it (see `crate::exec::replicate`).
-    repl: Option<Box<crate::exec::replicate::Repl>>,
+    /// In a replicated group or a router: what the request at the start of the input waits
+    /// for, and what came of it (see `crate::exec::replicate`, `crate::exec::route`).
+    remote: Option<Box<Remote>>,
     /// Replies to writes wait for the server's gate (`--persist` `sync`)...
     gated: bool,
     /// ... and some such replies are in the output.
@@ -204,7 +206,7 @@ impl Session {
         Session {
             flash: None,
             fetched: false,
-            repl: None,
+            remote: None,
             gated: sh.gate().is_some(),
             rbuf: bytes::BytesMut::new(),
             out: Vec::new(),
@@ -329,10 +331,10 @@ impl Session {
     /// still to render stays there (a `Request` is not kept across the write: it borrows
     /// the input), anything else is consumed.
     fn book(&mut self, part: Part, action: Action) -> Option<After> {
-        if matches!(action, Action::Fetch | Action::Replicate) {
+        if matches!(action, Action::Fetch | Action::Remote) {
             // Not consumed: it runs again once its value is back in RAM, or once the group
-            // has answered (with the writes behind it: `gather`).
-            if matches!(action, Action::Replicate) {
+            // or the backends have answered (with the requests behind it: `gather`).
+            if matches!(action, Action::Remote) {
                 self.gather(part.used);
             }
             self.state = State::Ready;
@@ -347,7 +349,7 @@ impl Session {
             return Some(After::Write);
         }
         self.consume(part.used);
-        if let Some(r) = &mut self.repl {
+        if let Some(r) = &mut self.remote {
             r.answered();
         }
         self.state = match part.swallow {
@@ -359,8 +361,8 @@ impl Session {
         let now = self.reg.sh.uptime_secs.load(Relaxed);
         self.live.last_cmd.store(now, Relaxed);
         match action {
-            // (`Fetch` and `Replicate` returned above.)
-            Action::Continue | Action::More(_) | Action::Fetch | Action::Replicate => {
+            // (`Fetch` and `Remote` returned above.)
+            Action::Continue | Action::More(_) | Action::Fetch | Action::Remote => {
                 (self.out.len() >= FLUSH_AT).then_some(After::Write)
             }
             Action::Close => Some(self.end(End::Close)),
@@ -419,8 +421,13 @@ impl Session {
         if let Some(reads) = self.flash.take() {
             return self.park_on(Wait::Flash(reads), after);
         }
-        if let Some(job) = self.repl.as_mut().and_then(|r| r.take_job()) {
-            return self.park_on(Wait::Group(Box::new(job)), after);
+        let wait = match self.remote.as_deref_mut() {
+            Some(Remote::Group(r)) => r.take_job().map(|j| Wait::Group(Box::new(j))),
+            Some(Remote::Route(p)) => p.take_job().map(|j| Wait::Route(Box::new(j))),
+            None => None,
+        };
+        if let Some(wait) = wait {
+            return self.park_on(wait, after);
         }
         if self.unacked && !self.out.is_empty() {
             let gate = self
@@ -476,6 +483,10 @@ impl Session {
                 Some(rep) => rep.submit(job, done),
                 None => done.complete(Err("no replicated group".into())),
             },
+            Wait::Route(job) => match self.reg.sh.router() {
+                Some(router) => router.submit(job, done),
+                None => done.complete(Err("not a router".into())),
+            },
         }
     }
 
@@ -497,8 +508,14 @@ impl Session {
         }
         // The group's failures are answered request by request, in the second run.
         if let Wait::Group(job) = wait {
-            if let Some(r) = &mut self.repl {
+            if let Some(Remote::Group(r)) = self.remote.as_deref_mut() {
                 r.finish(*job);
+            }
+            return self.settle(after);
+        }
+        if let Wait::Route(job) = wait {
+            if let Some(Remote::Route(p)) = self.remote.as_deref_mut() {
+                p.finish(*job);
             }
             return self.settle(after);
         }
@@ -532,7 +549,7 @@ impl Session {
     /// counted, and the connection is parsing them.
     pub fn arrived(&mut self, n: usize, more: bool) {
         self.more = more;
-        if let Some(r) = &mut self.repl {
+        if let Some(Remote::Group(r)) = self.remote.as_deref_mut() {
             r.arrived();
         }
         self.reg.sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
@@ -572,14 +589,17 @@ impl Session {
         Cx {
             holes: self.flash.take().map(|r| r.holes).unwrap_or_default(),
             may_fetch: !self.fetched,
-            repl: self.repl.take(),
+            remote: self.remote.take(),
             ..Cx::new(self.reg.id)
         }
     }
 
     /// Takes back what the executor left for the connection to wait for.
     fn keep(&mut self, mut cx: Cx) {
-        self.repl = cx.repl.take();
+        self.remote = cx.remote.take();
+        if let Some(Remote::Route(p)) = self.remote.as_deref_mut() {
+            p.end_request();
+        }
         if !cx.holes.is_empty() || cx.fetch.is_some() {
             self.flash = Some(Box::new(Reads {
                 holes: cx.holes,

@@ -107,6 +107,8 @@ pub struct Shared {
     gate: std::sync::OnceLock<Arc<dyn gate::Gate>>,
     /// The replicated group this server is a node of (`--raft-*`), if any.
     replica: std::sync::OnceLock<Arc<crate::replica::Replica>>,
+    /// The router this server is (`--route`), if it is one.
+    router: std::sync::OnceLock<Arc<crate::router::Router>>,
 }
 
 impl Shared {
@@ -162,6 +164,17 @@ impl Shared {
             unlink
         };
         self.engine.refuse_too_large(unlink);
+    }
+
+    /// The router this server is (`--route`), if it is one.
+    #[inline]
+    pub fn router(&self) -> Option<&Arc<crate::router::Router>> {
+        self.router.get()
+    }
+
+    /// Makes this server a router (once, before it serves); `false` if it is one already.
+    pub fn set_router(&self, router: Arc<crate::router::Router>) -> bool {
+        self.router.set(router).is_ok()
     }
 
     /// Makes this server a node of `replica`'s group (once, before it serves: its engine
@@ -241,6 +254,7 @@ impl Shared {
             tls,
             gate: std::sync::OnceLock::new(),
             replica: std::sync::OnceLock::new(),
+            router: std::sync::OnceLock::new(),
         });
         if let Some(store) = shared.persist.clone().filter(|p| p.acks_wait()) {
             shared.set_gate(Arc::new(gate::Durable(store)));

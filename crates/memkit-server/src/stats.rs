@@ -16,6 +16,7 @@ use crate::exec::Dump;
 use crate::state::{ConnAddrs, Shared};
 
 mod flash;
+mod router;
 
 /// Writes the reply to `stats [args]`.
 pub fn write_stats(sh: &Shared, args: &[&[u8]], out: &mut Vec<u8>) {
@@ -28,8 +29,12 @@ pub fn write_stats(sh: &Shared, args: &[&[u8]], out: &mut Vec<u8>) {
         Some(b"conns") => conns(sh, out),
         Some(b"cachedump") => cachedump(sh, args, out),
         Some(b"extstore") if flash::pages(sh, out) => {}
+        Some(b"router") if router::lines(sh, out) => {}
         Some(b"reset") => {
             sh.engine.reset_stats();
+            if let Some(r) = sh.router() {
+                r.tally.reset();
+            }
             sh.counters.reset();
             sh.watchers.reset();
             sh.detail.clear();
@@ -102,7 +107,16 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
         ),
         ("connection_structures", n(conns)),
     ];
-    rows.extend(command_rows(sh, c));
+    match sh.router() {
+        // What the routed commands came to, not the (unused) local store's counts; the
+        // lines a router cannot know left out (docs/router.md).
+        Some(r) => {
+            let unknown = ["get_expired", "get_flushed", "store_no_memory"];
+            let routed = command_rows(sh, &r.tally.counters());
+            rows.extend(routed.into_iter().filter(|(k, _)| !unknown.contains(k)));
+        }
+        None => rows.extend(command_rows(sh, c)),
+    }
     // The flash tier's read counters go after `get_flushed`, as in memcached.
     let at = rows
         .iter()

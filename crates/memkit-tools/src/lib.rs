@@ -16,7 +16,7 @@
 //!   memcached_exporter's metric names) is rendered by `memkit_metrics`, the renderer
 //!   behind `memkitd --metrics-addr` too, so both print the same series.
 //! - [`top`]: the live dashboard (on [`term`], a few termios calls); [`top_group`], its
-//!   section for the nodes of a replicated memkitd group.
+//!   sections for the nodes of a replicated memkitd group and for a router's backends.
 //! - [`dump`] (`lru_crawler metadump all`), [`watch`] (the servers' `watch` streams) and
 //!   [`cluster`] (a replicated memkitd group's `cluster status|add|remove`) over [`raw`]
 //!   text connections (so not with `--binary`); [`trace`] renders the cookbook's `MLWUH`

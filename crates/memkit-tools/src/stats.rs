@@ -19,6 +19,8 @@ pub struct Snapshot {
     pub items: Pairs,
     /// `stats slabs`.
     pub slabs: Pairs,
+    /// `stats router` (a memkitd router's; empty for any other server).
+    pub router: Pairs,
 }
 
 impl Snapshot {
@@ -108,7 +110,12 @@ pub fn get<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
 
 /// Every server's snapshot (`stats` must answer; the others may fail and stay empty).
 pub async fn fetch_all(c: &Cluster, settings: bool) -> Vec<(String, Result<Snapshot, String>)> {
-    let (general, items, slabs) = tokio::join!(c.stats(""), c.stats("items"), c.stats("slabs"));
+    let (general, items, slabs, router) = tokio::join!(
+        c.stats(""),
+        c.stats("items"),
+        c.stats("slabs"),
+        c.stats("router")
+    );
     let sets = if settings {
         c.stats("settings").await
     } else {
@@ -117,6 +124,7 @@ pub async fn fetch_all(c: &Cluster, settings: bool) -> Vec<(String, Result<Snaps
     let mut sets = sets.into_iter();
     let mut items = items.into_iter();
     let mut slabs = slabs.into_iter();
+    let mut router = router.into_iter();
     let mut out = Vec::new();
     for (spec, g) in general {
         let take = |r: Option<(memkit_client::ServerSpec, memkit_types::Result<Pairs>)>| {
@@ -125,6 +133,7 @@ pub async fn fetch_all(c: &Cluster, settings: bool) -> Vec<(String, Result<Snaps
         let it = take(items.next());
         let sl = take(slabs.next());
         let st = take(sets.next());
+        let ro = take(router.next());
         out.push((
             spec.addr(),
             g.map(|general| Snapshot {
@@ -132,6 +141,7 @@ pub async fn fetch_all(c: &Cluster, settings: bool) -> Vec<(String, Result<Snaps
                 settings: st,
                 items: it,
                 slabs: sl,
+                router: ro,
             })
             .map_err(|e| e.to_string()),
         ));
@@ -289,6 +299,7 @@ pub fn render_prometheus(results: &[(String, Result<Snapshot, String>)]) -> Stri
                 // A group's follower progress is not in `stats`: memkitd's own endpoint
                 // has it, `memkit cluster status` shows it.
                 followers: &[],
+                router: &s.router,
             }
         })
         .collect();

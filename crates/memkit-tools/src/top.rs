@@ -271,6 +271,7 @@ pub fn frame(
     l.push(row("TOTAL", &t, selected == 0, None));
     l.push(String::new());
     l.extend(crate::top_group::section(views));
+    l.extend(crate::top_group::router_section(views));
     let (title, f, classes) = selected_view(views, selected, t);
     detail(&mut l, &title, &f, width);
     histogram(&mut l, classes, width, height);

@@ -5,7 +5,7 @@
 //! Neither can be answered at once, and a reply's bytes depend on the outcome (`STORED` or
 //! `EXISTS`), so the request is run twice, as a request that needs a value back from flash
 //! is: the first run renders nothing and notes what to wait for ([`Repl::job`]); the
-//! connection parks ([`crate::exec::Action::Replicate`]) and the node carries the job out;
+//! connection parks ([`crate::exec::Action::Remote`]) and the node carries the job out;
 //! the second run finds each write's outcome, in the order it made them, and renders it,
 //! or finds the barrier passed and reads the engine. A barrier covers every request in the
 //! connection's input when it began: until more input arrives, reads need no other. On the

@@ -1,7 +1,8 @@
-//! Pipelined writes in a replicated group, gathered into one job.
+//! Pipelined writes in a replicated group, and pipelined requests for a router's backends,
+//! gathered into one job.
 //!
 //! A write at the start of the input parks the connection until the group has its outcome
-//! (`Action::Replicate`). Had it parked alone, a client pipelining writes would get one
+//! (`Action::Remote`). Had it parked alone, a client pipelining writes would get one
 //! group round trip (a forward, an entry, a majority's fsyncs) per write. So before parking,
 //! the writes right behind it in the input run their first run too: each adds its write to
 //! the same job, in order, and renders nothing; the node proposes the job's writes in one
@@ -13,9 +14,13 @@
 //! answered here at once, a request not all in yet. That one runs after the job, as before.
 //! A request is decoded before it runs, so one that would be answered at once (and counted
 //! in `stats`) never runs early.
+//!
+//! A router gathers reads as well as writes: the job keeps each server's commands in the
+//! connection's order (`crate::router::run`), so a read behind a write of its key still
+//! sees it.
 
 use memkit_protocol::binary::{self, Auth};
-use memkit_protocol::{Command, decode_request};
+use memkit_protocol::{Command, Request, decode_request};
 
 use super::{Session, Wire, text_step};
 use crate::exec::{Action, Step};
@@ -30,10 +35,7 @@ impl Session {
         }
         let mut at = used;
         let mut scratch = Vec::new();
-        while at < self.rbuf.len()
-            && self.repl.as_ref().is_some_and(|r| r.gathers())
-            && self.gatherable(at, wire)
-        {
+        while at < self.rbuf.len() && self.job_gathers() && self.gatherable(at, wire) {
             let mut cx = self.cx();
             let sh = &self.reg.sh;
             let buf = &self.rbuf[at..];
@@ -46,7 +48,7 @@ impl Session {
                 Step::Done {
                     used,
                     swallow: 0,
-                    action: Action::Replicate,
+                    action: Action::Remote,
                     ..
                 } if scratch.is_empty() => at += used,
                 // Answered at once after all (nothing ran: a refusal), so it will be again
@@ -56,16 +58,23 @@ impl Session {
         }
     }
 
-    /// Whether the request at `at` in the input is whole and a single write the group
-    /// takes.
+    /// Whether the job takes more requests.
+    fn job_gathers(&self) -> bool {
+        self.remote.as_ref().is_some_and(|r| r.gathers())
+    }
+
+    /// Whether the request at `at` in the input is whole and one the job takes: a single
+    /// write for the group; any storage command for a router.
     fn gatherable(&self, at: usize, wire: Wire) -> bool {
+        let routing = self.reg.sh.router().is_some();
         let write = |c: Option<Command<'_>>| {
-            c.is_some_and(|c| c.mutates() && !matches!(c, Command::Get { .. }))
+            c.is_some_and(|c| routing || (c.mutates() && !matches!(c, Command::Get { .. })))
         };
         let (buf, sh) = (&self.rbuf[at..], &self.reg.sh);
         match wire {
             Wire::Text => {
-                matches!(decode_request(buf, &sh.limits), Ok((req, _)) if write(req.command(&[])))
+                let multi_get = |r: &Request<'_>| routing && matches!(r, Request::Get { .. });
+                matches!(decode_request(buf, &sh.limits), Ok((req, _)) if multi_get(&req) || write(req.command(&[])))
             }
             Wire::Binary => {
                 let auth = Auth {

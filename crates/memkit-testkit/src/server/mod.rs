@@ -14,7 +14,8 @@
 //!   found.
 //!
 //! [`group::Group`]: a replicated group of such children (`--raft-*`), cut off from each
-//! other through relays at the test's word.
+//! other through relays at the test's word. [`router::Router`]: a router child
+//! (`--route`), its file written by the test and reloaded at its word.
 //!
 //! The helpers both modes and [`crate::memcached`] use are here: [`free_port`],
 //! [`wait_for_tcp`].
@@ -23,6 +24,7 @@ pub mod group;
 #[cfg(feature = "server")]
 mod inproc;
 pub mod process;
+pub mod router;
 
 use std::fmt;
 use std::net::{SocketAddr, TcpStream};

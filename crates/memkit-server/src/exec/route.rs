@@ -1,0 +1,145 @@
+//! The executor in router mode (`--route`): a command becomes an [`Op`] of the
+//! connection's [`Job`] for the router ([`crate::router`]) instead of running on the engine.
+//!
+//! As in a replicated group (`replicate`), a request runs twice: its first run notes its
+//! commands (a multi-get one per key) and renders nothing; the connection parks
+//! ([`crate::exec::Action::Remote`]) with the requests pipelined behind it gathered into
+//! the same job; the second run renders each command's outcome, in order. The outcomes are
+//! kept a queue per request, so a request whose reply ends early (a text multi-get ends at
+//! its first error, as memcached's does) leaves nothing for the next one.
+//!
+//! A read whose server could not be reached answers a miss (the client's rule, "a dead
+//! server is a miss"); any other command answers `SERVER_ERROR` with the reason.
+
+use std::collections::VecDeque;
+
+use memkit_client::Outcome;
+use memkit_engine::ItemView;
+use memkit_protocol::Command;
+use memkit_types::Result;
+
+use super::Reply;
+use crate::detail::{Detail, Op};
+use crate::router::{Job, Tally};
+
+/// Commands one job carries at most (more wait for the next).
+const MAX_OPS: usize = 1024;
+/// Key and value bytes one job carries at most.
+const MAX_BYTES: usize = 1 << 20;
+
+/// A connection's routed requests across their two runs.
+#[derive(Debug, Default)]
+pub struct Pending {
+    /// The job the first runs fill.
+    job: Job,
+    /// How many commands each request of the job made, in order.
+    counts: Vec<usize>,
+    /// The request being run first has made a command (its count is the last).
+    open: bool,
+    /// The outcomes for the second runs: one queue a request, in order.
+    results: VecDeque<VecDeque<Result<Outcome>>>,
+    /// The request at the front has rendered an outcome in its second run.
+    started: bool,
+}
+
+impl Pending {
+    /// The job to park for, if the requests run last made one.
+    pub fn take_job(&mut self) -> Option<Job> {
+        self.waits().then(|| std::mem::take(&mut self.job))
+    }
+
+    /// Whether the requests run last wait for the router.
+    pub fn waits(&self) -> bool {
+        !self.job.ops.is_empty()
+    }
+
+    /// Whether more requests may join the job.
+    pub fn gathers(&self) -> bool {
+        self.job.ops.len() < MAX_OPS && self.job.bytes < MAX_BYTES
+    }
+
+    /// The first run of a request is over (the session calls this after every run).
+    pub fn end_request(&mut self) {
+        self.open = false;
+    }
+
+    /// What the job came to, split by request, for the second runs.
+    pub fn finish(&mut self, job: Job) {
+        let mut all = std::mem::take(&mut *job.done.lock()).into_iter();
+        for n in self.counts.drain(..) {
+            self.results.push_back(all.by_ref().take(n).collect());
+        }
+        self.open = false;
+        self.started = false;
+    }
+
+    /// The request at the front was answered: what is left of its outcomes is dropped.
+    pub fn answered(&mut self) {
+        if std::mem::take(&mut self.started) {
+            self.results.pop_front();
+        }
+    }
+
+    fn push(&mut self, cmd: &Command<'_>) {
+        if !self.open {
+            self.counts.push(0);
+            self.open = true;
+        }
+        if let Some(n) = self.counts.last_mut() {
+            *n += 1;
+        }
+        let op = crate::router::Op::of(cmd);
+        self.job.bytes += op.key.len() + op.data.len();
+        self.job.ops.push(op);
+    }
+}
+
+/// Routes `cmd`: on its first run, noted in the job; on its second, its outcome counted
+/// (`tally` for `stats`, and `stats detail` as the engine's path counts it) and rendered.
+pub fn route(
+    cmd: &Command<'_>,
+    p: &mut Pending,
+    tally: &Tally,
+    detail: &Detail,
+    reply: &mut impl Reply,
+) {
+    let outcome = match p.results.front_mut() {
+        Some(q) => {
+            p.started = true;
+            q.pop_front()
+        }
+        None => None,
+    };
+    match outcome {
+        None if p.results.is_empty() => p.push(cmd),
+        None => reply.error(&memkit_types::Error::Server("router: no outcome".into())),
+        Some(r) => {
+            tally.count(cmd, &r);
+            match cmd {
+                Command::Get { key, .. } => {
+                    detail.record(key, Op::Get(matches!(r, Ok(Outcome::Item(Some(_))))));
+                }
+                Command::Store { key, .. } => detail.record(key, Op::Set),
+                Command::Delete { key, .. } => detail.record(key, Op::Delete),
+                _ => {}
+            }
+            render(cmd, r, reply)
+        }
+    }
+}
+
+fn render(cmd: &Command<'_>, r: Result<Outcome>, reply: &mut impl Reply) {
+    match r {
+        Ok(Outcome::Item(Some(item))) => {
+            reply.hit(&ItemView::of_item(cmd.key().unwrap_or_default(), &item));
+        }
+        Ok(Outcome::Item(None)) => reply.miss(),
+        Ok(Outcome::Stored(s)) => reply.stored(&s),
+        Ok(Outcome::Deleted(d)) => reply.deleted(d),
+        Ok(Outcome::Arith(a)) => reply.arith(&a),
+        Ok(Outcome::Touched(found)) => reply.touched(found),
+        Ok(Outcome::Flushed) => reply.flushed(),
+        Err(e) if e.is_unavailable() && matches!(cmd, Command::Get { .. }) => reply.miss(),
+        Err(e) => reply.error(&e),
+    }
+}

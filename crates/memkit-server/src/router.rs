@@ -1,0 +1,433 @@
+//! Router mode (`memkitd --route FILE`): memkitd in front of pools of memcached or memkitd
+//! servers, for clients that cannot route themselves (PHP-FPM, Python). `docs/router.md`
+//! is the operator's reference.
+//!
+//! A routed request is a request that waits, as a replicated write is
+//! ([`crate::exec::route`]): its first run notes the logical command ([`Op`]) in the
+//! connection's [`Job`] and renders nothing; a client's pipelined requests join the same
+//! job (`session::gather`); the connection parks and the job runs here, on the router's
+//! own runtime; each request's second run renders its [`Outcome`] in the client's protocol.
+//! So clients speak text, meta or binary to the router whatever the backends speak, and a
+//! connection's replies stay in order.
+//!
+//! Map:
+//! - [`config`]: the TOML file, checked whole with line-numbered errors (a bad reload keeps
+//!   the old routes);
+//! - [`pool`]: a pool's clients, placement, and each server's health (TKO and its probe)
+//!   and counters;
+//! - [`run`]: a job's commands through the routes: which route takes each, in what order
+//!   they go, and each route kind (hash, failover, all-*, warm-up, gutter, shadow);
+//! - [`split`]: big values stored as chunks under keys of their own (`split_above`).
+
+pub mod config;
+pub mod pool;
+pub mod run;
+pub mod split;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use bytes::Bytes;
+use memkit_client::Outcome;
+use memkit_protocol::Command;
+use memkit_types::{ArithOptions, DeleteOptions, Exptime, GetOptions, Result, StoreOptions};
+use parking_lot::{Mutex, RwLock};
+
+use crate::state::gate::Completer;
+use config::{Plan, RouteSpec};
+use pool::Pool;
+
+/// A logical command, owned, as a job carries it to the router's runtime.
+#[derive(Debug, Clone)]
+pub struct Op {
+    pub key: Bytes,
+    pub data: Bytes,
+    pub kind: OpKind,
+}
+
+/// What an [`Op`] does (a [`Command`]'s options, owned).
+#[derive(Debug, Clone)]
+pub enum OpKind {
+    Get(GetOptions),
+    Store(StoreOptions),
+    Delete(DeleteOptions),
+    Arith(ArithOptions),
+    Touch(Exptime),
+    Flush(u32),
+}
+
+impl Op {
+    pub fn of(cmd: &Command<'_>) -> Op {
+        let (key, data, kind) = match cmd {
+            Command::Get { key, opts } => (*key, &[][..], OpKind::Get(opts.clone())),
+            Command::Store { key, data, opts } => (*key, *data, OpKind::Store(opts.clone())),
+            Command::Delete { key, opts } => (*key, &[][..], OpKind::Delete(opts.clone())),
+            Command::Arith { key, opts } => (*key, &[][..], OpKind::Arith(opts.clone())),
+            Command::Touch { key, exptime } => (*key, &[][..], OpKind::Touch(*exptime)),
+            Command::Flush { delay } => (&[][..], &[][..], OpKind::Flush(*delay)),
+        };
+        Op {
+            key: Bytes::copy_from_slice(key),
+            data: Bytes::copy_from_slice(data),
+            kind,
+        }
+    }
+
+    /// The command, borrowing this op.
+    pub fn command(&self) -> Command<'_> {
+        let key = &self.key[..];
+        match &self.kind {
+            OpKind::Get(opts) => Command::Get {
+                key,
+                opts: opts.clone(),
+            },
+            OpKind::Store(opts) => Command::Store {
+                key,
+                data: &self.data,
+                opts: opts.clone(),
+            },
+            OpKind::Delete(opts) => Command::Delete {
+                key,
+                opts: opts.clone(),
+            },
+            OpKind::Arith(opts) => Command::Arith {
+                key,
+                opts: opts.clone(),
+            },
+            OpKind::Touch(exptime) => Command::Touch {
+                key,
+                exptime: *exptime,
+            },
+            OpKind::Flush(delay) => Command::Flush { delay: *delay },
+        }
+    }
+
+    /// The route class (`commands = [...]`) it belongs to.
+    fn class(&self) -> u8 {
+        use config::class::*;
+        match self.kind {
+            OpKind::Get(_) => GET,
+            OpKind::Store(_) => SET,
+            OpKind::Delete(_) => DELETE,
+            OpKind::Arith(_) => ARITH,
+            OpKind::Touch(_) => TOUCH,
+            OpKind::Flush(_) => FLUSH,
+        }
+    }
+
+    /// Whether it changes what a server holds (a read with a touch does).
+    fn writes(&self) -> bool {
+        match &self.kind {
+            OpKind::Get(o) => o.touch.is_some() || o.vivify.is_some(),
+            _ => true,
+        }
+    }
+}
+
+/// A connection's requests for the router: filled by their first runs, carried out
+/// together.
+#[derive(Debug, Default)]
+pub struct Job {
+    pub ops: Vec<Op>,
+    /// Bytes of keys and values, to bound what one job holds.
+    pub bytes: usize,
+    /// Filled in before the connection's completer fires, aligned with `ops`.
+    pub done: Arc<Mutex<Vec<Result<Outcome>>>>,
+}
+
+/// The router's counters beyond the pools' (`stats router`).
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub jobs: AtomicU64,
+    pub ops: AtomicU64,
+    /// Requests no route takes.
+    pub unrouted: AtomicU64,
+    /// Requests a failover route sent to a later pool.
+    pub failovers: AtomicU64,
+    /// Requests sent to a gutter pool.
+    pub gutter: AtomicU64,
+    /// Requests mirrored to a shadow pool.
+    pub shadowed: AtomicU64,
+    /// Warm-up misses filled from the warm pool.
+    pub warmed: AtomicU64,
+    pub reloads: AtomicU64,
+    pub reload_failures: AtomicU64,
+}
+
+/// The client-facing command counters of `stats` in router mode (memcached's names): what
+/// the routed commands came to, counted as the engine counts its own (`gat` as a touch).
+/// What a router cannot know (an item expired or flushed at the backend, a backend out of
+/// memory) it does not count; `stats` leaves those lines out.
+#[derive(Debug, Default)]
+pub struct Tally {
+    cmd_get: AtomicU64,
+    get_hits: AtomicU64,
+    get_misses: AtomicU64,
+    cmd_touch: AtomicU64,
+    touch_hits: AtomicU64,
+    touch_misses: AtomicU64,
+    cmd_set: AtomicU64,
+    cas_hits: AtomicU64,
+    cas_misses: AtomicU64,
+    cas_badval: AtomicU64,
+    delete_hits: AtomicU64,
+    delete_misses: AtomicU64,
+    incr_hits: AtomicU64,
+    incr_misses: AtomicU64,
+    decr_hits: AtomicU64,
+    decr_misses: AtomicU64,
+    cmd_flush: AtomicU64,
+    store_too_large: AtomicU64,
+}
+
+impl Tally {
+    /// Counts `cmd`'s outcome `r`.
+    pub fn count(&self, cmd: &Command<'_>, r: &Result<Outcome>) {
+        use memkit_types::{ArithMode, ArithOutcome, DeleteOutcome, Error, StoreOutcome};
+        let add = |c: &AtomicU64| {
+            c.fetch_add(1, Relaxed);
+        };
+        match (cmd, r) {
+            (Command::Get { opts, .. }, r) => {
+                let hit = matches!(r, Ok(Outcome::Item(Some(_))));
+                // A touching hit is a touch; a miss, a get, unless a classic `gat` missed
+                // (memcached's meta handler knows it touches only once it has the item).
+                let touch = opts.touch.is_some() && (hit || opts.classic);
+                let (c, h, m) = match touch {
+                    true => (&self.cmd_touch, &self.touch_hits, &self.touch_misses),
+                    false => (&self.cmd_get, &self.get_hits, &self.get_misses),
+                };
+                add(c);
+                add(if hit { h } else { m });
+            }
+            (Command::Store { opts, .. }, r) => {
+                add(&self.cmd_set);
+                match (opts.cas.is_some(), r) {
+                    (_, Err(Error::TooLarge)) => add(&self.store_too_large),
+                    (true, Ok(Outcome::Stored(s))) => match s.outcome {
+                        StoreOutcome::Stored => add(&self.cas_hits),
+                        StoreOutcome::Exists => add(&self.cas_badval),
+                        _ => add(&self.cas_misses),
+                    },
+                    _ => {}
+                }
+            }
+            (Command::Delete { .. }, Ok(Outcome::Deleted(d))) => match d {
+                DeleteOutcome::Deleted => add(&self.delete_hits),
+                _ => add(&self.delete_misses),
+            },
+            (Command::Arith { opts, .. }, Ok(Outcome::Arith(a))) => {
+                let hit = !matches!(a, ArithOutcome::NotFound);
+                let (h, m) = match opts.mode {
+                    ArithMode::Incr => (&self.incr_hits, &self.incr_misses),
+                    ArithMode::Decr => (&self.decr_hits, &self.decr_misses),
+                };
+                add(if hit { h } else { m });
+            }
+            (Command::Touch { .. }, Ok(Outcome::Touched(found))) => {
+                add(&self.cmd_touch);
+                add(if *found {
+                    &self.touch_hits
+                } else {
+                    &self.touch_misses
+                });
+            }
+            (Command::Flush { .. }, _) => add(&self.cmd_flush),
+            _ => {}
+        }
+    }
+
+    /// The counts, in the engine's shape (what the router does not count stays 0).
+    pub fn counters(&self) -> memkit_engine::Counters {
+        let g = |c: &AtomicU64| c.load(Relaxed);
+        memkit_engine::Counters {
+            cmd_get: g(&self.cmd_get),
+            get_hits: g(&self.get_hits),
+            get_misses: g(&self.get_misses),
+            cmd_touch: g(&self.cmd_touch),
+            touch_hits: g(&self.touch_hits),
+            touch_misses: g(&self.touch_misses),
+            cmd_set: g(&self.cmd_set),
+            cas_hits: g(&self.cas_hits),
+            cas_misses: g(&self.cas_misses),
+            cas_badval: g(&self.cas_badval),
+            delete_hits: g(&self.delete_hits),
+            delete_misses: g(&self.delete_misses),
+            incr_hits: g(&self.incr_hits),
+            incr_misses: g(&self.incr_misses),
+            decr_hits: g(&self.decr_hits),
+            decr_misses: g(&self.decr_misses),
+            cmd_flush: g(&self.cmd_flush),
+            store_too_large: g(&self.store_too_large),
+            ..Default::default()
+        }
+    }
+
+    /// `stats reset`.
+    pub fn reset(&self) {
+        for c in [
+            &self.cmd_get,
+            &self.get_hits,
+            &self.get_misses,
+            &self.cmd_touch,
+            &self.touch_hits,
+            &self.touch_misses,
+            &self.cmd_set,
+            &self.cas_hits,
+            &self.cas_misses,
+            &self.cas_badval,
+            &self.delete_hits,
+            &self.delete_misses,
+            &self.incr_hits,
+            &self.incr_misses,
+            &self.decr_hits,
+            &self.decr_misses,
+            &self.cmd_flush,
+            &self.store_too_large,
+        ] {
+            c.store(0, Relaxed);
+        }
+    }
+}
+
+/// The routes in force: pools by name and the routes over them, in the file's order.
+#[derive(Debug)]
+pub struct Table {
+    pub pools: BTreeMap<String, Arc<Pool>>,
+    pub routes: Vec<RouteSpec>,
+}
+
+impl Table {
+    /// Builds the pools of `plan`, keeping those of `old` whose definition is unchanged
+    /// (their connections and health go on).
+    fn build(plan: Plan, old: Option<&Table>) -> std::result::Result<Table, String> {
+        let mut pools = BTreeMap::new();
+        for spec in plan.pools {
+            let kept = old
+                .and_then(|t| t.pools.get(&spec.name))
+                .filter(|p| p.spec == spec)
+                .cloned();
+            let pool = match kept {
+                Some(p) => p,
+                None => Arc::new(Pool::new(spec.clone())?),
+            };
+            pools.insert(spec.name, pool);
+        }
+        Ok(Table {
+            pools,
+            routes: plan.routes,
+        })
+    }
+
+    /// The route that takes `op`: the first in the file whose prefix starts its key and
+    /// whose commands include it.
+    fn route_of(&self, op: &Op) -> Option<usize> {
+        let class = op.class();
+        self.routes
+            .iter()
+            .position(|r| r.classes & class != 0 && op.key.starts_with(&r.prefix))
+    }
+
+    fn pool(&self, name: &str) -> &Arc<Pool> {
+        &self.pools[name]
+    }
+}
+
+/// The router: its runtime, the routes in force, and the file they came from.
+pub struct Router {
+    path: PathBuf,
+    table: RwLock<Arc<Table>>,
+    pub counters: Arc<Counters>,
+    /// What `stats` reports of the client's commands.
+    pub tally: Tally,
+    handle: tokio::runtime::Handle,
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router").field("path", &self.path).finish()
+    }
+}
+
+impl Router {
+    /// Loads `path` and starts the router's runtime (`threads` threads).
+    pub fn start(path: &Path, threads: usize) -> std::result::Result<Router, String> {
+        let plan = config::load(path)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(1))
+            .thread_name("memkit-route")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("router: runtime: {e}"))?;
+        let table = {
+            let _in_runtime = runtime.enter();
+            Table::build(plan, None)?
+        };
+        Ok(Router {
+            path: path.to_path_buf(),
+            table: RwLock::new(Arc::new(table)),
+            counters: Arc::default(),
+            tally: Tally::default(),
+            handle: runtime.handle().clone(),
+            runtime: Mutex::new(Some(runtime)),
+        })
+    }
+
+    /// Reads the file again and, if it is good, routes by it from the next job on; a bad
+    /// file keeps the routes in force. Returns what happened, for the log.
+    pub fn reload(&self) -> std::result::Result<String, String> {
+        let built = config::load(&self.path).and_then(|plan| {
+            let _in_runtime = self.handle.enter();
+            Table::build(plan, Some(&self.table()))
+        });
+        match built {
+            Ok(t) => {
+                let msg = format!(
+                    "router: {} reloaded: {} pools, {} routes",
+                    self.path.display(),
+                    t.pools.len(),
+                    t.routes.len()
+                );
+                *self.table.write() = Arc::new(t);
+                self.counters.reloads.fetch_add(1, Relaxed);
+                Ok(msg)
+            }
+            Err(e) => {
+                self.counters.reload_failures.fetch_add(1, Relaxed);
+                Err(format!("router: {e}; keeping the routes in force"))
+            }
+        }
+    }
+
+    /// The routes in force.
+    pub fn table(&self) -> Arc<Table> {
+        self.table.read().clone()
+    }
+
+    /// Carries out `job` on the router's runtime, then calls `done`. Failures are outcomes
+    /// (each request answers its own), so `done` always reports success.
+    pub fn submit(&self, job: &mut Job, done: Completer) {
+        let ops = std::mem::take(&mut job.ops);
+        job.bytes = 0;
+        let slot = job.done.clone();
+        let table = self.table();
+        let counters = self.counters.clone();
+        counters.jobs.fetch_add(1, Relaxed);
+        counters.ops.fetch_add(ops.len() as u64, Relaxed);
+        self.handle.spawn(async move {
+            let out = run::run(&table, &counters, ops).await;
+            *slot.lock() = out;
+            done.complete(Ok(()));
+        });
+    }
+
+    /// Stops the runtime (its connections to the backends close).
+    pub fn stop(&self) {
+        if let Some(rt) = self.runtime.lock().take() {
+            rt.shutdown_background();
+        }
+    }
+}
