@@ -9,6 +9,7 @@ import pytest
 
 import mkinterop as mk
 import mkraft
+import mkroute
 
 KINDS = ["memkitd", "memcached"]
 
@@ -83,10 +84,11 @@ _FAILED = pytest.StashKey[bool]()
 @pytest.fixture(autouse=True)
 def _fresh_group_after_failure(request):
     """In run.sh's replicated pass, a case that failed may leave its group without a leader
-    or with an append it cannot finish: the pool's memkitd groups are started afresh after
-    it, so that one failure is reported once and not again by every case after it."""
+    or with an append it cannot finish (in a routed pass, a backend marked down): the pool's
+    memkitd groups (routers and their backends) are started afresh after it, so that one
+    failure is reported once and not again by every case after it."""
     yield
-    if mkraft.enabled() and request.node.stash.get(_FAILED, False):
+    if (mkraft.enabled() or mkroute.enabled()) and request.node.stash.get(_FAILED, False):
         for p in _POOLS:
             for sp in p.procs.values():
                 if sp.kind == "memkitd":
@@ -147,12 +149,13 @@ def server_pair(pool):
 
 @pytest.fixture
 def spawn():
-    """spawn(kind, flags, env=None, unix=None) -> ServerProcess with extra flags (and
-    environment variables; on a UNIX socket path instead of TCP); stopped at test end."""
+    """spawn(kind, flags, env=None, unix=None, plain=False) -> ServerProcess with extra flags
+    (and environment variables; on a UNIX socket path instead of TCP; `plain`: as it is in
+    every pass, see ServerProcess); stopped at test end."""
     started = []
 
-    def _spawn(kind, flags=(), env=None, unix=None):
-        sp = mk.ServerProcess(kind, _binary(kind), flags, env, unix)
+    def _spawn(kind, flags=(), env=None, unix=None, plain=False):
+        sp = mk.ServerProcess(kind, _binary(kind), flags, env, unix, plain=plain)
         started.append(sp)
         try:
             sp.start()
@@ -167,26 +170,31 @@ def spawn():
 
 @pytest.hookimpl(tryfirst=True)  # before -k deselects: a stale entry is told apart from a skipped one
 def pytest_collection_modifyitems(config, items):
-    """In run.sh's replicated pass, the cases mkraft names (and only those) are xfails with
-    their reasons: an expected difference is strict (if it passes, the run fails, so the list
-    cannot outlive the difference), a known bug strict, not strict or not run, as mkraft
-    says. A listed case that its collected module does not have is an error too (renamed or
-    removed)."""
-    if not mkraft.enabled():
+    """In run.sh's replicated pass (mkraft) and routed passes (mkroute), the cases the pass's
+    module names (and only those) are xfails with their reasons: an expected difference is
+    strict (if it passes, the run fails, so the list cannot outlive the difference), a known
+    bug strict, not strict or not run, as the module says. A listed case that its collected
+    module does not have is an error too (renamed or removed)."""
+    if mkraft.enabled():
+        mod, what, env = mkraft, "replicated group", "MKRAFT_RUN_BUGS"
+        differences, bug = mkraft.EXPECTED_DIFFERENCES, "memkitd bug"
+    elif mkroute.enabled():
+        mod, what, env = mkroute, f"router ({mkroute.backend_kind()} backends)", "MKROUTE_RUN_BUGS"
+        differences, bug = mkroute.expected_differences(), "router bug"
+    else:
         return
     by_id = {item.nodeid: item for item in items}
     modules = {item.nodeid.split("::")[0] for item in items}
-    run_bugs = os.environ.get("MKRAFT_RUN_BUGS") == "1"
-    listed = {k: (f"replicated group: {v}", {"strict": True})
-              for k, v in mkraft.EXPECTED_DIFFERENCES.items()}
-    for k, (v, how) in mkraft.KNOWN_BUGS.items():
-        run = run_bugs or how != mkraft.NOT_RUN
-        kw = {"strict": True} if how == mkraft.STRICT else {"strict": False, "run": run}
-        listed[k] = (f"memkitd bug: {v}", kw)
+    run_bugs = os.environ.get(env) == "1"
+    listed = {k: (f"{what}: {v}", {"strict": True}) for k, v in differences.items()}
+    for k, (v, how) in mod.KNOWN_BUGS.items():
+        run = run_bugs or how != mod.NOT_RUN
+        kw = {"strict": True} if how == mod.STRICT else {"strict": False, "run": run}
+        listed[k] = (f"{bug}: {v}", kw)
     for nodeid, (reason, kw) in listed.items():
         item = by_id.get(nodeid)
         if item is None:
             if nodeid.split("::")[0] in modules:
-                raise pytest.UsageError(f"mkraft names no such test: {nodeid}")
+                raise pytest.UsageError(f"{mod.__name__} names no such test: {nodeid}")
             continue
         item.add_marker(pytest.mark.xfail(reason=reason, **kw))

@@ -117,6 +117,8 @@ CASES = [
     c("mg-vivify", b"mg viv N30 v c\r\nmg viv v c\r\nms viv 1 T0\r\nz\r\nmg viv v\r\n"),
     c("mg-recache", b"set r 0 1000 1\r\nx\r\nmg r R30 v\r\nmg r R2000000 v c\r\nmg r v\r\n"),
     c("mg-touch", b"set t 0 0 1\r\nx\r\nmg t T1000 v t\r\nmg t t\r\n"),
+    # flags act in order: `t` before `T` is the TTL before the touch
+    c("mg-touch-flag-order", b"ms e 1\r\n1\r\nmg e t T100\r\nmg e T200 t\r\nmg e t\r\n"),
     c("mg-quiet-pipeline", b"set a 0 0 1\r\n1\r\nmg a q v k\r\nmg b q v k\r\nmg c q k\r\nmg a q\r\n"),
     # ------------------------------------------------------------------ meta: ms
     c("ms-basic", b"ms k 2\r\nhi\r\nmg k v f\r\nms k 2 T0 F5 c k O123\r\nho\r\nmg k v f\r\n"),
@@ -126,6 +128,9 @@ CASES = [
     c("ms-bad-mode", b"ms a 1 MX\r\nx\r\nms a 1 MEE\r\nx\r\nmg a v\r\n"),
     c("ms-cas", b"ms a 1 c\r\n1\r\n", b"ms a 1 C{cas} c\r\n2\r\n", b"ms a 1 C{cas}\r\n3\r\nms a 1 C1 q\r\n4\r\nmg a v\r\n"),
     c("ms-quiet", b"ms a 1 q\r\n1\r\nms a 1 q ME\r\n2\r\nms b 1 q MR\r\n3\r\nmg a v\r\n"),
+    # a classic read of a stale item takes no win token: the next `mg` gets W
+    c("stale-classic-read", b"ms c 3\r\n100\r\nmd c I\r\nget c\r\nmg c v\r\nmg c v\r\n"
+      b"ms d 3\r\n100\r\nmd d I\r\ngat 100 d\r\nmg d v\r\n"),
     c("ms-invalidate", b"ms a 1\r\n1\r\nmd a I T30\r\nmg a v c\r\nmg a v\r\nms a 1 I\r\n2\r\nmg a v\r\n"),
     c("ms-base64", b"ms Zm9v 1 b k\r\nx\r\nget foo\r\nms Zm9 1 b\r\ny\r\n"),
     c("ms-bad-data-chunk", b"ms a 2\r\nhello\r\nmg a v\r\n"),

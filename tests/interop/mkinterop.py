@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import mkraft
+import mkroute
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -74,8 +75,11 @@ class ServerProcess:
     """One server process we started ourselves; stopped by its PID only. With `unix`, it
     listens on that UNIX socket path (`-s`) instead of TCP, and `addr` is the path."""
 
-    def __init__(self, kind, binary, extra_flags=(), env=None, unix=None):
+    def __init__(self, kind, binary, extra_flags=(), env=None, unix=None, plain=False):
+        """`plain`: a memkitd started as it is, whatever the pass (no flash file, no group, not
+        a router in front of backends); for tests that set up such things themselves."""
         self.kind = kind
+        self.plain = plain
         self.binary = Path(binary)
         self.extra_flags = list(extra_flags)
         self.env = dict(env or {})  # added to this process's environment (e.g. SASL files)
@@ -85,6 +89,7 @@ class ServerProcess:
         self.log = None
         self.restarts = 0
         self.group = None  # mkraft.Group: the other two nodes, in run.sh's replicated pass
+        self.backends = None  # mkroute.Backends: what it routes to, in run.sh's routed passes
 
     @property
     def addr(self):
@@ -92,9 +97,11 @@ class ServerProcess:
 
     def argv(self, port):
         listen = ["-s", self.unix] if self.unix else ["-p", str(port), "-l", HOST]
-        flash = flash_flags(port) if self.kind == "memkitd" else []
+        flash = flash_flags(port) if self.kind == "memkitd" and not self.plain else []
         raft = self.group.flags(mkraft.SUITE_NODE) if self.group else []
-        return [str(self.binary)] + listen + BASE_FLAGS + flash + raft + self.extra_flags + root_flags()
+        route = self.backends.flags() if self.backends else []
+        return ([str(self.binary)] + listen + BASE_FLAGS + flash + raft + route + self.extra_flags
+                + root_flags())
 
     def _ready(self, port):
         if self.unix:
@@ -109,10 +116,18 @@ class ServerProcess:
         last_err = None
         for _attempt in range(5):
             port = free_port()
-            if self.kind == "memkitd" and mkraft.enabled():
+            if self.kind == "memkitd" and mkraft.enabled() and not self.plain:
                 self.group = mkraft.Group(self.binary)
                 try:
                     self.group.start_others()
+                except RuntimeError:
+                    self.stop()
+                    raise
+            if self.kind == "memkitd" and mkroute.enabled() and not self.plain:
+                self.backends = mkroute.Backends(mkroute.backend_kind(),
+                                                 flags=mkroute.storage_flags(self.extra_flags))
+                try:
+                    self.backends.start()
                 except RuntimeError:
                     self.stop()
                     raise
@@ -125,7 +140,7 @@ class ServerProcess:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     last_err = f"{self.kind} exited with {self.proc.returncode}: {self.output()}"
-                    self.stop()  # its group's other nodes
+                    self.stop()  # its group's other nodes, its backends
                     break
                 try:
                     self._ready(port)
@@ -148,18 +163,22 @@ class ServerProcess:
         raise RuntimeError(last_err)
 
     def alive(self):
-        return self.proc is not None and self.proc.poll() is None and (not self.group or self.group.alive())
+        return (self.proc is not None and self.proc.poll() is None
+                and (not self.group or self.group.alive())
+                and (not self.backends or self.backends.alive()))
 
     def ensure_running(self):
         if not self.alive():
             if self.proc is not None:
                 self.restarts += 1
-                self.stop()  # what is left of it: in a group, the nodes still up
+                self.stop()  # what is left of it: in a group, the nodes still up; its backends
             self.start()
         return self
 
     def output(self, limit=4000):
         group = f"\n{self.group.output()}" if self.group else ""
+        if self.backends:
+            group += f"\n{self.backends.output()}"
         if self.log is None:
             return group
         try:
@@ -174,6 +193,9 @@ class ServerProcess:
         if self.group:
             self.group.stop()
             self.group = None
+        if self.backends:
+            self.backends.stop()
+            self.backends = None
         p = self.proc
         if p is None:
             return
@@ -361,7 +383,8 @@ _META_CODES = {b"HD", b"VA", b"EN", b"NF", b"NS", b"EX", b"MN"}
 
 class CasCanon:
     """Maps raw CAS values to c1, c2, ... in order of first appearance, so equal
-    structure of CAS values is compared while the numbers themselves are not."""
+    structure of CAS values is compared while the numbers themselves are not. In run.sh's
+    routed passes the structure is compared per key (mkroute.cas_scope)."""
 
     def __init__(self):
         self.map = {}
@@ -372,9 +395,12 @@ class CasCanon:
         self.last = raw
         if key is not None:
             self.by_key[key] = raw
-        if raw not in self.map:
-            self.map[raw] = b"c%d" % (len(self.map) + 1)
-        return self.map[raw]
+        scoped = mkroute.cas_scope(raw, key)
+        if scoped is None:
+            return b"c"
+        if scoped not in self.map:
+            self.map[scoped] = b"c%d" % (len(self.map) + 1)
+        return self.map[scoped]
 
 
 _PADDED = re.compile(rb"^\d+ *$")

@@ -8,7 +8,8 @@
   processes on one session id at once both finish and the second sees the first's write;
 - php-memcache (the other extension, text protocol): basic commands.
 
-Each test runs against memkitd and memcached ([memkitd]/[memcached])."""
+Each test runs against memkitd and memcached ([memkitd]/[memcached]); the session handler's
+also through a router over three memcached (`..._through_router`)."""
 
 import json
 import secrets
@@ -21,6 +22,7 @@ import pytest
 
 import mkinterop as mk
 import mkraft
+import mkroute
 
 PHP_DIR = Path(__file__).resolve().parent / "php"
 
@@ -159,7 +161,23 @@ def test_php_session_binary_default(php):
     assert json.loads(r.stdout) == ["1", "1"], r.stdout
 
 
+@pytest.fixture
+def router(spawn, tmp_path):
+    """(host, port) of a router (`memkitd --route`) over three memcached (ketama pool, hash
+    route), started here in every pass (mkroute.spawn_router)."""
+    _backends, sp, _specs = mkroute.spawn_router(spawn, tmp_path)
+    return sp.addr
+
+
 def test_php_session_counts(php, server):
+    session_counts(php, server)
+
+
+def test_php_session_counts_through_router(php, router):
+    session_counts(php, router)
+
+
+def session_counts(php, server):
     sid = new_session_id()
     for want in (1, 2, 3):
         got, err = run_php(php, "session_counter.php", sid, ini=session_ini(server))
@@ -172,6 +190,14 @@ def test_php_session_counts(php, server):
 
 
 def test_php_session_lock_contention(php, server):
+    session_lock_contention(php, server)
+
+
+def test_php_session_lock_contention_through_router(php, router):
+    session_lock_contention(php, router)
+
+
+def session_lock_contention(php, server):
     """A holds the session (and its lock) for 0.4 s; B starts meanwhile and must wait for the
     lock (php-memcached retries every 150 ms, 5 times by default), then read A's write."""
     sid = new_session_id()

@@ -12,6 +12,7 @@ import pytest
 
 import diffcases
 import mkinterop as mk
+import mkroute
 
 DOCS = mk.REPO_ROOT / "docs" / "protocol-notes.md"
 
@@ -193,4 +194,6 @@ def test_touching_reads_count_as_memcached(server_pair):
         out[kind].update({f"1:{f}": slabs.get(f"1:{f}") for f in ("get_hits", "touch_hits")})
     # What memcached 1.6.18 answers, so the comparison checks something real.
     assert out["memcached"]["cmd_touch"] == "4" and out["memcached"]["get_hits"] == "2", out
+    if mkroute.enabled():  # a router has no slab classes (mkroute.OWN_STORE)
+        out = {kind: {k: v for k, v in o.items() if not k.startswith("1:")} for kind, o in out.items()}
     assert out["memkitd"] == out["memcached"]
