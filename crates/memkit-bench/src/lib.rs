@@ -32,6 +32,9 @@
 //!   loopback against one unreplicated `--persist --durability sync` memkitd: replicated
 //!   sets, linearizable and local gets, and failover after a SIGKILL of the leader;
 //!   [`raft_group`] runs the group's processes, [`raft_failover`] the kills.
+//! - [`router_bench`]: `memkit-bench router`: memkitd's router mode (`--route`) against
+//!   twemproxy (`nutcracker`) in front of the same three memcached backends: get/set
+//!   throughput at depth 1 and 16, multi-gets, CPU per request, latency over direct access.
 //! - [`loadgen`]: the async (tokio) load generator, text or binary protocol (the binary side
 //!   on `memkit_protocol::binary`'s client codec); [`procs`]: the server processes and their
 //!   `/proc` figures; [`cpu_sample`]: a server's user/kernel split sampled by `perf record`
@@ -54,6 +57,7 @@ pub mod raft_group;
 pub mod raft_snapshot;
 pub mod report;
 pub mod restart_bench;
+pub mod router_bench;
 pub mod server_bench;
 pub mod server_report;
 pub mod slab;

@@ -17,6 +17,8 @@
 //! - `raft`: a replicated group of three memkitd nodes against an unreplicated one: sets,
 //!   linearizable and local gets, failover after a SIGKILL of the leader (see
 //!   [`memkit_bench::raft_bench`]).
+//! - `router`: memkitd `--route` against twemproxy (`nutcracker`) in front of the same three
+//!   memcached backends (see [`memkit_bench::router_bench`]).
 
 use clap::{Args, Parser, Subcommand};
 use memkit_bench::engine_bench::{self, EngineBenchConfig, Part};
@@ -57,6 +59,9 @@ enum Cmd {
     /// A replicated group of three memkitd nodes on loopback against one unreplicated
     /// `--persist --durability sync` memkitd: sets, gets, failover after a leader SIGKILL.
     Raft(memkit_bench::raft_bench::RaftArgs),
+    /// memkitd's router mode (`--route`) against twemproxy (`nutcracker`), both in front of
+    /// the same three memcached backends: throughput, CPU per request, added latency.
+    Router(memkit_bench::router_bench::RouterArgs),
 }
 
 #[derive(Debug, Args)]
@@ -112,5 +117,6 @@ fn main() {
         Cmd::Restart(a) => std::process::exit(memkit_bench::restart_bench::main(a)),
         Cmd::RaftSnapshot(a) => std::process::exit(memkit_bench::raft_snapshot::main(a)),
         Cmd::Raft(a) => std::process::exit(memkit_bench::raft_bench::main(a)),
+        Cmd::Router(a) => std::process::exit(memkit_bench::router_bench::main(a)),
     }
 }

@@ -151,19 +151,7 @@ impl Server {
 
     /// (user, system) CPU seconds the process has used so far (all threads).
     pub fn cpu_times(&self) -> io::Result<(f64, f64)> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))?;
-        // Fields after the command name's closing parenthesis start at field 3 (state);
-        // utime and stime are fields 14 and 15.
-        let rest = stat
-            .rsplit_once(')')
-            .map(|(_, r)| r)
-            .ok_or_else(|| io::Error::other("bad /proc stat"))?;
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        Ok((
-            ticks(11) as f64 / clock_ticks(),
-            ticks(12) as f64 / clock_ticks(),
-        ))
+        cpu_times_of(self.pid())
     }
 
     /// (VmRSS, VmHWM) in bytes.
@@ -260,6 +248,24 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// (user, system) CPU seconds process `pid` has used so far (all threads), from
+/// `/proc/PID/stat`.
+pub fn cpu_times_of(pid: u32) -> io::Result<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name's closing parenthesis start at field 3 (state);
+    // utime and stime are fields 14 and 15.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| io::Error::other("bad /proc stat"))?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    Ok((
+        ticks(11) as f64 / clock_ticks(),
+        ticks(12) as f64 / clock_ticks(),
+    ))
 }
 
 /// `sysconf(_SC_CLK_TCK)` by way of `getconf`, 100 if that fails (Linux's usual value).
