@@ -1,16 +1,19 @@
-//! One pipelined connection: a writer task, a reader task, and a FIFO of pending replies.
+//! One pipelined connection: callers write, a reader task reads, and a FIFO of pending
+//! replies matches the two.
 //!
 //! Design (and why): memcached answers requests on a connection strictly in order, so a
-//! connection needs no request ids, only a queue. Callers hand a [`Job`] (encoded bytes,
-//! how many replies to expect, a oneshot for the answer) to the **writer task** over a
-//! channel; the writer drains every job already waiting into one buffer, registers their
-//! reply slots in the FIFO *before* writing, and writes the batch with one syscall. The
-//! **reader task** decodes replies with the codec and fills the slot at the head of the
-//! FIFO. Concurrent callers therefore share one socket with their requests batched and
-//! pipelined, and nobody holds a lock across I/O. Reading and writing run in separate tasks
-//! because a server that is writing a large reply stops reading our input: a single task
-//! blocked in `write_all` would deadlock against it (a mutex-protected framed connection has
-//! the same problem unless it interleaves both directions by hand).
+//! connection needs no request ids, only a queue. A caller with a [`Job`] (encoded bytes,
+//! how many replies to expect) registers its reply slot in the FIFO and, under the same
+//! lock, writes the bytes itself when nothing is waiting to be written: a request costs no
+//! hand-off to another task, and on a multi-threaded runtime no wake-up of another thread,
+//! which is what a request's latency is made of when the server answers in microseconds.
+//! What the socket does not take at once is buffered, and the **writer task** writes it
+//! when the socket can take more; later callers append behind it, so bytes and slots keep
+//! one order. The **reader task** decodes replies with the codec and fills the slot at the
+//! head of the FIFO. Concurrent callers therefore share one socket with their requests
+//! pipelined, and nobody holds a lock across an await. Reading and writing are separate
+//! because a server that is writing a large reply stops reading our input: a writer that
+//! waited in `write_all` before reading would deadlock against it.
 //!
 //! When anything goes wrong (EOF, I/O error, a malformed or unsolicited reply, or a caller's
 //! timeout), the connection is **closed**: every pending slot fails with [`Error::Io`], the
@@ -32,13 +35,14 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker, ready};
 
 use bytes::{Buf, BytesMut};
 use memkit_protocol::{DecodeError, Limits, binary};
 use memkit_types::Error;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadHalf, WriteHalf};
+use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::distribution::ServerSpec;
@@ -118,9 +122,80 @@ struct Fifo {
     closed: bool,
 }
 
+/// The write side: the stream's half, and what the socket has not taken yet.
+struct Out {
+    wr: WriteHalf<Box<dyn Stream>>,
+    /// Bytes behind a write that did not finish at once, for the writer task.
+    buf: BytesMut,
+    /// The writer task has bytes to write or a flush to finish: callers append to `buf`.
+    busy: bool,
+}
+
+impl Out {
+    /// Writes `bytes` now if the writer task has nothing pending and the socket takes them
+    /// without waiting; buffers the rest. Returns whether the writer task has work.
+    fn push(&mut self, bytes: &[u8]) -> io::Result<bool> {
+        if self.busy {
+            self.buf.extend_from_slice(bytes);
+            return Ok(true);
+        }
+        // A waker that does nothing: a write that would wait leaves the bytes to the writer
+        // task, whose own poll registers its waker.
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut n = 0;
+        while n < bytes.len() {
+            match Pin::new(&mut self.wr).poll_write(&mut cx, &bytes[n..]) {
+                Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+                Poll::Ready(Ok(k)) => n += k,
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => break,
+            }
+        }
+        if n == bytes.len() {
+            match Pin::new(&mut self.wr).poll_flush(&mut cx) {
+                Poll::Ready(Ok(())) => return Ok(false),
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => {}
+            }
+        }
+        self.buf.extend_from_slice(&bytes[n..]);
+        self.busy = true;
+        Ok(true)
+    }
+
+    /// The writer task's part: writes `buf` out and flushes.
+    fn drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.buf.is_empty() {
+            match ready!(Pin::new(&mut self.wr).poll_write(cx, &self.buf)) {
+                Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Ok(n) => self.buf.advance(n),
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+        ready!(Pin::new(&mut self.wr).poll_flush(cx))?;
+        self.busy = false;
+        Poll::Ready(Ok(()))
+    }
+}
+
 struct Shared {
     fifo: Mutex<Fifo>,
+    out: Mutex<Out>,
     open: AtomicBool,
+    /// Wakes the writer task when `out` has work for it.
+    writer: Notify,
+    /// Wakes callers waiting for `out.buf` to drain (see [`MAX_BUFFERED`]).
+    room: Notify,
+}
+
+/// Why [`Shared::send`] did not take a job.
+enum Refused {
+    Full(Job),
+    Closed,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Shared {
@@ -128,19 +203,50 @@ impl Shared {
     fn close(&self, why: &str) {
         self.open.store(false, Ordering::Release);
         let slots = {
-            let mut f = self.fifo.lock().unwrap_or_else(|e| e.into_inner());
+            let mut f = lock(&self.fifo);
             f.closed = true;
             std::mem::take(&mut f.slots)
         };
         for s in slots {
             let _ = s.tx.send(Err(Error::Io(why.to_string())));
         }
+        self.room.notify_waiters();
+    }
+
+    /// Registers `job`'s reply slot and writes or buffers its bytes, both under the write
+    /// lock so that slots and bytes keep one order.
+    fn send(&self, job: Job) -> Result<oneshot::Receiver<Result<Vec<Reply>, Error>>, Refused> {
+        let mut out = lock(&self.out);
+        if out.buf.len() >= MAX_BUFFERED {
+            return Err(Refused::Full(job));
+        }
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut f = lock(&self.fifo);
+            if f.closed {
+                return Err(Refused::Closed);
+            }
+            f.slots.push_back(Slot {
+                expect: job.expect,
+                remaining: job.count,
+                replies: Vec::with_capacity(job.count),
+                tx,
+            });
+        }
+        match out.push(&job.bytes) {
+            Ok(true) => self.writer.notify_one(),
+            Ok(false) => {}
+            Err(e) => {
+                drop(out);
+                self.close(&format!("write failed: {e}"));
+            }
+        }
+        Ok(rx)
     }
 }
 
 /// One pipelined connection; see the module docs.
 pub struct Connection {
-    tx: mpsc::Sender<(Job, Answer)>,
     shared: Arc<Shared>,
     tasks: [JoinHandle<()>; 2],
 }
@@ -153,8 +259,8 @@ impl fmt::Debug for Connection {
     }
 }
 
-/// Flush the batch once it holds this many bytes even if more jobs are waiting.
-const MAX_BATCH: usize = 256 * 1024;
+/// Callers wait while this many bytes wait for the socket (a server that stopped reading).
+const MAX_BUFFERED: usize = 4 << 20;
 
 impl Connection {
     /// Starts the reader and writer tasks of a text connection on the current tokio runtime.
@@ -168,13 +274,18 @@ impl Connection {
         let (rd, wr) = tokio::io::split(stream);
         let shared = Arc::new(Shared {
             fifo: Mutex::new(Fifo::default()),
+            out: Mutex::new(Out {
+                wr,
+                buf: BytesMut::new(),
+                busy: false,
+            }),
             open: AtomicBool::new(true),
+            writer: Notify::new(),
+            room: Notify::new(),
         });
-        let (tx, rx) = mpsc::channel(1024);
         let reader = tokio::spawn(read_loop(rd, shared.clone(), limits, protocol));
-        let writer = tokio::spawn(write_loop(wr, rx, shared.clone()));
+        let writer = tokio::spawn(write_loop(shared.clone()));
         Connection {
-            tx,
             shared,
             tasks: [reader, writer],
         }
@@ -191,15 +302,23 @@ impl Connection {
     }
 
     /// Queues `job` behind every job queued before it (the server answers them in that
-    /// order) and returns the wait for its replies.
+    /// order) and returns the wait for its replies. The bytes are written before this
+    /// returns, or buffered for the writer task.
     pub async fn queue(
         &self,
-        job: Job,
+        mut job: Job,
     ) -> Result<impl Future<Output = Result<Vec<Reply>, Error>> + use<>, Error> {
-        let (tx, rx) = oneshot::channel();
-        if self.tx.send((job, tx)).await.is_err() {
-            return Err(Error::Io("connection closed".into()));
-        }
+        let rx = loop {
+            let room = self.shared.room.notified();
+            match self.shared.send(job) {
+                Ok(rx) => break rx,
+                Err(Refused::Closed) => return Err(Error::Io("connection closed".into())),
+                Err(Refused::Full(j)) => {
+                    job = j;
+                    room.await;
+                }
+            }
+        };
         Ok(async move {
             rx.await
                 .unwrap_or_else(|_| Err(Error::Io("connection closed".into())))
@@ -221,58 +340,20 @@ impl Drop for Connection {
     }
 }
 
-async fn write_loop(
-    mut wr: tokio::io::WriteHalf<Box<dyn Stream>>,
-    mut rx: mpsc::Receiver<(Job, Answer)>,
-    shared: Arc<Shared>,
-) {
-    let mut buf = Vec::with_capacity(16 * 1024);
-    while let Some(first) = rx.recv().await {
-        buf.clear();
-        let mut batch = vec![first];
-        let mut size = batch[0].0.bytes.len();
-        while size < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(j) => {
-                    size += j.0.bytes.len();
-                    batch.push(j);
-                }
-                Err(_) => break,
-            }
+/// Writes what callers left buffered, each time they say there is some.
+async fn write_loop(shared: Arc<Shared>) {
+    loop {
+        shared.writer.notified().await;
+        let res = std::future::poll_fn(|cx| lock(&shared.out).drain(cx)).await;
+        if let Err(e) = res {
+            return shared.close(&format!("write failed: {e}"));
         }
-        {
-            let mut f = shared.fifo.lock().unwrap_or_else(|e| e.into_inner());
-            for (job, tx) in batch {
-                if f.closed {
-                    let _ = tx.send(Err(Error::Io("connection closed".into())));
-                    continue;
-                }
-                buf.extend_from_slice(&job.bytes);
-                f.slots.push_back(Slot {
-                    expect: job.expect,
-                    remaining: job.count,
-                    replies: Vec::with_capacity(job.count),
-                    tx,
-                });
-            }
-            if f.closed {
-                return;
-            }
-        }
-        if let Err(e) = async {
-            wr.write_all(&buf).await?;
-            wr.flush().await
-        }
-        .await
-        {
-            shared.close(&format!("write failed: {e}"));
-            return;
-        }
+        shared.room.notify_waiters();
     }
 }
 
 async fn read_loop(
-    mut rd: tokio::io::ReadHalf<Box<dyn Stream>>,
+    mut rd: ReadHalf<Box<dyn Stream>>,
     shared: Arc<Shared>,
     limits: Limits,
     protocol: Protocol,
@@ -322,7 +403,7 @@ async fn read_loop(
 
 /// Files `reply` under the oldest pending slot; false if there is none.
 fn deliver(shared: &Shared, reply: Reply) -> bool {
-    let mut f = shared.fifo.lock().unwrap_or_else(|e| e.into_inner());
+    let mut f = lock(&shared.fifo);
     let Some(slot) = f.slots.front_mut() else {
         return false;
     };
