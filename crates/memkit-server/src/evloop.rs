@@ -618,10 +618,14 @@ impl<H> LoopConn<H> {
     }
 
     /// [`memkit_engine::Engine::prefetch`] for the first key in the connection's input (text
-    /// requests: a binary request's key is not guessed).
+    /// requests: a binary request's key is not guessed; a router's engine holds nothing).
     fn prefetch(&self, what: Prefetch) {
+        let sh = self.session.sh();
+        if sh.router().is_some() {
+            return;
+        }
         if let Some(key) = memkit_protocol::first_key(&self.session.rbuf) {
-            self.session.sh().engine.prefetch(key, what);
+            sh.engine.prefetch(key, what);
         }
     }
 

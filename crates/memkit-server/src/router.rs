@@ -5,8 +5,10 @@
 //! A routed request is a request that waits, as a replicated write is
 //! ([`crate::exec::route`]): its first run notes the logical command ([`Op`]) in the
 //! connection's [`Job`] and renders nothing; a client's pipelined requests join the same
-//! job (`session::gather`); the connection parks and the job runs here, on the router's
-//! own runtime; each request's second run renders its [`Outcome`] in the client's protocol.
+//! job (`session::gather`); the connection parks and the job runs here: started on the
+//! worker, which writes the requests to the backends, and finished on the router's own
+//! runtime, where the replies arrive ([`Router::submit`]); each request's second run
+//! renders its [`Outcome`] in the client's protocol.
 //! So clients speak text, meta or binary to the router whatever the backends speak, and a
 //! connection's replies stay in order.
 //!
@@ -25,9 +27,14 @@ pub mod run;
 pub mod split;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, Ordering::AcqRel, Ordering::Relaxed, Ordering::Release,
+};
+use std::task::{Context, Wake, Waker};
 
 use bytes::Bytes;
 use memkit_client::Outcome;
@@ -335,6 +342,50 @@ impl Table {
     }
 }
 
+/// A job's future as a task of its own making: polled first by the worker that submits it
+/// (inside the router's runtime context, so its sockets and timers are the runtime's),
+/// then, each time something wakes it, by a task spawned on the router's runtime. A
+/// `tokio::spawn` of the whole job would cost a wake-up of a router thread before the first
+/// byte went out; here the only thread woken is the one the replies arrive on.
+struct JobTask {
+    fut: Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    /// A poll is spawned and has not started: wakes until it starts add nothing.
+    scheduled: AtomicBool,
+    handle: tokio::runtime::Handle,
+}
+
+impl JobTask {
+    /// Polls the job once, if it is not done.
+    fn poll(self: &Arc<Self>) {
+        let mut fut = self.fut.lock();
+        let Some(f) = fut.as_mut() else {
+            return;
+        };
+        let waker = Waker::from(self.clone());
+        if f.as_mut().poll(&mut Context::from_waker(&waker)).is_ready() {
+            *fut = None;
+        }
+    }
+}
+
+impl Wake for JobTask {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    /// Never polls here: a waker may be called inside a poll (the job's own, holding its
+    /// lock, when tokio's budget runs out).
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.scheduled.swap(true, AcqRel) {
+            let me = self.clone();
+            self.handle.spawn(async move {
+                me.scheduled.store(false, Release);
+                me.poll();
+            });
+        }
+    }
+}
+
 /// The router: its runtime, the routes in force, and the file they came from.
 pub struct Router {
     path: PathBuf,
@@ -407,8 +458,10 @@ impl Router {
         self.table.read().clone()
     }
 
-    /// Carries out `job` on the router's runtime, then calls `done`. Failures are outcomes
-    /// (each request answers its own), so `done` always reports success.
+    /// Carries out `job`, then calls `done`. Failures are outcomes (each request answers
+    /// its own), so `done` always reports success. The job starts on the calling worker:
+    /// its requests are written to the backends from here, and only the replies' arrival
+    /// wakes the router's runtime ([`JobTask`]).
     pub fn submit(&self, job: &mut Job, done: Completer) {
         let ops = std::mem::take(&mut job.ops);
         job.bytes = 0;
@@ -417,11 +470,17 @@ impl Router {
         let counters = self.counters.clone();
         counters.jobs.fetch_add(1, Relaxed);
         counters.ops.fetch_add(ops.len() as u64, Relaxed);
-        self.handle.spawn(async move {
-            let out = run::run(&table, &counters, ops).await;
-            *slot.lock() = out;
-            done.complete(Ok(()));
+        let task = Arc::new(JobTask {
+            fut: Mutex::new(Some(Box::pin(async move {
+                let out = run::run(&table, &counters, ops).await;
+                *slot.lock() = out;
+                done.complete(Ok(()));
+            }))),
+            scheduled: AtomicBool::new(false),
+            handle: self.handle.clone(),
         });
+        let _in_runtime = self.handle.enter();
+        task.poll();
     }
 
     /// Stops the runtime (its connections to the backends close).

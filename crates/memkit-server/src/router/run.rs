@@ -195,22 +195,15 @@ async fn by_server(pool: &Arc<Pool>, ops: &[Op], servers: &[usize]) -> Outcomes 
             None => groups.push((s, vec![i])),
         }
     }
-    let tasks: Vec<_> = groups
-        .iter()
-        .map(|(s, idx)| {
-            let (pool, s) = (pool.clone(), *s);
-            let mine: Vec<Op> = idx.iter().map(|&i| ops[i].clone()).collect();
-            tokio::spawn(async move {
-                let cmds: Vec<_> = mine.iter().map(Op::command).collect();
-                pool.pipeline(s, &cmds).await
-            })
-        })
-        .collect();
+    // Every server's pipeline at once, on this task: the job's task is already off the
+    // client's worker, and a spawn a server would cost a task each.
+    let pipelines = groups.iter().map(|(s, idx)| async move {
+        let cmds: Vec<_> = idx.iter().map(|&i| ops[i].command()).collect();
+        pool.pipeline(*s, &cmds).await
+    });
+    let results = futures_util::future::join_all(pipelines).await;
     let mut out: Vec<Option<Result<Outcome>>> = vec![None; ops.len()];
-    for ((_, idx), t) in groups.iter().zip(tasks) {
-        let res = t
-            .await
-            .unwrap_or_else(|e| vec![Err(Error::Server(format!("router task: {e}"))); idx.len()]);
+    for ((_, idx), res) in groups.iter().zip(results) {
         for (&i, r) in idx.iter().zip(res) {
             out[i] = Some(r);
         }
