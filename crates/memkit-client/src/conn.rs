@@ -129,14 +129,18 @@ struct Out {
     buf: BytesMut,
     /// The writer task has bytes to write or a flush to finish: callers append to `buf`.
     busy: bool,
+    /// Callers write themselves when the writer task is idle (else they always leave it
+    /// the bytes); see [`Connection::start_with`].
+    direct: bool,
 }
 
 impl Out {
     /// Writes `bytes` now if the writer task has nothing pending and the socket takes them
     /// without waiting; buffers the rest. Returns whether the writer task has work.
     fn push(&mut self, bytes: &[u8]) -> io::Result<bool> {
-        if self.busy {
+        if self.busy || !self.direct {
             self.buf.extend_from_slice(bytes);
+            self.busy = true;
             return Ok(true);
         }
         // A waker that does nothing: a write that would wait leaves the bytes to the writer
@@ -270,6 +274,11 @@ impl Connection {
 
     /// Starts the reader and writer tasks of a `protocol` connection on the current tokio
     /// runtime. The stream must be ready for requests (logged in, if the server wants it).
+    ///
+    /// On a current-thread runtime callers never write themselves: the writer task runs on
+    /// their own thread, so handing it the bytes costs no wake-up, and it runs after every
+    /// task already woken, whose requests it then sends in the same write (a router's
+    /// worker answering many clients at once sends each backend one write, not one each).
     pub fn start_with(stream: Box<dyn Stream>, limits: Limits, protocol: Protocol) -> Connection {
         let (rd, wr) = tokio::io::split(stream);
         let shared = Arc::new(Shared {
@@ -278,6 +287,8 @@ impl Connection {
                 wr,
                 buf: BytesMut::new(),
                 busy: false,
+                direct: tokio::runtime::Handle::current().runtime_flavor()
+                    != tokio::runtime::RuntimeFlavor::CurrentThread,
             }),
             open: AtomicBool::new(true),
             writer: Notify::new(),

@@ -264,6 +264,16 @@ async fn a_connect_that_hangs_ends_at_the_connect_timeout() {
 /// connection: nothing is lost, reordered or stuck while the server writes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn big_requests_and_replies_cross_on_one_connection() {
+    big_requests_and_replies_cross().await;
+}
+
+/// On a current-thread runtime every write is the writer task's: the same crossing.
+#[tokio::test(flavor = "current_thread")]
+async fn big_requests_and_replies_cross_on_a_current_thread_runtime() {
+    big_requests_and_replies_cross().await;
+}
+
+async fn big_requests_and_replies_cross() {
     let d = Memkitd::start_with(&["-m", "256"]);
     let c = Client::new(
         d.spec(),

@@ -618,14 +618,11 @@ impl<H> LoopConn<H> {
     }
 
     /// [`memkit_engine::Engine::prefetch`] for the first key in the connection's input (text
-    /// requests: a binary request's key is not guessed; a router's engine holds nothing).
+    /// requests: a binary request's key is not guessed). A router's connections are not the
+    /// loop's (`crate::server`'s hand-over).
     fn prefetch(&self, what: Prefetch) {
-        let sh = self.session.sh();
-        if sh.router().is_some() {
-            return;
-        }
         if let Some(key) = memkit_protocol::first_key(&self.session.rbuf) {
-            sh.engine.prefetch(key, what);
+            self.session.sh().engine.prefetch(key, what);
         }
     }
 

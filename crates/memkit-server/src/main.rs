@@ -278,8 +278,8 @@ fn start_replica(
 }
 
 /// The router, when the settings make this server one (`--route`): its file loaded and
-/// checked (a bad one refuses to start, EX_CONFIG as memcached's bad config), its runtime
-/// started with `-t` threads.
+/// checked (a bad one refuses to start, EX_CONFIG as memcached's bad config), its pools
+/// with backend connections for each of the `-t` workers.
 fn start_router(
     shared: &memkit_server::Shared,
 ) -> Result<Option<std::sync::Arc<memkit_server::router::Router>>, Refusal> {

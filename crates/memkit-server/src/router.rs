@@ -5,9 +5,9 @@
 //! A routed request is a request that waits, as a replicated write is
 //! ([`crate::exec::route`]): its first run notes the logical command ([`Op`]) in the
 //! connection's [`Job`] and renders nothing; a client's pipelined requests join the same
-//! job (`session::gather`); the connection parks and the job runs here: started on the
-//! worker, which writes the requests to the backends, and finished on the router's own
-//! runtime, where the replies arrive ([`Router::submit`]); each request's second run
+//! job (`session::gather`); the connection parks and the job runs here, on the
+//! connection's worker, which has its own connections to the backends ([`pool`]), so the
+//! replies arrive on that worker too ([`Router::submit`]); each request's second run
 //! renders its [`Outcome`] in the client's protocol.
 //! So clients speak text, meta or binary to the router whatever the backends speak, and a
 //! connection's replies stay in order.
@@ -46,7 +46,7 @@ use crate::state::gate::Completer;
 use config::{Plan, RouteSpec};
 use pool::Pool;
 
-/// A logical command, owned, as a job carries it to the router's runtime.
+/// A logical command, owned, as a job carries it from the request that made it.
 #[derive(Debug, Clone)]
 pub struct Op {
     pub key: Bytes,
@@ -309,7 +309,11 @@ pub struct Table {
 impl Table {
     /// Builds the pools of `plan`, keeping those of `old` whose definition is unchanged
     /// (their connections and health go on).
-    fn build(plan: Plan, old: Option<&Table>) -> std::result::Result<Table, String> {
+    fn build(
+        plan: Plan,
+        old: Option<&Table>,
+        workers: usize,
+    ) -> std::result::Result<Table, String> {
         let mut pools = BTreeMap::new();
         for spec in plan.pools {
             let kept = old
@@ -318,7 +322,7 @@ impl Table {
                 .cloned();
             let pool = match kept {
                 Some(p) => p,
-                None => Arc::new(Pool::new(spec.clone())?),
+                None => Arc::new(Pool::new(spec.clone(), workers)?),
             };
             pools.insert(spec.name, pool);
         }
@@ -342,11 +346,11 @@ impl Table {
     }
 }
 
-/// A job's future as a task of its own making: polled first by the worker that submits it
-/// (inside the router's runtime context, so its sockets and timers are the runtime's),
-/// then, each time something wakes it, by a task spawned on the router's runtime. A
-/// `tokio::spawn` of the whole job would cost a wake-up of a router thread before the first
-/// byte went out; here the only thread woken is the one the replies arrive on.
+/// A job's future as a task of its own making: polled first by the thread that submits it
+/// (inside `handle`'s runtime context, so its sockets and timers are that runtime's), then,
+/// each time something wakes it, by a task spawned on `handle`. A `tokio::spawn` of the
+/// whole job would cost a scheduling round (and, from outside the runtime, a wake-up of
+/// one of its threads) before the first byte went out.
 struct JobTask {
     fut: Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
     /// A poll is spawned and has not started: wakes until it starts add nothing.
@@ -389,6 +393,8 @@ impl Wake for JobTask {
 /// The router: its runtime, the routes in force, and the file they came from.
 pub struct Router {
     path: PathBuf,
+    /// The server's worker threads: each has its own backend connections.
+    workers: usize,
     table: RwLock<Arc<Table>>,
     pub counters: Arc<Counters>,
     /// What `stats` reports of the client's commands.
@@ -404,21 +410,24 @@ impl std::fmt::Debug for Router {
 }
 
 impl Router {
-    /// Loads `path` and starts the router's runtime (`threads` threads).
-    pub fn start(path: &Path, threads: usize) -> std::result::Result<Router, String> {
+    /// Loads `path` and starts the router's runtime, for a server of `workers` worker
+    /// threads. The workers' runtimes carry the jobs; the router's own (one thread) probes
+    /// marked-down servers and serves whatever runs outside a worker.
+    pub fn start(path: &Path, workers: usize) -> std::result::Result<Router, String> {
         let plan = config::load(path)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads.max(1))
+            .worker_threads(1)
             .thread_name("memkit-route")
             .enable_all()
             .build()
             .map_err(|e| format!("router: runtime: {e}"))?;
         let table = {
             let _in_runtime = runtime.enter();
-            Table::build(plan, None)?
+            Table::build(plan, None, workers)?
         };
         Ok(Router {
             path: path.to_path_buf(),
+            workers,
             table: RwLock::new(Arc::new(table)),
             counters: Arc::default(),
             tally: Tally::default(),
@@ -432,7 +441,7 @@ impl Router {
     pub fn reload(&self) -> std::result::Result<String, String> {
         let built = config::load(&self.path).and_then(|plan| {
             let _in_runtime = self.handle.enter();
-            Table::build(plan, Some(&self.table()))
+            Table::build(plan, Some(&self.table()), self.workers)
         });
         match built {
             Ok(t) => {
@@ -459,9 +468,10 @@ impl Router {
     }
 
     /// Carries out `job`, then calls `done`. Failures are outcomes (each request answers
-    /// its own), so `done` always reports success. The job starts on the calling worker:
-    /// its requests are written to the backends from here, and only the replies' arrival
-    /// wakes the router's runtime ([`JobTask`]).
+    /// its own), so `done` always reports success. The job starts on the calling thread,
+    /// which writes the requests to the backends, and goes on when woken on the calling
+    /// thread's runtime: a worker's, where its backend connections' replies arrive
+    /// ([`pool`]), so a routed request crosses no thread; else the router's ([`JobTask`]).
     pub fn submit(&self, job: &mut Job, done: Completer) {
         let ops = std::mem::take(&mut job.ops);
         job.bytes = 0;
@@ -477,9 +487,9 @@ impl Router {
                 done.complete(Ok(()));
             }))),
             scheduled: AtomicBool::new(false),
-            handle: self.handle.clone(),
+            handle: tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.handle.clone()),
         });
-        let _in_runtime = self.handle.enter();
+        let _in_runtime = task.handle.enter();
         task.poll();
     }
 

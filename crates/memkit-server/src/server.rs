@@ -166,7 +166,9 @@ pub async fn run_listeners(
 }
 
 /// Gives an accepted connection to a worker: its loop unless it is TLS (rustls' streams are
-/// tokio's), else a task on the worker's runtime (or the caller's, without workers).
+/// tokio's) or a router's, else a task on the worker's runtime (or the caller's, without
+/// workers). A router's connections run where its backend connections do, on the worker's
+/// runtime (`crate::router`): a routed request then crosses no thread.
 fn hand_over(
     moved: std::io::Result<Moved>,
     sh: &Arc<Shared>,
@@ -181,11 +183,13 @@ fn hand_over(
     };
     let (runtime, lp) = workers.pick();
     match moved {
-        Ok(socket) if !is_tls(sh, &socket) => lp.send(crate::evloop::Handoff {
-            socket,
-            registered,
-            live,
-        }),
+        Ok(socket) if !is_tls(sh, &socket) && sh.router().is_none() => {
+            lp.send(crate::evloop::Handoff {
+                socket,
+                registered,
+                live,
+            })
+        }
         moved => drop(runtime.spawn(connection_task(moved, registered, live))),
     }
 }
@@ -198,10 +202,11 @@ fn is_tls(sh: &Shared, socket: &Moved) -> bool {
 }
 
 /// Whether connections of a server with `settings` and `security` use tokio's timer: with
-/// TLS (the handshake's and `close_notify`'s bounds). Nothing else a connection does sleeps:
-/// `-o idle_timeout` is the housekeeping tick's.
-pub fn needs_timers(_settings: &Settings, security: &Security) -> bool {
-    security.tls.is_some()
+/// TLS (the handshake's and `close_notify`'s bounds), or in router mode (the backends'
+/// timeouts and probes). Nothing else a connection does sleeps: `-o idle_timeout` is the
+/// housekeeping tick's.
+pub fn needs_timers(settings: &Settings, security: &Security) -> bool {
+    security.tls.is_some() || settings.route.is_some()
 }
 
 /// Registers an accepted socket with the current (worker's) reactor.
@@ -327,6 +332,7 @@ impl Workers {
                 std::thread::Builder::new()
                     .name(format!("memkitd-worker-{i}"))
                     .spawn(move || {
+                        crate::router::pool::set_worker(i);
                         // Tasks spawned through the handle run while this blocks; dropping
                         // the runtime afterwards cancels whatever is left.
                         let _ = rt.block_on(rx);

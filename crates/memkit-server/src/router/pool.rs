@@ -13,7 +13,14 @@
 //! (each a new one if it died too, once a connection of the pool) when no command of the
 //! batch could change the outcome by running twice (reads, `set`, `touch`): so a server idle
 //! for hours answers the first request (memcached proxy's #1247).
+//!
+//! Each worker thread has its own clients, so its own connections to every server (as
+//! mcrouter's proxy threads do): a connection's reader task runs on the runtime that opened
+//! it, and a worker's jobs then send, receive and finish on the worker's thread, with no
+//! wake-up of another. Threads that are not workers (the router's runtime: probes, an
+//! embedder's server) share one more set. Health and counters are the server's, shared.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -73,10 +80,21 @@ impl Server {
     }
 }
 
+thread_local! {
+    /// The worker this thread is ([`set_worker`]), if it is one.
+    static WORKER: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Marks this thread as worker `i`: its jobs use the pools' `i`th clients.
+pub fn set_worker(i: usize) {
+    WORKER.with(|w| w.set(Some(i)));
+}
+
 /// A pool: see the module docs.
 pub struct Pool {
     pub spec: PoolSpec,
-    pub clients: Vec<Client>,
+    /// A set of clients (one a server) for each worker, then one for every other thread.
+    clients: Vec<Vec<Client>>,
     pub placement: Placement,
     pub servers: Vec<Server>,
 }
@@ -88,12 +106,16 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
-    pub fn new(spec: PoolSpec) -> std::result::Result<Pool, String> {
+    /// The pool of `spec`, with clients for `workers` worker threads and the rest.
+    pub fn new(spec: PoolSpec, workers: usize) -> std::result::Result<Pool, String> {
         let config = spec.client_config()?;
-        let clients = spec
-            .servers
-            .iter()
-            .map(|s| Client::new(s.clone(), config.clone()))
+        let clients = (0..=workers)
+            .map(|_| {
+                spec.servers
+                    .iter()
+                    .map(|s| Client::new(s.clone(), config.clone()))
+                    .collect()
+            })
             .collect();
         Ok(Pool {
             placement: Placement::build(spec.placement, &spec.servers, &[]),
@@ -101,6 +123,13 @@ impl Pool {
             clients,
             spec,
         })
+    }
+
+    /// This thread's clients: its worker's, or the shared set.
+    fn clients(&self) -> &[Client] {
+        let shared = self.clients.len() - 1;
+        let i = WORKER.with(Cell::get).map_or(shared, |w| w.min(shared));
+        &self.clients[i]
     }
 
     /// The server `key` belongs on (the placement never leaves a server out: a marked-down
@@ -129,11 +158,12 @@ impl Pool {
             return vec![Err(e); cmds.len()];
         }
         let start = Instant::now();
-        let mut out = self.clients[i].pipeline(cmds).await;
+        let client = &self.clients()[i];
+        let mut out = client.pipeline(cmds).await;
         // Once on each pooled connection: all may have died unseen at once.
         let mut tries = self.spec.connections;
         while tries > 0 && connection_failed(&out) && cmds.iter().all(repeatable) {
-            out = self.clients[i].pipeline(cmds).await;
+            out = client.pipeline(cmds).await;
             tries -= 1;
         }
         server.record(start.elapsed());
@@ -166,7 +196,7 @@ impl Pool {
             if Arc::strong_count(&self) == 1 {
                 return; // the pool was replaced by a reload
             }
-            if self.clients[i].version().await.is_ok() {
+            if self.clients()[i].version().await.is_ok() {
                 let s = &self.servers[i];
                 s.failures.store(0, Relaxed);
                 s.down.store(false, Relaxed);
