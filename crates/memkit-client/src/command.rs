@@ -161,6 +161,10 @@ pub fn get_replies(
         }
         Dialect::Classic => {
             let mut out = vec![None; keys.len()];
+            // memcached answers in the request's order, misses left out: each `VALUE` is
+            // looked for from the key after the last one found (a key asked twice gets
+            // two), then, should a server answer out of order, from the start.
+            let mut next = 0;
             for r in replies {
                 let r = text(r)?;
                 match r.response() {
@@ -176,10 +180,12 @@ pub fn get_replies(
                             cas: cas.unwrap_or(0),
                             ..Default::default()
                         };
-                        for (i, k) in keys.iter().enumerate() {
-                            if *k == key {
-                                out[i] = Some(item.clone());
-                            }
+                        let found = (next..keys.len())
+                            .chain(0..next)
+                            .find(|&i| keys[i] == key && out[i].is_none());
+                        if let Some(i) = found {
+                            out[i] = Some(item);
+                            next = i + 1;
                         }
                     }
                     Response::End => {}
@@ -597,6 +603,36 @@ mod tests {
             (&b"xy"[..], 3, 9, Some(Ttl::Never), true)
         );
         assert_eq!(items[1], None);
+        // Classic: values in the request's order, misses left out, a key asked twice
+        // answered twice; one out of order is still placed.
+        let values = |keys: &[&[u8]], lines: &[&str]| {
+            let replies = lines.iter().map(|l| reply(l)).collect();
+            let items = get_replies(Dialect::Classic, keys, replies).unwrap();
+            items
+                .into_iter()
+                .map(|i| i.map(|i| String::from_utf8(i.value.to_vec()).unwrap()))
+                .collect::<Vec<_>>()
+        };
+        let v = |s: &str| Some(s.to_string());
+        assert_eq!(
+            values(
+                &[b"a", b"b", b"a", b"c"],
+                &[
+                    "VALUE a 0 1\r\n1\r\n",
+                    "VALUE a 0 1\r\n2\r\n",
+                    "VALUE c 0 1\r\n3\r\n",
+                    "END\r\n"
+                ]
+            ),
+            [v("1"), None, v("2"), v("3")]
+        );
+        assert_eq!(
+            values(
+                &[b"a", b"b"],
+                &["VALUE b 0 1\r\n2\r\n", "VALUE a 0 1\r\n1\r\n", "END\r\n"]
+            ),
+            [v("1"), v("2")]
+        );
         assert_eq!(
             arith_reply(vec![reply("VA 2 c4 t10\r\n12\r\n")]).unwrap(),
             ArithOutcome::Value {

@@ -471,7 +471,7 @@ impl Router {
     /// its own), so `done` always reports success. The job starts on the calling thread,
     /// which writes the requests to the backends, and goes on when woken on the calling
     /// thread's runtime: a worker's, where its backend connections' replies arrive
-    /// ([`pool`]), so a routed request crosses no thread; else the router's ([`JobTask`]).
+    /// ([`pool`]), so a routed request crosses no thread; else the router's (`JobTask`).
     pub fn submit(&self, job: &mut Job, done: Completer) {
         let ops = std::mem::take(&mut job.ops);
         job.bytes = 0;
