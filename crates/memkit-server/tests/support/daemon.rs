@@ -25,18 +25,25 @@ pub fn spawn(args: &[&str]) -> Daemon {
     launch(args).no_wait().start()
 }
 
-/// Waits until `connect` succeeds (5 s at most) and answers `version`.
+/// Waits until `connect` succeeds and answers `version` (5 s at most). A connection that
+/// fails before the answer is tried again: the kernel may take a connection for a listening
+/// socket before the process that holds it is ready, or lets go of it.
 pub fn wait_ready<S: AsyncRead + AsyncWrite + Unpin>(
     mut connect: impl FnMut() -> std::io::Result<BlockingWire<S>>,
 ) -> BlockingWire<S> {
     let deadline = Instant::now() + Duration::from_secs(5);
+    let mut last = String::new();
     loop {
         if let Ok(mut w) = connect() {
-            let version = w.ask(b"version\r\n", Until::LINE);
-            assert!(version.starts_with("VERSION "), "{version:?}");
-            return w;
+            match w.try_ask(b"version\r\n", Until::LINE) {
+                Ok(version) => {
+                    assert!(version.starts_with("VERSION "), "{version:?}");
+                    return w;
+                }
+                Err(e) => last = format!(" (version: {e})"),
+            }
         }
-        assert!(Instant::now() < deadline, "memkitd did not start");
+        assert!(Instant::now() < deadline, "memkitd did not start{last}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
