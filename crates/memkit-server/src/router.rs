@@ -411,8 +411,9 @@ impl std::fmt::Debug for Router {
 
 impl Router {
     /// Loads `path` and starts the router's runtime, for a server of `workers` worker
-    /// threads. The workers' runtimes carry the jobs; the router's own (one thread) probes
-    /// marked-down servers and serves whatever runs outside a worker.
+    /// threads. The workers' runtimes carry the jobs and the probes of the servers they
+    /// mark down; the router's own (one thread) carries a job submitted from outside any
+    /// runtime (`Router::submit`).
     pub fn start(path: &Path, workers: usize) -> std::result::Result<Router, String> {
         let plan = config::load(path)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -17,8 +17,9 @@
 //! Each worker thread has its own clients, so its own connections to every server (as
 //! mcrouter's proxy threads do): a connection's reader task runs on the runtime that opened
 //! it, and a worker's jobs then send, receive and finish on the worker's thread, with no
-//! wake-up of another. Threads that are not workers (the router's runtime: probes, an
-//! embedder's server) share one more set. Health and counters are the server's, shared.
+//! wake-up of another. A probe runs on the worker that marked its server down, with that
+//! worker's clients. Threads that are not workers (the router's own runtime, an embedder's
+//! server) share one more set. Health and counters are the server's, shared.
 
 use std::cell::Cell;
 use std::sync::Arc;
