@@ -33,7 +33,7 @@
 //!   write, read, give way, park on a gate, close).
 //! - The drivers, which carry out what a session asks: [`evloop`], memcached's worker
 //!   threads (one io_uring or epoll per thread, its connections' sessions driven
-//!   directly), and [`task`], a tokio task per connection (TLS, embedders, `watch`).
+//!   directly), and [`task`], a tokio task per connection (TLS, router, embedders, `watch`).
 //! - [`server`]: the accept loop and connection limit, the worker threads
 //!   ([`server::Workers`]), the housekeeping tick (`-o idle_timeout`), graceful shutdown;
 //!   [`server::run`] takes a bound listener and a shutdown future.

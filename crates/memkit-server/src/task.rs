@@ -1,7 +1,8 @@
 //! The connection task: one client connection as a tokio task that carries out what its
 //! [`Session`] decides: read, answer, write the replies in one batch, wait when a request
 //! parks. The driver for connections that need the runtime (TLS: rustls' streams are
-//! tokio's) and for an embedder's server without worker threads; every other connection of
+//! tokio's; a router's: its backend connections are tokio's, on the same runtime) and for
+//! an embedder's server without worker threads; every other connection of
 //! memkitd is served by [`crate::evloop`]. A loop connection that becomes a `watch` stream
 //! moves here too ([`watch_stream`]).
 //!
