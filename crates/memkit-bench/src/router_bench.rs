@@ -5,7 +5,7 @@
 //! - **Backends**: three memcached, `-m 64 -t 1`, each on a free 127.0.0.1 port.
 //! - **memkitd**: `--route FILE -t 2` (release build), the file one ketama pool of the three
 //!   and one `hash` route ([`route_toml`]); everything else memkitd's defaults (meta protocol
-//!   to the backends, two connections a backend).
+//!   to the backends, one connection a backend and worker).
 //! - **nutcracker**: one pool of the three, `hash: md5`, `distribution: ketama`,
 //!   `auto_eject_hosts: false`, `timeout: 1000` (memkitd's default batch deadline), its
 //!   defaults otherwise (one connection a backend), stats on a free loopback port

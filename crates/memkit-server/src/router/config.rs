@@ -278,7 +278,7 @@ fn pool(name: &str, p: &PoolFile) -> Result<PoolSpec, String> {
         servers,
         placement,
         wire,
-        connections: p.connections.unwrap_or(2).clamp(1, 64),
+        connections: p.connections.unwrap_or(1).clamp(1, 64),
         timeout: ms(p.timeout_ms, 1000, "timeout_ms")?,
         connect_timeout: ms(p.connect_timeout_ms, 1000, "connect_timeout_ms")?,
         tko_after: p.tko_after.unwrap_or(3).max(1),
