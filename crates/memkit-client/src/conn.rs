@@ -23,8 +23,9 @@
 //! The stream is any `AsyncRead + AsyncWrite` ([`Stream`]) made by a [`Connector`]: plain TCP
 //! by default, TLS by plugging in a connector that wraps the socket.
 //!
-//! The reader decodes the connection's [`Protocol`]: text lines or binary frames, each
-//! reply's bytes copied out of the read buffer into a [`Reply`] (one `Bytes` per reply),
+//! The reader decodes the connection's [`Protocol`]: text lines or binary frames, the
+//! bytes copied out of the read buffer into [`Reply`]s (the text replies of one read share
+//! one `Bytes`: a reply kept pins its read's replies, no more; a binary frame has its own),
 //! which the protocol crate's decoder reads again for the caller. A binary frame longer
 //! than the largest value the client accepts, plus room for a key and extras, closes the
 //! connection as a malformed reply rather than being buffered.
@@ -38,7 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker, ready};
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use memkit_protocol::{DecodeError, Limits, binary};
 use memkit_types::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadHalf, WriteHalf};
@@ -378,36 +379,75 @@ async fn read_loop(
             Ok(_) => {}
             Err(e) => return shared.close(&format!("read failed: {e}")),
         }
-        loop {
-            let reply = match protocol {
-                Protocol::Text => match TextReply::decode(&buf, &limits) {
-                    Ok((r, used)) => {
-                        buf.advance(used);
-                        Reply::Text(r)
-                    }
-                    Err(DecodeError::Incomplete) => break,
-                    Err(_) => return shared.close("malformed reply"),
-                },
-                Protocol::Binary => match BinaryReply::decode(&buf) {
-                    Ok(Some((r, used))) => {
-                        buf.advance(used);
-                        Reply::Binary(r)
-                    }
-                    Ok(None) => match binary::Header::parse(&buf) {
-                        Some(h) if h.body_len as usize > max_body => {
-                            return shared.close("malformed reply (binary frame too long)");
-                        }
-                        _ => break,
-                    },
-                    Err(_) => return shared.close("malformed reply"),
-                },
-            };
-            if !deliver(&shared, reply) {
-                return shared.close("reply without a request");
-            }
+        let taken = match protocol {
+            Protocol::Text => text_replies(&mut buf, &limits, &shared),
+            Protocol::Binary => binary_replies(&mut buf, max_body, &shared),
+        };
+        if let Err(why) = taken {
+            return shared.close(why);
         }
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(16 * 1024);
+        }
+    }
+}
+
+/// Takes the whole text replies at the start of `buf`, copied out of it in one piece (one
+/// allocation a read, not one a reply), and files them. Each is decoded once here, to find
+/// its end; its reader decodes it again.
+fn text_replies(buf: &mut BytesMut, limits: &Limits, shared: &Shared) -> Result<(), &'static str> {
+    let mut ends = Vec::new();
+    let mut at = 0;
+    loop {
+        match TextReply::measure(&buf[at..], limits) {
+            Ok((used, shape)) => {
+                at += used;
+                ends.push((at, shape));
+            }
+            Err(DecodeError::Incomplete) => break,
+            Err(_) => return Err("malformed reply"),
+        }
+    }
+    if ends.is_empty() {
+        return Ok(());
+    }
+    let whole = Bytes::copy_from_slice(&buf[..at]);
+    buf.advance(at);
+    let mut start = 0;
+    for (end, shape) in ends {
+        let reply = TextReply::of(whole.slice(start..end), shape);
+        start = end;
+        if !deliver(shared, Reply::Text(reply)) {
+            return Err("reply without a request");
+        }
+    }
+    Ok(())
+}
+
+/// Takes the whole binary frames at the start of `buf`, each copied out of it, and files
+/// them.
+fn binary_replies(
+    buf: &mut BytesMut,
+    max_body: usize,
+    shared: &Shared,
+) -> Result<(), &'static str> {
+    loop {
+        match BinaryReply::decode(buf) {
+            Ok(Some((r, used))) => {
+                buf.advance(used);
+                if !deliver(shared, Reply::Binary(r)) {
+                    return Err("reply without a request");
+                }
+            }
+            Ok(None) => {
+                return match binary::Header::parse(buf) {
+                    Some(h) if h.body_len as usize > max_body => {
+                        Err("malformed reply (binary frame too long)")
+                    }
+                    _ => Ok(()),
+                };
+            }
+            Err(_) => return Err("malformed reply"),
         }
     }
 }

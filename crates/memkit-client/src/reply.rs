@@ -2,11 +2,12 @@
 //! to [`Error`].
 //!
 //! The codec's [`Response`] and [`binary::Response`] borrow the buffer they were decoded
-//! from. The connection's reader copies the bytes of each reply out of its read buffer once
-//! (a reply a caller keeps must not pin that buffer), and whoever reads the reply decodes
-//! those bytes again with the same decoder: [`TextReply::response`],
-//! [`BinaryReply::response`]. A value handed on (an [`memkit_types::Item`]'s) is a slice of
-//! the reply's bytes, not another copy.
+//! from. The connection's reader copies the text replies a read completed out of its read
+//! buffer in one piece (a reply a caller keeps must not pin that buffer, only the replies of
+//! its own read), each binary frame on its own, and whoever reads a reply decodes its bytes
+//! again with the same decoder: [`TextReply::response`], [`BinaryReply::response`]. A
+//! value handed on (an [`memkit_types::Item`]'s) is a slice of the reply's bytes, not
+//! another copy.
 
 use bytes::Bytes;
 use memkit_protocol::binary::{self, Header, Status};
@@ -26,6 +27,25 @@ pub enum Reply {
 #[derive(Clone, PartialEq, Eq)]
 pub struct TextReply {
     bytes: Bytes,
+    shape: Shape,
+}
+
+/// What a reply's first decoding (the reader's, to find where it ends) learnt that its
+/// readers need: whether it ends a list, and a `VALUE`'s fields, so that a multi-get's
+/// values are not decoded twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// `END` or an error line: it ends a list ([`Reply::ends_list`]).
+    Ends,
+    /// A `VALUE`: its fields, the key and data as offsets into the reply's bytes.
+    Value {
+        key: (usize, usize),
+        flags: u32,
+        cas: Option<u64>,
+        data: (usize, usize),
+    },
+    /// Anything else: decoded again when read.
+    Other,
 }
 
 impl std::fmt::Debug for TextReply {
@@ -41,13 +61,64 @@ impl TextReply {
         buf: &'a [u8],
         limits: &Limits,
     ) -> Result<(TextReply, usize), DecodeError<'a>> {
-        let (_, used) = decode_response(buf, limits)?;
-        let bytes = Bytes::copy_from_slice(&buf[..used]);
-        Ok((TextReply { bytes }, used))
+        let (used, shape) = TextReply::measure(buf, limits)?;
+        Ok((
+            TextReply::of(Bytes::copy_from_slice(&buf[..used]), shape),
+            used,
+        ))
     }
 
-    /// The reply, decoded from its bytes.
+    /// How many bytes the reply at the start of `buf` takes, and its [`Shape`]: with
+    /// [`TextReply::of`], a reader that copies many replies at once.
+    pub fn measure<'a>(buf: &'a [u8], limits: &Limits) -> Result<(usize, Shape), DecodeError<'a>> {
+        let (r, used) = decode_response(buf, limits)?;
+        let at = |part: &[u8]| {
+            let start = part.as_ptr() as usize - buf.as_ptr() as usize;
+            (start, start + part.len())
+        };
+        let shape = match r {
+            Response::End
+            | Response::Error
+            | Response::ClientError(_)
+            | Response::ServerError(_) => Shape::Ends,
+            Response::Value {
+                key,
+                flags,
+                cas,
+                data,
+            } => Shape::Value {
+                key: at(key),
+                flags,
+                cas,
+                data: at(data),
+            },
+            _ => Shape::Other,
+        };
+        Ok((used, shape))
+    }
+
+    /// The reply `bytes` hold whole, as [`TextReply::measure`] found it.
+    pub fn of(bytes: Bytes, shape: Shape) -> TextReply {
+        TextReply { bytes, shape }
+    }
+
+    /// The reply, decoded from its bytes (a `VALUE`'s fields as the first decoding found
+    /// them).
     pub fn response(&self) -> Response<'_> {
+        if let Shape::Value {
+            key,
+            flags,
+            cas,
+            data,
+        } = self.shape
+        {
+            return Response::Value {
+                key: &self.bytes[key.0..key.1],
+                flags,
+                cas,
+                data: &self.bytes[data.0..data.1],
+            };
+        }
         // The bytes are one whole reply the decoder took, and no data block in them is
         // longer than they are: under these limits it takes them the same way again.
         let n = self.bytes.len();
@@ -226,13 +297,7 @@ impl Reply {
     /// the binary protocol the empty `STAT` frame.
     pub fn ends_list(&self) -> bool {
         match self {
-            Reply::Text(t) => matches!(
-                t.response(),
-                Response::End
-                    | Response::Error
-                    | Response::ClientError(_)
-                    | Response::ServerError(_)
-            ),
+            Reply::Text(t) => t.shape == Shape::Ends,
             Reply::Binary(b) => !b.is_ok() || (b.header.key_len == 0 && b.header.body_len == 0),
         }
     }
