@@ -36,7 +36,7 @@ use std::sync::atomic::{
 };
 use std::task::{Context, Wake, Waker};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use memkit_client::Outcome;
 use memkit_protocol::Command;
 use memkit_types::{ArithOptions, DeleteOptions, Exptime, GetOptions, Result, StoreOptions};
@@ -65,8 +65,29 @@ pub enum OpKind {
     Flush(u32),
 }
 
+/// The chunks [`Op::of`] copies small keys and values into.
+const ARENA_CHUNK: usize = 4096;
+
+/// `b` copied into `arena`'s spare room (a new chunk when too little is left), or into an
+/// allocation of its own when large: a job's keys share a few allocations, not one each.
+/// A chunk lives while an op carved from it does.
+fn carve(arena: &mut BytesMut, b: &[u8]) -> Bytes {
+    if b.is_empty() {
+        return Bytes::new();
+    }
+    if b.len() > ARENA_CHUNK / 4 {
+        return Bytes::copy_from_slice(b);
+    }
+    if arena.capacity() < b.len() {
+        *arena = BytesMut::with_capacity(ARENA_CHUNK);
+    }
+    arena.extend_from_slice(b);
+    arena.split().freeze()
+}
+
 impl Op {
-    pub fn of(cmd: &Command<'_>) -> Op {
+    /// `cmd`, its key and data copied (small ones into `arena`'s chunks).
+    pub fn of(cmd: &Command<'_>, arena: &mut BytesMut) -> Op {
         let (key, data, kind) = match cmd {
             Command::Get { key, opts } => (*key, &[][..], OpKind::Get(opts.clone())),
             Command::Store { key, data, opts } => (*key, *data, OpKind::Store(opts.clone())),
@@ -76,8 +97,8 @@ impl Op {
             Command::Flush { delay } => (&[][..], &[][..], OpKind::Flush(*delay)),
         };
         Op {
-            key: Bytes::copy_from_slice(key),
-            data: Bytes::copy_from_slice(data),
+            key: carve(arena, key),
+            data: carve(arena, data),
             kind,
         }
     }
@@ -336,9 +357,10 @@ impl Table {
     /// whose commands include it.
     fn route_of(&self, op: &Op) -> Option<usize> {
         let class = op.class();
-        self.routes
-            .iter()
-            .position(|r| r.classes & class != 0 && op.key.starts_with(&r.prefix))
+        self.routes.iter().position(|r| {
+            // An empty prefix is the common case: no call into memcmp for it.
+            r.classes & class != 0 && (r.prefix.is_empty() || op.key.starts_with(&r.prefix))
+        })
     }
 
     fn pool(&self, name: &str) -> &Arc<Pool> {

@@ -40,6 +40,8 @@ pub struct Pending {
     results: VecDeque<VecDeque<Result<Outcome>>>,
     /// The request at the front has rendered an outcome in its second run.
     started: bool,
+    /// Where the ops' keys and small values are copied ([`crate::router::Op::of`]).
+    arena: bytes::BytesMut,
 }
 
 impl Pending {
@@ -88,7 +90,7 @@ impl Pending {
         if let Some(n) = self.counts.last_mut() {
             *n += 1;
         }
-        let op = crate::router::Op::of(cmd);
+        let op = crate::router::Op::of(cmd, &mut self.arena);
         self.job.bytes += op.key.len() + op.data.len();
         self.job.ops.push(op);
     }
