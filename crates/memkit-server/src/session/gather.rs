@@ -30,7 +30,9 @@ impl Session {
     /// start of the input), adding each to the connection's job, while the job takes more.
     pub(super) fn gather(&mut self, used: usize) {
         let Some(wire) = self.wire else { return };
-        if !self.gatherable(0, wire) {
+        // Nothing behind it (a client waiting for each reply): no decoding to find out
+        // whether the one that parked could be joined.
+        if used >= self.rbuf.len() || !self.gatherable(0, wire) {
             return;
         }
         let mut at = used;
