@@ -52,6 +52,9 @@ impl Client {
     /// Sends `cmds` to this server in order, on one connection, and returns each one's
     /// outcome (aligned with `cmds`); see the module docs.
     pub async fn pipeline(&self, cmds: &[Command<'_>]) -> Vec<Result<Outcome>> {
+        if !cmds.is_empty() && self.run_of_reads(cmds) == cmds.len() {
+            return self.one_request(cmds).await;
+        }
         let mut out: Vec<Option<Result<Outcome>>> = vec![None; cmds.len()];
         let mut jobs = Vec::new();
         let mut sent = Vec::new();
@@ -85,6 +88,23 @@ impl Client {
         out.into_iter()
             .map(|o| o.unwrap_or_else(|| Err(Error::Io("no reply".into()))))
             .collect()
+    }
+
+    /// [`Client::pipeline`] of commands that make one request (one command, or a run of
+    /// reads): the common case, sent without the bookkeeping of several.
+    async fn one_request(&self, cmds: &[Command<'_>]) -> Vec<Result<Outcome>> {
+        let outcomes = match self.encode(cmds) {
+            Ok(job) => self.call(job).await.and_then(|r| self.decode(cmds, r)),
+            Err(e) => Err(e),
+        };
+        match outcomes {
+            Ok(o) => {
+                let mut out: Vec<Result<Outcome>> = o.into_iter().map(Ok).collect();
+                out.resize_with(cmds.len(), || Err(Error::Io("no reply".into())));
+                out
+            }
+            Err(e) => vec![Err(e); cmds.len()],
+        }
     }
 
     /// How many commands from the start of `cmds` go as one request: a run of valid reads

@@ -35,7 +35,6 @@ type Outcomes = Vec<Result<Outcome>>;
 
 /// Carries out `ops` by `table`'s routes; the outcomes are aligned with `ops`.
 pub async fn run(table: &Arc<Table>, c: &Arc<Counters>, ops: Vec<Op>) -> Outcomes {
-    let routes: Vec<Option<usize>> = ops.iter().map(|o| table.route_of(o)).collect();
     let mut out = Vec::with_capacity(ops.len());
     let mut at = 0;
     while at < ops.len() {
@@ -44,11 +43,10 @@ pub async fn run(table: &Arc<Table>, c: &Arc<Counters>, ops: Vec<Op>) -> Outcome
             at += 1;
             continue;
         }
-        let r = routes[at];
-        let len = routes[at..]
+        let r = table.route_of(&ops[at]);
+        let len = 1 + ops[at + 1..]
             .iter()
-            .zip(&ops[at..])
-            .take_while(|(x, o)| **x == r && !matches!(o.kind, OpKind::Flush(_)))
+            .take_while(|o| !matches!(o.kind, OpKind::Flush(_)) && table.route_of(o) == r)
             .count();
         let run = &ops[at..at + len];
         match r {
