@@ -3,8 +3,9 @@
 //!
 //! Every call validates its keys first (memcached's text-protocol rules, the same check the
 //! embedded store applies), encodes its request with [`crate::command`], sends it on one of
-//! the pool's connections and waits at most [`ClientConfig::request_timeout`]. A connection
-//! whose request timed out is closed (its late reply would be mistaken for the next one's);
+//! the pool's connections and waits at most [`ClientConfig::request_timeout`] (kept by the
+//! connection's watchdog, one timer a connection: [`crate::conn`]). A connection whose
+//! request timed out is closed (its late reply would be mistaken for the next one's);
 //! the pool reconnects lazily, within [`ClientConfig::connect_timeout`].
 //!
 //! [`ClientConfig::protocol`] picks the wire: text ([`crate::command`], the default) or
@@ -207,66 +208,42 @@ impl Client {
             stream,
             inner.limits,
             inner.config.protocol,
+            inner.config.request_timeout,
         ));
         *slot = Some(c.clone());
         Ok(c)
     }
 
-    /// Sends `job` and returns its replies, within the request timeout.
+    /// Sends `job` and returns its replies, within the request timeout (kept by the
+    /// connection's watchdog, [`crate::conn`]; the connect timeout bounds the connecting).
     pub(crate) async fn call(&self, job: Job) -> Result<Vec<Reply>> {
         if job.count == 0 {
             return Ok(Vec::new());
         }
-        let timeout = self.inner.config.request_timeout;
-        let mut conn = None;
-        let res = tokio::time::timeout(timeout, async {
-            let c = self.connection().await?;
-            conn = Some(c.clone());
-            c.call(job).await
-        })
-        .await;
-        match res {
-            Ok(r) => r,
-            Err(_) => {
-                if let Some(c) = conn {
-                    c.close("request timed out");
-                }
-                Err(Error::Timeout)
-            }
-        }
+        self.connection().await?.call(job).await
     }
 
-    /// Sends `jobs` on one connection, in order, and returns each one's replies, all within
-    /// the request timeout ([`Client::pipeline`]).
+    /// Sends `jobs` on one connection, in order, and returns each one's replies, each
+    /// within the request timeout ([`Client::pipeline`]).
     pub(crate) async fn call_in_order(&self, jobs: Vec<Job>) -> Vec<Result<Vec<Reply>>> {
         let n = jobs.len();
-        let timeout = self.inner.config.request_timeout;
-        let mut conn = None;
         let mut results: Vec<Result<Vec<Reply>>> = Vec::with_capacity(n);
-        let res = tokio::time::timeout(timeout, async {
+        let queued = async {
             let c = self.connection().await?;
-            conn = Some(c.clone());
             let mut waits = Vec::with_capacity(n);
             for job in jobs {
                 waits.push(c.queue(job).await?);
             }
-            for w in waits {
-                results.push(w.await);
-            }
-            Ok::<_, Error>(())
-        })
-        .await;
-        let failed = match res {
-            Ok(Ok(())) => return results,
-            Ok(Err(e)) => e,
-            Err(_) => {
-                if let Some(c) = conn {
-                    c.close("request timed out");
-                }
-                Error::Timeout
-            }
+            Ok::<_, Error>(waits)
         };
-        results.resize_with(n, || Err(failed.clone()));
+        match queued.await {
+            Ok(waits) => {
+                for w in waits {
+                    results.push(w.await);
+                }
+            }
+            Err(e) => results.resize_with(n, || Err(e.clone())),
+        }
         results
     }
 

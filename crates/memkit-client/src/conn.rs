@@ -15,10 +15,17 @@
 //! because a server that is writing a large reply stops reading our input: a writer that
 //! waited in `write_all` before reading would deadlock against it.
 //!
-//! When anything goes wrong (EOF, I/O error, a malformed or unsolicited reply, or a caller's
-//! timeout), the connection is **closed**: every pending slot fails with [`Error::Io`], the
-//! tasks stop, and the pool replaces it on next use. A timed-out connection cannot be reused
-//! because its late reply would be taken for the next request's.
+//! When anything goes wrong (EOF, I/O error, a malformed or unsolicited reply, or a request
+//! unanswered past the timeout), the connection is **closed**: every pending slot fails with
+//! [`Error::Io`] (the timed-out one with [`Error::Timeout`]), the tasks stop, and the pool
+//! replaces it on next use. A timed-out connection cannot be reused because its late reply
+//! would be taken for the next request's.
+//!
+//! The **watchdog task** keeps the timeout: one timer a connection, set for the oldest
+//! pending request's deadline, not one a request. On tokio's current-thread runtime a timer
+//! set earlier than any other wakes the runtime's driver (a write to its eventfd, then a
+//! spurious return from `epoll_wait`): a timer a request cost a router's worker those two
+//! system calls for most requests.
 //!
 //! The stream is any `AsyncRead + AsyncWrite` ([`Stream`]) made by a [`Connector`]: plain TCP
 //! by default, TLS by plugging in a connector that wraps the socket.
@@ -38,6 +45,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker, ready};
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use memkit_protocol::{DecodeError, Limits, binary};
@@ -111,6 +119,8 @@ pub struct Job {
 type Answer = oneshot::Sender<Result<Vec<Reply>, Error>>;
 
 struct Slot {
+    /// When its bytes were handed over: the watchdog's clock.
+    sent: Instant,
     expect: Expect,
     remaining: usize,
     replies: Vec<Reply>,
@@ -206,14 +216,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     /// Closes the connection: fails every pending slot, refuses new ones.
     fn close(&self, why: &str) {
+        self.close_with(None, why);
+    }
+
+    /// [`Shared::close`], the oldest pending slot failed with `head` if given.
+    fn close_with(&self, head: Option<Error>, why: &str) {
         self.open.store(false, Ordering::Release);
         let slots = {
             let mut f = lock(&self.fifo);
             f.closed = true;
             std::mem::take(&mut f.slots)
         };
+        let mut head = head;
         for s in slots {
-            let _ = s.tx.send(Err(Error::Io(why.to_string())));
+            let e = head.take().unwrap_or_else(|| Error::Io(why.to_string()));
+            let _ = s.tx.send(Err(e));
         }
         self.room.notify_waiters();
     }
@@ -232,6 +249,7 @@ impl Shared {
                 return Err(Refused::Closed);
             }
             f.slots.push_back(Slot {
+                sent: Instant::now(),
                 expect: job.expect,
                 remaining: job.count,
                 replies: Vec::with_capacity(job.count),
@@ -253,7 +271,7 @@ impl Shared {
 /// One pipelined connection; see the module docs.
 pub struct Connection {
     shared: Arc<Shared>,
-    tasks: [JoinHandle<()>; 2],
+    tasks: [JoinHandle<()>; 3],
 }
 
 impl fmt::Debug for Connection {
@@ -268,19 +286,27 @@ impl fmt::Debug for Connection {
 const MAX_BUFFERED: usize = 4 << 20;
 
 impl Connection {
-    /// Starts the reader and writer tasks of a text connection on the current tokio runtime.
-    pub fn start(stream: Box<dyn Stream>, limits: Limits) -> Connection {
-        Connection::start_with(stream, limits, Protocol::Text)
+    /// Starts the reader, writer and watchdog tasks of a text connection on the current
+    /// tokio runtime, with requests timed out after `timeout`.
+    pub fn start(stream: Box<dyn Stream>, limits: Limits, timeout: Duration) -> Connection {
+        Connection::start_with(stream, limits, Protocol::Text, timeout)
     }
 
-    /// Starts the reader and writer tasks of a `protocol` connection on the current tokio
-    /// runtime. The stream must be ready for requests (logged in, if the server wants it).
+    /// Starts the reader, writer and watchdog tasks of a `protocol` connection on the
+    /// current tokio runtime; a request unanswered `timeout` after it was handed over
+    /// closes the connection. The stream must be ready for requests (logged in, if the
+    /// server wants it).
     ///
     /// On a current-thread runtime callers never write themselves: the writer task runs on
     /// their own thread, so handing it the bytes costs no wake-up, and it runs after every
     /// task already woken, whose requests it then sends in the same write (a router's
     /// worker answering many clients at once sends each backend one write, not one each).
-    pub fn start_with(stream: Box<dyn Stream>, limits: Limits, protocol: Protocol) -> Connection {
+    pub fn start_with(
+        stream: Box<dyn Stream>,
+        limits: Limits,
+        protocol: Protocol,
+        timeout: Duration,
+    ) -> Connection {
         let (rd, wr) = tokio::io::split(stream);
         let shared = Arc::new(Shared {
             fifo: Mutex::new(Fifo::default()),
@@ -297,9 +323,10 @@ impl Connection {
         });
         let reader = tokio::spawn(read_loop(rd, shared.clone(), limits, protocol));
         let writer = tokio::spawn(write_loop(shared.clone()));
+        let watchdog = tokio::spawn(watch(shared.clone(), timeout));
         Connection {
             shared,
-            tasks: [reader, writer],
+            tasks: [reader, writer, watchdog],
         }
     }
 
@@ -308,7 +335,7 @@ impl Connection {
         self.shared.open.load(Ordering::Acquire)
     }
 
-    /// Sends `job` and waits for its replies (no timeout: see [`Connection::close`]).
+    /// Sends `job` and waits for its replies (or for the timeout to close the connection).
     pub async fn call(&self, job: Job) -> Result<Vec<Reply>, Error> {
         self.queue(job).await?.await
     }
@@ -349,6 +376,25 @@ impl Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         self.close("connection dropped");
+    }
+}
+
+/// Closes the connection when its oldest pending request has waited `timeout`: sleeps until
+/// that request's deadline, then looks again at whichever is oldest then (requests are
+/// answered in order, so a later one's deadline is later); with none pending, looks again a
+/// `timeout` later, before any request handed over meanwhile is due.
+async fn watch(shared: Arc<Shared>, timeout: Duration) {
+    loop {
+        let oldest = lock(&shared.fifo).slots.front().map(|s| s.sent);
+        let Some(sent) = oldest else {
+            tokio::time::sleep(timeout).await;
+            continue;
+        };
+        let deadline = sent + timeout;
+        if Instant::now() >= deadline {
+            return shared.close_with(Some(Error::Timeout), "request timed out");
+        }
+        tokio::time::sleep_until(deadline.into()).await;
     }
 }
 
