@@ -7,8 +7,9 @@
 //! connection's [`Job`] and renders nothing; a client's pipelined requests join the same
 //! job (`session::gather`); the connection parks and the job runs here, on the
 //! connection's worker, which has its own connections to the backends ([`pool`]), so the
-//! replies arrive on that worker too ([`Router::submit`]); each request's second run
-//! renders its [`Outcome`] in the client's protocol.
+//! replies arrive on that worker too; a connection's task awaits its job itself
+//! ([`Router::job`]; a connection driven elsewhere hands it over, [`Router::submit`]); each
+//! request's second run renders its [`Outcome`] in the client's protocol.
 //! So clients speak text, meta or binary to the router whatever the backends speak, and a
 //! connection's replies stay in order.
 //!
@@ -368,13 +369,16 @@ impl Table {
     }
 }
 
+/// A job: its commands carried out, its completer fired ([`Router::job`]).
+pub type JobFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// A job's future as a task of its own making: polled first by the thread that submits it
 /// (inside `handle`'s runtime context, so its sockets and timers are that runtime's), then,
 /// each time something wakes it, by a task spawned on `handle`. A `tokio::spawn` of the
 /// whole job would cost a scheduling round (and, from outside the runtime, a wake-up of
 /// one of its threads) before the first byte went out.
 struct JobTask {
-    fut: Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    fut: Mutex<Option<JobFuture>>,
     /// A poll is spawned and has not started: wakes until it starts add nothing.
     scheduled: AtomicBool,
     handle: tokio::runtime::Handle,
@@ -496,6 +500,19 @@ impl Router {
     /// thread's runtime: a worker's, where its backend connections' replies arrive
     /// ([`pool`]), so a routed request crosses no thread; else the router's (`JobTask`).
     pub fn submit(&self, job: &mut Job, done: Completer) {
+        let task = Arc::new(JobTask {
+            fut: Mutex::new(Some(self.job(job, done))),
+            scheduled: AtomicBool::new(false),
+            handle: tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.handle.clone()),
+        });
+        let _in_runtime = task.handle.enter();
+        task.poll();
+    }
+
+    /// [`Router::submit`]'s work as a future, for a caller that awaits it in a task of its
+    /// own (a connection's task, which has nothing else to do meanwhile): no task is made
+    /// for the job, nor spawned each time a backend's reply wakes it.
+    pub fn job(&self, job: &mut Job, done: Completer) -> JobFuture {
         let ops = std::mem::take(&mut job.ops);
         job.bytes = 0;
         let slot = job.done.clone();
@@ -503,17 +520,11 @@ impl Router {
         let counters = self.counters.clone();
         counters.jobs.fetch_add(1, Relaxed);
         counters.ops.fetch_add(ops.len() as u64, Relaxed);
-        let task = Arc::new(JobTask {
-            fut: Mutex::new(Some(Box::pin(async move {
-                let out = run::run(&table, &counters, ops).await;
-                *slot.lock() = out;
-                done.complete(Ok(()));
-            }))),
-            scheduled: AtomicBool::new(false),
-            handle: tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.handle.clone()),
-        });
-        let _in_runtime = task.handle.enter();
-        task.poll();
+        Box::pin(async move {
+            let out = run::run(&table, &counters, ops).await;
+            *slot.lock() = out;
+            done.complete(Ok(()));
+        })
     }
 
     /// Stops the runtime (its connections to the backends close).

@@ -490,6 +490,19 @@ impl Session {
         }
     }
 
+    /// [`Session::park`], except that a router's job is handed back for the caller to
+    /// await (a connection's own task: [`crate::router::Router::job`]).
+    pub fn park_here(&mut self, done: Completer) -> Option<crate::router::JobFuture> {
+        if let State::Parked(p) = &mut self.state
+            && let Wait::Route(job) = &mut p.wait
+            && let Some(router) = self.reg.sh.router()
+        {
+            return Some(router.job(job, done));
+        }
+        self.park(done);
+        None
+    }
+
     /// A parked connection's wait ended. On success its replies may leave; on failure they
     /// must not (the writes they acknowledge may be lost), and the connection closes with
     /// them unsent.

@@ -131,9 +131,13 @@ impl<S: Transport> Conn<S> {
     /// Waits for a parked request's completion; what the session does then.
     async fn wait(&mut self) -> Next {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.session.park(Completer::new(move |outcome| {
+        let done = Completer::new(move |outcome| {
             let _ = tx.send(outcome);
-        }));
+        });
+        // A router's job runs in this task, which would only wait for it anyway.
+        if let Some(job) = self.session.park_here(done) {
+            job.await;
+        }
         let outcome = rx
             .await
             .unwrap_or_else(|_| Err("the wait was abandoned".into()));
