@@ -311,3 +311,56 @@ async fn big_requests_and_replies_cross() {
         assert_eq!(item.expect("every store landed").value, value(i));
     }
 }
+
+/// The request timeout is a watchdog's, one timer a connection: a connection idle for many
+/// timeouts is still the one used afterwards (nothing closed it), and a request the server
+/// never answers fails with `Timeout` once its own timeout is over, not before.
+#[tokio::test(flavor = "current_thread")]
+async fn the_timeout_ends_unanswered_requests_and_leaves_idle_connections_alone() {
+    let d = Memkitd::start();
+    let timeout = Duration::from_millis(150);
+    let c = Client::new(
+        d.spec(),
+        ClientConfig {
+            pool_size: 1,
+            request_timeout: timeout,
+            ..config()
+        },
+    );
+    let opened = |stats: Vec<(String, String)>| -> u64 {
+        let v = stats.iter().find(|(k, _)| k == "total_connections");
+        v.expect("total_connections").1.parse().unwrap()
+    };
+    c.set(b"k", b"v", 0, Exptime::NEVER).await.unwrap();
+    let before = opened(c.stats("").await.unwrap());
+    tokio::time::sleep(timeout * 4).await;
+    assert_eq!(c.get(b"k").await.unwrap().unwrap().value, &b"v"[..]);
+    assert_eq!(
+        opened(c.stats("").await.unwrap()),
+        before,
+        "the idle connection was closed"
+    );
+
+    // A server that takes connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let hung = Client::new(
+        ServerSpec::new("127.0.0.1", port),
+        ClientConfig {
+            request_timeout: timeout,
+            ..config()
+        },
+    );
+    let t = Instant::now();
+    assert_eq!(hung.get(b"k").await, Err(Error::Timeout));
+    let took = t.elapsed();
+    assert!(took >= timeout, "timed out after {took:?}");
+    assert!(took < timeout * 10, "timed out after {took:?}");
+    hold.abort();
+}
