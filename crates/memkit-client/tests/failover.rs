@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::Memkitd;
+use common::{Memkitd, black_hole};
 use memkit_client::cluster::Replicas;
 use memkit_client::{Client, ClientConfig, Cluster, ClusterConfig, Distribution, ServerSpec};
 use memkit_types::{Error, Exptime, Memcache};
@@ -160,19 +160,6 @@ async fn killing_one_of_three_servers_under_load() {
         keys.len()
     );
     assert!(worst < TIMEOUT + SLACK, "a call took {worst:?}");
-}
-
-/// A server that accepts connections and never answers.
-async fn black_hole() -> (u16, tokio::task::JoinHandle<()>) {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
-    let task = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = l.accept().await {
-            held.push(s);
-        }
-    });
-    (port, task)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

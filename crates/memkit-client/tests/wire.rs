@@ -341,15 +341,7 @@ async fn the_timeout_ends_unanswered_requests_and_leaves_idle_connections_alone(
         "the idle connection was closed"
     );
 
-    // A server that takes connections and never answers.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hold = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = listener.accept().await {
-            held.push(s);
-        }
-    });
+    let (port, hold) = common::black_hole().await;
     let hung = Client::new(
         ServerSpec::new("127.0.0.1", port),
         ClientConfig {

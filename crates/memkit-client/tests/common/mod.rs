@@ -105,3 +105,16 @@ pub fn config() -> ClientConfig {
         ..ClientConfig::default()
     }
 }
+
+/// A server that accepts connections and never answers: its port, and the task holding them.
+pub async fn black_hole() -> (u16, tokio::task::JoinHandle<()>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = l.accept().await {
+            held.push(s);
+        }
+    });
+    (port, task)
+}
