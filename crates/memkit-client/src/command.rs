@@ -130,13 +130,7 @@ pub fn get(dialect: Dialect, keys: &[&[u8]], o: &GetOptions) -> Result<Job> {
                 return Err(needs_meta("item metadata"));
             }
             keys.iter().try_for_each(|k| unsafe_key(k))?;
-            let joined = keys.join(&b' ');
-            let req = Request::Get {
-                cas: true,
-                touch: o.touch.map(exp32),
-                keys: Words::new(&joined),
-            };
-            encode_request(&req, &mut bytes);
+            memkit_protocol::encode_get(&mut bytes, true, o.touch.map(exp32), keys);
             Ok(Job {
                 bytes,
                 expect: Expect::UntilEnd,

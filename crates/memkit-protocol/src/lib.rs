@@ -51,7 +51,9 @@ pub use memkit_types::MAX_KEY_LEN;
 pub use meta::MetaFlags;
 pub use num::{write_i64, write_u64};
 pub use render::{ItemMeta, MetaCmd, MetaStatus};
-pub use request::{AdminCmd, KeyBuf, Request, ShutdownMode, StoreCmd, encode_request, meta_key};
+pub use request::{
+    AdminCmd, KeyBuf, Request, ShutdownMode, StoreCmd, encode_get, encode_request, meta_key,
+};
 pub use response::{MetaCode, Response, decode_response};
 pub use token::{MAX_TOKENS, Words, WordsIter};
 

@@ -365,8 +365,26 @@ pub fn encode_request(req: &Request<'_>, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// `get`/`gets`/`gat`/`gats` of `keys`, as [`encode_request`] renders [`Request::Get`]
+/// (`\r\n` included), from separate keys: a client need not join them into one buffer
+/// for [`Words`] to split again.
+pub fn encode_get(out: &mut Vec<u8>, cas: bool, touch: Option<i32>, keys: &[&[u8]]) {
+    retrieval_command(out, cas, touch);
+    for k in keys {
+        out.push(b' ');
+        out.extend_from_slice(k);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
 /// `get`/`gets`/`gat`/`gats`: the touch's expiry comes before the keys.
 fn retrieval(out: &mut Vec<u8>, cas: bool, touch: Option<i32>, keys: Words<'_>) {
+    retrieval_command(out, cas, touch);
+    words(out, keys);
+}
+
+/// The command word of a retrieval and the touch's expiry.
+fn retrieval_command(out: &mut Vec<u8>, cas: bool, touch: Option<i32>) {
     out.extend_from_slice(match (touch.is_some(), cas) {
         (false, false) => b"get".as_slice(),
         (false, true) => b"gets",
@@ -377,7 +395,6 @@ fn retrieval(out: &mut Vec<u8>, cas: bool, touch: Option<i32>, keys: Words<'_>) 
         out.push(b' ');
         write_i64(out, i64::from(t));
     }
-    words(out, keys);
 }
 
 /// A storage command's line up to its length (and `cas`'s unique), before `noreply`.

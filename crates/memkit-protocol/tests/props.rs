@@ -3,7 +3,7 @@
 
 use memkit_protocol::{
     AdminCmd, DecodeError, Limits, MetaCode, MetaFlags, Request, Response, ShutdownMode, StoreCmd,
-    Words, check, decode_request, decode_response, encode_request,
+    Words, check, decode_request, decode_response, encode_get, encode_request,
 };
 use proptest::prelude::*;
 
@@ -314,6 +314,21 @@ proptest! {
                 assert_eq!(decode_request(&enc[..cut], &limits), Err(DecodeError::Incomplete), "prefix {cut}");
             }
         });
+    }
+
+    #[test]
+    fn encode_get_renders_separate_keys_as_encode_request_does(
+        keys in proptest::collection::vec(key_bytes(), 1..8),
+        cas in any::<bool>(),
+        touch in proptest::option::of(any::<i32>()),
+    ) {
+        let joined = keys.join(&b' ');
+        let mut want = Vec::new();
+        encode_request(&Request::Get { cas, touch, keys: Words::new(&joined) }, &mut want);
+        let mut got = Vec::new();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        encode_get(&mut got, cas, touch, &refs);
+        prop_assert_eq!(got, want);
     }
 
     #[test]
