@@ -55,7 +55,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::distribution::ServerSpec;
-use crate::reply::{BinaryReply, Reply, TextReply};
+use crate::reply::{BinaryReply, Reply, Shape, TextReply};
 
 /// Which of memcached's protocols a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -419,6 +419,9 @@ async fn read_loop(
     let mut buf = BytesMut::with_capacity(16 * 1024);
     // A binary frame may carry the largest value plus a key and extras, no more.
     let max_body = limits.max_item_size.saturating_add(64 * 1024);
+    // Kept from read to read: where each reply a read completed ends, and the slots it
+    // answered.
+    let (mut ends, mut answered) = (Vec::new(), Vec::new());
     loop {
         match rd.read_buf(&mut buf).await {
             Ok(0) => return shared.close("connection closed by the server"),
@@ -426,7 +429,7 @@ async fn read_loop(
             Err(e) => return shared.close(&format!("read failed: {e}")),
         }
         let taken = match protocol {
-            Protocol::Text => text_replies(&mut buf, &limits, &shared),
+            Protocol::Text => text_replies(&mut buf, &limits, &shared, &mut ends, &mut answered),
             Protocol::Binary => binary_replies(&mut buf, max_body, &shared),
         };
         if let Err(why) = taken {
@@ -439,10 +442,16 @@ async fn read_loop(
 }
 
 /// Takes the whole text replies at the start of `buf`, copied out of it in one piece (one
-/// allocation a read, not one a reply), and files them. Each is decoded once here, to find
-/// its end; its reader decodes it again.
-fn text_replies(buf: &mut BytesMut, limits: &Limits, shared: &Shared) -> Result<(), &'static str> {
-    let mut ends = Vec::new();
+/// allocation a read, not one a reply), and files them under one lock of the FIFO. Each is
+/// decoded once here, to find its end; its reader decodes it again.
+fn text_replies(
+    buf: &mut BytesMut,
+    limits: &Limits,
+    shared: &Shared,
+    ends: &mut Vec<(usize, Shape)>,
+    answered: &mut Vec<Slot>,
+) -> Result<(), &'static str> {
+    ends.clear();
     let mut at = 0;
     loop {
         match TextReply::measure(&buf[at..], limits) {
@@ -460,14 +469,30 @@ fn text_replies(buf: &mut BytesMut, limits: &Limits, shared: &Shared) -> Result<
     let whole = Bytes::copy_from_slice(&buf[..at]);
     buf.advance(at);
     let mut start = 0;
-    for (end, shape) in ends {
-        let reply = TextReply::of(whole.slice(start..end), shape);
-        start = end;
-        if !deliver(shared, Reply::Text(reply)) {
-            return Err("reply without a request");
+    let mut filed = true;
+    {
+        let mut f = lock(&shared.fifo);
+        for &(end, shape) in ends.iter() {
+            let reply = TextReply::of(whole.slice(start..end), shape);
+            start = end;
+            match file(&mut f, Reply::Text(reply)) {
+                Filed::Pending => {}
+                Filed::Answered(slot) => answered.push(slot),
+                Filed::Unsolicited => {
+                    filed = false;
+                    break;
+                }
+            }
         }
     }
-    Ok(())
+    // Sent outside the lock: a caller's wake-up may cost a system call.
+    for slot in answered.drain(..) {
+        let _ = slot.tx.send(Ok(slot.replies));
+    }
+    match filed {
+        true => Ok(()),
+        false => Err("reply without a request"),
+    }
 }
 
 /// Takes the whole binary frames at the start of `buf`, each copied out of it, and files
@@ -500,9 +525,31 @@ fn binary_replies(
 
 /// Files `reply` under the oldest pending slot; false if there is none.
 fn deliver(shared: &Shared, reply: Reply) -> bool {
-    let mut f = lock(&shared.fifo);
+    let filed = file(&mut lock(&shared.fifo), reply);
+    match filed {
+        Filed::Pending => true,
+        Filed::Answered(slot) => {
+            let _ = slot.tx.send(Ok(slot.replies));
+            true
+        }
+        Filed::Unsolicited => false,
+    }
+}
+
+/// What filing a reply did.
+enum Filed {
+    /// The oldest slot waits for more.
+    Pending,
+    /// The oldest slot has all its replies: taken out of the FIFO, to be answered.
+    Answered(Slot),
+    /// No slot waits for it.
+    Unsolicited,
+}
+
+/// Files `reply` under the oldest pending slot of `f`.
+fn file(f: &mut Fifo, reply: Reply) -> Filed {
     let Some(slot) = f.slots.front_mut() else {
-        return false;
+        return Filed::Unsolicited;
     };
     let ends = match slot.expect {
         Expect::One => true,
@@ -512,10 +559,8 @@ fn deliver(shared: &Shared, reply: Reply) -> bool {
     if ends {
         slot.remaining -= 1;
     }
-    if slot.remaining == 0 {
-        let slot = f.slots.pop_front().expect("front exists");
-        drop(f);
-        let _ = slot.tx.send(Ok(slot.replies));
+    match slot.remaining {
+        0 => Filed::Answered(f.slots.pop_front().expect("front exists")),
+        _ => Filed::Pending,
     }
-    true
 }
