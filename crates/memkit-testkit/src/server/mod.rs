@@ -144,13 +144,38 @@ impl TestServer {
     }
 }
 
-/// A free loopback port (bound, read, released: another process can still take it, so the
-/// launchers retry with another when a bind fails).
+/// A free loopback port (bound, then released: another process can still take it, so the
+/// launchers retry with another when a bind fails). It is taken below the kernel's
+/// ephemeral range: a port from that range can meanwhile become the source port of any
+/// outgoing connection, and a group's nodes are told each other's ports before they start,
+/// so a node whose port went that way could not move. Calls in one process walk the range
+/// from a random start, so they hand out no port twice before the range is walked through.
 pub fn free_port() -> u16 {
+    static BASE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    const LOW: u32 = 20000;
+    let high = ephemeral_low().unwrap_or(32768);
+    if high > LOW + 1000 {
+        let span = high - LOW;
+        let base = *BASE.get_or_init(rand::random::<u32>);
+        for _ in 0..span {
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let port = (LOW + base.wrapping_add(n) % span) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("bind 127.0.0.1:0")
         .port()
+}
+
+/// The first port of the kernel's ephemeral range (`ip_local_port_range`), if it says.
+fn ephemeral_low() -> Option<u32> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
 }
 
 /// Waits until 127.0.0.1:`port` accepts a connection, for `within` at most and while
