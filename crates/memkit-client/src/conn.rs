@@ -24,8 +24,8 @@
 //! The **watchdog task** keeps the timeout: one timer a connection, set for the oldest
 //! pending request's deadline, not one a request. On tokio's current-thread runtime a timer
 //! set earlier than any other wakes the runtime's driver (a write to its eventfd, then a
-//! spurious return from `epoll_wait`): a timer a request cost a router's worker those two
-//! system calls for most requests.
+//! spurious return from `epoll_wait`): a timer a request would cost a router's worker those
+//! two system calls for most requests.
 //!
 //! The stream is any `AsyncRead + AsyncWrite` ([`Stream`]) made by a [`Connector`]: plain TCP
 //! by default, TLS by plugging in a connector that wraps the socket.
@@ -443,7 +443,8 @@ async fn read_loop(
 
 /// Takes the whole text replies at the start of `buf`, copied out of it in one piece (one
 /// allocation a read, not one a reply), and files them under one lock of the FIFO. Each is
-/// decoded once here, to find its end; its reader decodes it again.
+/// decoded once here, to find its end; its reader decodes it again, unless it is a `VALUE`
+/// (whose fields [`Shape`] keeps).
 fn text_replies(
     buf: &mut BytesMut,
     limits: &Limits,
