@@ -47,7 +47,11 @@ pub struct Pending {
 impl Pending {
     /// The job to park for, if the requests run last made one.
     pub fn take_job(&mut self) -> Option<Job> {
-        self.waits().then(|| std::mem::take(&mut self.job))
+        // The arena's spare room goes with the job: an idle connection keeps no chunk.
+        self.waits().then(|| {
+            self.arena = bytes::BytesMut::new();
+            std::mem::take(&mut self.job)
+        })
     }
 
     /// Whether the requests run last wait for the router.
