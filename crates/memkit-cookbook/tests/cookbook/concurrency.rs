@@ -100,13 +100,18 @@ fn event_log_no_lost_or_duplicated_events() {
     let log: Arc<EventLog<Embedded, Ev>> =
         Arc::new(EventLog::new(mc.clone(), "ev", 10, 10, dyn_clock(&clock)));
     let done = Arc::new(AtomicBool::new(false));
+    // Producers stamp, then append: an event may land after newer ones. The poller
+    // tolerates `LAG` seconds of that, so the clock only moves while no producer holds a
+    // stamp more than `LAG` seconds behind it: a thread the OS parked between its stamp
+    // and its append cannot fall further behind than the poller's contract allows.
+    const LAG: u64 = 5;
+    let stamps: Arc<Vec<AtomicU64>> =
+        Arc::new((0..TASKS).map(|_| AtomicU64::new(u64::MAX)).collect());
     // A poller runs alongside the producers and must end up with every event exactly once.
     let poller = {
         let (log, done) = (log.clone(), done.clone());
         rt.spawn(async move {
-            // Producers stamp, then append: under load an event may land after a newer
-            // one, so the poller re-reads a lag window.
-            let mut p = log.poller_with_lag(5);
+            let mut p = log.poller_with_lag(LAG);
             let mut got = Vec::new();
             loop {
                 let finished = done.load(Ordering::SeqCst);
@@ -120,17 +125,27 @@ fn event_log_no_lost_or_duplicated_events() {
     };
     let mut set = JoinSet::new();
     for who in 0..TASKS {
-        let log = log.clone();
-        let clock = clock.clone();
+        let (log, clock, stamps) = (log.clone(), clock.clone(), stamps.clone());
         set.spawn_on(
             async move {
+                let now = || memkit_types::Clock::now_secs(&clock);
                 for seq in 0..300u32 {
                     // Time moves while events arrive: several chunks are used.
                     if who == 0 && seq % 30 == 29 {
+                        let next = now() + 1;
+                        while stamps
+                            .iter()
+                            .any(|s| s.load(Ordering::SeqCst).saturating_add(LAG) < next)
+                        {
+                            tokio::task::yield_now().await;
+                        }
                         clock.advance(1);
                     }
-                    let now = memkit_types::Clock::now_secs(&clock);
-                    log.put(&ev(now, who, seq)).await.unwrap();
+                    // Published before the stamp is taken, so the stamp is never older
+                    // than what the clock's mover sees.
+                    stamps[who as usize].store(now(), Ordering::SeqCst);
+                    log.put(&ev(now(), who, seq)).await.unwrap();
+                    stamps[who as usize].store(u64::MAX, Ordering::SeqCst);
                 }
             },
             rt.handle(),
