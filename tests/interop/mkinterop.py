@@ -148,6 +148,8 @@ class ServerProcess:
                     time.sleep(0.02)
                     continue
                 self.port = port
+                if self.backends:
+                    mkroute.ROUTERS[self.addr] = self.backends
                 # Under -S, ASCII `stats` is refused (see mkraft's docstring).
                 if self.group and "-S" not in self.extra_flags:
                     try:
@@ -194,6 +196,7 @@ class ServerProcess:
             self.group.stop()
             self.group = None
         if self.backends:
+            mkroute.ROUTERS.pop(self.addr, None)
             self.backends.stop()
             self.backends = None
         p = self.proc

@@ -53,6 +53,35 @@ def enabled():
     return backend_kind() is not None
 
 
+# The routers this pass started, by address: their Backends (for keys_on_one_server).
+ROUTERS = {}
+
+
+def keys_on_one_server(addr, n, prefix):
+    """`n` keys named `prefix`<number> that one memcached holds, for a test of what one server
+    promises across its keys (each store its own CAS). Outside this pass, the first `n`.
+    Through a router the keys spread over its backends, so candidates are stored through the
+    router and looked for on each backend, then deleted; the first `n` one backend took."""
+    names = [f"{prefix}{i}" for i in range(64)]
+    backends = ROUTERS.get(addr)
+    if backends is None:
+        return names[:n]
+    held = {b: [] for b in backends.addrs}
+    try:
+        for name in names:
+            mk.cmd(addr, f"set {name} 0 0 1\r\nv\r\n".encode())
+            for b in backends.addrs:
+                if mk.cmd(b, f"mg {name}\r\n".encode()).raw.startswith(b"HD"):
+                    held[b].append(name)
+            full = [keys for keys in held.values() if len(keys) >= n]
+            if full:
+                return full[0][:n]
+    finally:
+        for name in names:
+            mk.cmd(addr, f"delete {name}\r\n".encode())
+    raise RuntimeError(f"no backend of {addr} holds {n} of {len(names)} keys")
+
+
 def storage_flags(flags):
     """The STORAGE_FLAGS among `flags`, with their values."""
     out, i = [], 0

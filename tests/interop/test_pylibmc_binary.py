@@ -11,6 +11,7 @@ import pylibmc
 import pytest
 
 import mkraft
+import mkroute
 
 from test_pylibmc import (  # noqa: F401  (collected again here, with binary=True)
     ALL_BYTES,
@@ -81,15 +82,17 @@ def test_cas_in_header(mc):
     assert mc.get("c") is None
 
 
-def test_cas_multi_keys(mc):
-    mc.set_multi({"x": b"1", "y": b"2"})
-    vx, cx = mc.gets("x")
-    vy, cy = mc.gets("y")
+def test_cas_multi_keys(mc, server):
+    # Keys of one server: CAS values are unique across one server's keys only.
+    x, y = mkroute.keys_on_one_server(server, 2, "cas")
+    mc.set_multi({x: b"1", y: b"2"})
+    vx, cx = mc.gets(x)
+    vy, cy = mc.gets(y)
     assert (vx, vy) == (b"1", b"2")
     assert cx != cy  # every store gets its own CAS
-    assert mc.cas("x", b"10", cx) is True
-    assert mc.cas("y", b"20", cx) is False  # x's CAS does not fit y
-    assert mc.get_multi(["x", "y"]) == {"x": b"10", "y": b"2"}
+    assert mc.cas(x, b"10", cx) is True
+    assert mc.cas(y, b"20", cx) is False  # x's CAS does not fit y
+    assert mc.get_multi([x, y]) == {x: b"10", y: b"2"}
 
 
 def test_counters(mc):
