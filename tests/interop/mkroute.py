@@ -230,8 +230,6 @@ OWN_STORE = ("a router stores nothing: `stats` items/bytes, `stats items`/`slabs
              "per-class counters are its own empty store's (`stats router` has the pools')")
 OWN_DUMPS = ("item dumps and debug views (`lru_crawler mgdump`, `me`, `watch fetchers`) show the "
              "router's own empty store, not the backends' items")
-TOO_LARGE_KEEPS = ("a `set` over the item size limit is refused by the router before it is "
-                   "routed, so the backend keeps the old value (memcached drops it)")
 
 # nodeid -> why the case cannot hold through a router, whatever the backends. Only what
 # routing itself implies belongs here, never a router bug (KNOWN_BUGS).
@@ -247,16 +245,6 @@ EXPECTED_DIFFERENCES = {
     "test_differential.py::test_handwritten[me]": OWN_DUMPS,
     "test_stats_truth.py::test_mgdump_documented_difference": OWN_DUMPS,
     "test_stats_truth.py::test_log_watcher_counters": OWN_DUMPS,
-    "test_differential.py::test_handwritten[set-too-large]": TOO_LARGE_KEEPS,
-    # Each also checks that the old value is gone after a `set` refused as too large.
-    "test_binary_raw.py::test_case[item-size-stepwise]": TOO_LARGE_KEEPS,
-    "test_binary_raw.py::test_case[item-size-pipelined]": TOO_LARGE_KEEPS,
-    "test_binary_raw.py::test_case[item-size-fragmented]": TOO_LARGE_KEEPS,
-    "test_pylibmc.py::test_item_size_limit[memkitd]": TOO_LARGE_KEEPS,
-    "test_pylibmc_binary.py::test_item_size_limit[memkitd]": TOO_LARGE_KEEPS,
-    "test_pylibmc_binary.py::test_big_values[memkitd]": TOO_LARGE_KEEPS,
-    "test_pymemcache.py::test_item_size_limit[memkitd]": TOO_LARGE_KEEPS,
-    "test_python_memcached.py::test_item_size_limit[memkitd]": TOO_LARGE_KEEPS,
 }
 
 # What the backends answer, the router passes on: memkitd's documented differences from

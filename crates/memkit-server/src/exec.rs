@@ -227,6 +227,23 @@ pub trait Reply {
     fn error(&mut self, e: &Error);
 }
 
+/// A store the codec refused as too large (`unlink`: the key of a `set`, whose old value
+/// memcached drops). `true` when the request must wait: a router deletes the old value on
+/// the backends first (the refusal is rendered when the request runs again, after the
+/// job); otherwise it is counted, and the old value removed here ([`Shared::refuse_too_large`])
+/// when the server is not a router.
+pub fn refuse_too_large(sh: &Shared, cx: &mut Cx, unlink: Option<&[u8]>) -> bool {
+    let Some(router) = sh.router() else {
+        sh.refuse_too_large(unlink);
+        return false;
+    };
+    let waits = unlink.is_some_and(|key| route::refused(key, cx.routing()));
+    if !waits {
+        router.tally.too_large();
+    }
+    waits
+}
+
 /// Runs `cmd` on the engine, reporting to `reply` and to `watch`.
 pub fn execute(cmd: &Command<'_>, sh: &Shared, cx: &mut Cx, reply: &mut impl Reply) {
     if let Some(router) = sh.router() {

@@ -212,6 +212,11 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Counts a store the codec refused as too large (it never becomes a command).
+    pub fn too_large(&self) {
+        self.store_too_large.fetch_add(1, Relaxed);
+    }
+
     /// Counts `cmd`'s outcome `r`.
     pub fn count(&self, cmd: &Command<'_>, r: &Result<Outcome>) {
         use memkit_types::{ArithMode, ArithOutcome, DeleteOutcome, Error, StoreOutcome};

@@ -823,13 +823,21 @@ fn text_step(buf: &[u8], sh: &Shared, cx: &mut Cx, out: &mut Vec<u8>) -> Step {
         }
         Err(DecodeError::Incomplete) => Step::Incomplete,
         Err(DecodeError::Reject(r)) => {
-            r.encode(out);
             let mut mutates = false;
             if r.reply == ErrorReply::TooLarge {
                 let key = r.unlink.and_then(|(k, b64)| meta_key(k, b64));
                 mutates = key.is_some();
-                sh.refuse_too_large(key.as_deref());
+                if crate::exec::refuse_too_large(sh, cx, key.as_deref()) {
+                    // Not consumed: it runs again, and is answered, after the job.
+                    return Step::Done {
+                        used: r.consumed,
+                        swallow: 0,
+                        action: Action::Remote,
+                        mutates,
+                    };
+                }
             }
+            r.encode(out);
             Step::Done {
                 used: r.consumed,
                 swallow: r.swallow,

@@ -715,3 +715,44 @@ fn what_a_server_takes_goes_through_as_it_is() {
     let dump = w.ask(b"stats detail dump\r\n", Until::END);
     assert!(dump.contains("PREFIX u get 1 hit 0 set 0 del 0"), "{dump}");
 }
+
+#[test]
+fn a_set_refused_as_too_large_drops_the_old_value_on_its_backend() {
+    let bs = backends(3);
+    let r = Router::start(&(pool("main", &addrs(&bs), "") + &hash_route("main")), &[]);
+    let mut w = r.wire();
+    let keys = ["big:1", "big:2", "big:3", "big:4"];
+    for k in keys {
+        assert_eq!(ask(&mut w, &format!("set {k} 0 0 3\r\nold\r\n")), "STORED");
+    }
+    // Text, each refusal pipelined with a read of its key: the read already misses, as
+    // memcached's would. The value is over the router's `-I` (1 MiB).
+    let big = vec![b'v'; 1_200_000];
+    for k in &keys[..2] {
+        let mut req = format!("set {k} 0 0 {}\r\n", big.len()).into_bytes();
+        req.extend_from_slice(&big);
+        req.extend_from_slice(format!("\r\nget {k}\r\n").as_bytes());
+        let reply = w.ask(&req, Until::END);
+        assert_eq!(reply, "SERVER_ERROR object too large for cache\r\nEND\r\n");
+    }
+    // Binary: a SET over the limit, then a GETK of its key.
+    use memkit_protocol::binary::{Status, decode_response, encode_request, op};
+    let mut bw = r.wire();
+    for k in &keys[2..] {
+        let mut req = Vec::new();
+        encode_request(&mut req, op::SET, 1, 0, &[0; 8], k.as_bytes(), &big);
+        encode_request(&mut req, op::GETK, 2, 0, &[], k.as_bytes(), &[]);
+        bw.send(&req);
+        for want in [Status::TooLarge, Status::KeyNotFound] {
+            let frame = bw.read(Until::Frame);
+            let Ok(Some((resp, _))) = decode_response(&frame) else {
+                panic!("{frame:?}")
+            };
+            assert_eq!(resp.header.status, want as u16, "{k}");
+        }
+    }
+    for k in keys {
+        assert!(bs.iter().all(|b| held(b, k).is_none()), "{k} still held");
+    }
+    assert_eq!(r.stats("")["store_too_large"], "4");
+}

@@ -134,6 +134,25 @@ pub fn route(
     }
 }
 
+/// A `set` of `key` refused as too large: memcached drops the key's old value, so on its
+/// first run the request deletes it through the routes (`true`: it waits for the job); on
+/// its second the delete's outcome is dropped (the reply is the refusal, whatever the
+/// backends said, as memcached's is) and `false` is returned.
+pub fn refused(key: &[u8], p: &mut Pending) -> bool {
+    match p.results.front_mut() {
+        Some(q) => {
+            p.started = true;
+            q.pop_front();
+            false
+        }
+        None => {
+            let opts = Default::default();
+            p.push(&Command::Delete { key, opts });
+            true
+        }
+    }
+}
+
 fn render(cmd: &Command<'_>, r: Result<Outcome>, reply: &mut impl Reply) {
     match r {
         Ok(Outcome::Item(Some(item))) => {
