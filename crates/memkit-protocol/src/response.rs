@@ -172,7 +172,7 @@ pub fn decode_response<'a>(
     buf: &'a [u8],
     limits: &Limits,
 ) -> Result<(Response<'a>, usize), DecodeError<'a>> {
-    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+    let Some(nl) = memchr::memchr(b'\n', buf) else {
         // A reply line is short; a server sending pages without a newline is broken.
         return Err(if buf.len() > limits.max_line_len.max(4096) {
             DecodeError::Malformed

@@ -20,13 +20,13 @@ pub(crate) struct Line<'a> {
 
 /// Finds the first complete line of `buf`.
 pub(crate) fn find_line(buf: &[u8]) -> Option<Line<'_>> {
-    let nl = buf.iter().position(|&b| b == b'\n')?;
+    let nl = memchr::memchr(b'\n', buf)?;
     let mut end = nl;
     if end > 1 && buf[end - 1] == b'\r' {
         end -= 1;
     }
     let mut text = &buf[..end];
-    if let Some(nul) = text.iter().position(|&b| b == 0) {
+    if let Some(nul) = memchr::memchr(0, text) {
         text = &text[..nul];
     }
     Some(Line {
@@ -55,9 +55,7 @@ impl<'a> Tokens<'a> {
                 continue;
             }
             let start = i;
-            while i < line.len() && line[i] != b' ' {
-                i += 1;
-            }
+            i = memchr::memchr(b' ', &line[i..]).map_or(line.len(), |e| i + e);
             toks[n] = &line[start..i];
             n += 1;
             if n == MAX_TOKENS - 1 {
@@ -155,7 +153,7 @@ impl<'a> Iterator for WordsIter<'a> {
         }
         let start = rest.iter().position(|&b| b != b' ')?;
         let rest = &rest[start..];
-        let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+        let end = memchr::memchr(b' ', rest).unwrap_or(rest.len());
         let (word, tail) = rest.split_at(end);
         self.rest = tail;
         Some(word)
