@@ -9,7 +9,9 @@
 //! its first error, as memcached's does) leaves nothing for the next one.
 //!
 //! A read whose server could not be reached answers a miss (the client's rule, "a dead
-//! server is a miss"); any other command answers `SERVER_ERROR` with the reason.
+//! server is a miss"); any other command answers `SERVER_ERROR` with the reason. A `set` the
+//! codec refused as too large waits too: its old value is deleted through the routes, as
+//! memcached drops it, before the refusal is answered ([`refused`]).
 
 use std::collections::VecDeque;
 
