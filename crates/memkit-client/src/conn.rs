@@ -127,6 +127,13 @@ struct Slot {
     tx: Answer,
 }
 
+impl Slot {
+    /// Hands the slot's replies to its caller (gone if the caller gave up waiting).
+    fn answer(self) {
+        let _ = self.tx.send(Ok(self.replies));
+    }
+}
+
 #[derive(Default)]
 struct Fifo {
     slots: VecDeque<Slot>,
@@ -487,9 +494,7 @@ fn text_replies(
         }
     }
     // Sent outside the lock: a caller's wake-up may cost a system call.
-    for slot in answered.drain(..) {
-        let _ = slot.tx.send(Ok(slot.replies));
-    }
+    answered.drain(..).for_each(Slot::answer);
     match filed {
         true => Ok(()),
         false => Err("reply without a request"),
@@ -530,7 +535,7 @@ fn deliver(shared: &Shared, reply: Reply) -> bool {
     match filed {
         Filed::Pending => true,
         Filed::Answered(slot) => {
-            let _ = slot.tx.send(Ok(slot.replies));
+            slot.answer();
             true
         }
         Filed::Unsolicited => false,

@@ -43,18 +43,14 @@ pub fn step(buf: &[u8], sh: &Shared, cx: &mut Cx, sasl: &mut Session, out: &mut 
             mutates: false,
         },
         Err(DecodeError::Reject(r)) => {
-            if r.status == Status::TooLarge {
-                if r.close {
-                    sh.refuse_too_large(r.unlink);
-                } else if exec::refuse_too_large(sh, cx, r.unlink) {
-                    // Not consumed: it runs again, and is answered, after the job.
-                    return Step::Done {
-                        used: r.consumed,
-                        swallow: 0,
-                        action: Action::Remote,
-                        mutates: true,
-                    };
-                }
+            if r.status == Status::TooLarge && exec::refuse_too_large(sh, cx, r.unlink) {
+                // Not consumed: it runs again, and is answered, after the job.
+                return Step::Done {
+                    used: r.consumed,
+                    swallow: 0,
+                    action: Action::Remote,
+                    mutates: true,
+                };
             }
             r.encode(out);
             Step::Done {
