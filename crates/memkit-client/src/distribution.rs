@@ -293,14 +293,18 @@ impl Placement {
         if self.points.is_empty() {
             return None;
         }
-        let h = self.key_hash(key);
-        Some(match self.dist {
+        Some(self.position(self.key_hash(key)))
+    }
+
+    /// Position of the point or bucket of a key whose hash is `h` (points not empty).
+    fn position(&self, h: u32) -> usize {
+        match self.dist {
             Distribution::Modula { .. } => h as usize % self.points.len(),
             _ => {
                 let i = self.points.partition_point(|&(v, _)| v < h);
                 if i == self.points.len() { 0 } else { i }
             }
-        })
+        }
     }
 
     /// The server index `key` maps to; `None` when no server is live.
@@ -309,6 +313,31 @@ impl Placement {
             return php.server_for(key);
         }
         self.start(key).map(|i| self.points[i].1 as usize)
+    }
+
+    /// [`Placement::server_for`] of each key, in order, into `out` (cleared first): the
+    /// same answers, with an MD5 key hash taken for many keys at once
+    /// ([`crate::hash::md5_hashes`]), as a router places a multi-get's keys.
+    pub fn servers_of(&self, keys: &[&[u8]], out: &mut Vec<Option<usize>>) {
+        out.clear();
+        let md5 = match self.dist {
+            Distribution::Ketama => true,
+            Distribution::Modula { hash } | Distribution::KetamaUnweighted { hash } => {
+                hash == HashFn::Md5
+            }
+            Distribution::PhpConsistent { .. } | Distribution::PhpStandard { .. } => false,
+        };
+        if !md5 || self.php.is_some() || self.points.is_empty() {
+            out.extend(keys.iter().map(|k| self.server_for(k)));
+            return;
+        }
+        let mut hashes = Vec::with_capacity(keys.len());
+        crate::hash::md5_hashes(keys, &mut hashes);
+        out.extend(
+            hashes
+                .into_iter()
+                .map(|h| Some(self.points[self.position(h)].1 as usize)),
+        );
     }
 
     /// Up to `n` distinct servers for `key`: the primary, then the next distinct servers
@@ -394,6 +423,44 @@ mod tests {
         assert_eq!(ketama_points(5, 10, 2), 160);
         // 600 of 4300 over 8 servers: floor(0.13953 * 40 * 8) * 4 = 44 * 4.
         assert_eq!(ketama_points(600, 4300, 8), 176);
+    }
+
+    #[test]
+    fn servers_of_many_keys_are_server_for_each() {
+        let servers: Vec<ServerSpec> = (0..5)
+            .map(|i| ServerSpec::new(format!("10.0.0.{i}"), 11211).weight(i + 1))
+            .collect();
+        // Keys of 1..=120 bytes: one MD5 block and two.
+        let keys: Vec<Vec<u8>> = (0..300u32)
+            .map(|i| format!("key:{i}:{}", "x".repeat(i as usize % 115)).into_bytes())
+            .collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let dists = [
+            Distribution::Ketama,
+            Distribution::MODULA,
+            Distribution::Modula { hash: HashFn::Md5 },
+            Distribution::KetamaUnweighted { hash: HashFn::Md5 },
+            Distribution::KetamaUnweighted {
+                hash: HashFn::OneAtATime,
+            },
+            Distribution::PhpConsistent {
+                hash: PhpHash::Crc32,
+            },
+            Distribution::PhpStandard { hash: PhpHash::Fnv },
+        ];
+        let mut out = Vec::new();
+        for dist in dists {
+            for live in [
+                vec![true; 5],
+                vec![true, false, true, true, false],
+                vec![false; 5],
+            ] {
+                let p = Placement::build(dist, &servers, &live);
+                p.servers_of(&refs, &mut out);
+                let want: Vec<Option<usize>> = refs.iter().map(|k| p.server_for(k)).collect();
+                assert_eq!(out, want, "{dist:?} {live:?}");
+            }
+        }
     }
 
     #[test]

@@ -9,6 +9,9 @@
 
 use md5::{Digest, Md5};
 
+mod lanes;
+pub use lanes::md5_hashes;
+
 /// A hash function from libhashkit's menu.
 #[allow(non_camel_case_types)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

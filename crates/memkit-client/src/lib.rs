@@ -20,7 +20,8 @@
 //!   connection, each with its [`Outcome`] (what a router forwards).
 //! - [`reply`]: owned replies (text lines, binary frames), read through the protocol
 //!   crate's response types, and their mapping to [`memkit_types::Error`].
-//! - [`hash`]: libhashkit's key hashes (one_at_a_time, md5, crc, fnv1(a)_32/64), bit-exact.
+//! - [`hash`]: libhashkit's key hashes (one_at_a_time, md5, crc, fnv1(a)_32/64), bit-exact;
+//!   MD5 of many keys eight at a time where the CPU has AVX2 (`hash::md5_hashes`).
 //! - [`distribution`]: [`ServerSpec`], modula, libmemcached's (weighted) ketama and PHP's
 //!   pecl memcache (consistent and standard).
 //! - [`cluster`]: [`Cluster`], a pool of servers: placement, per-server batched multi-get,

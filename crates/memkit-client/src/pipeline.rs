@@ -61,7 +61,7 @@ impl Client {
         let mut at = 0;
         while at < cmds.len() {
             let n = self.run_of_reads(&cmds[at..]);
-            match self.encode(&cmds[at..at + n]) {
+            match self.encode(&cmds[at..at + n], self.dialect_for(&cmds[at..at + n])) {
                 Ok(job) => {
                     jobs.push(job);
                     sent.push(Sent { at, n });
@@ -75,7 +75,8 @@ impl Client {
             false => self.call_in_order(jobs).await,
         };
         for (s, r) in sent.into_iter().zip(replies) {
-            let decoded = r.and_then(|r| self.decode(&cmds[s.at..s.at + s.n], r));
+            let cmds = &cmds[s.at..s.at + s.n];
+            let decoded = r.and_then(|r| self.decode(cmds, self.dialect_for(cmds), r));
             match decoded {
                 Ok(outcomes) => {
                     for (slot, o) in out[s.at..].iter_mut().zip(outcomes) {
@@ -93,8 +94,12 @@ impl Client {
     /// [`Client::pipeline`] of commands that make one request (one command, or a run of
     /// reads): the common case, sent without the bookkeeping of several.
     async fn one_request(&self, cmds: &[Command<'_>]) -> Vec<Result<Outcome>> {
-        let outcomes = match self.encode(cmds) {
-            Ok(job) => self.call(job).await.and_then(|r| self.decode(cmds, r)),
+        let dialect = self.dialect_for(cmds);
+        let outcomes = match self.encode(cmds, dialect) {
+            Ok(job) => self
+                .call(job)
+                .await
+                .and_then(|r| self.decode(cmds, dialect, r)),
             Err(e) => Err(e),
         };
         match outcomes {
@@ -136,12 +141,10 @@ impl Client {
         }
     }
 
-    /// The request for `cmds` (one command, or a run of reads).
-    fn encode(&self, cmds: &[Command<'_>]) -> Result<Job> {
-        let (dialect, binary) = (
-            self.dialect_for(cmds),
-            self.config().protocol == Protocol::Binary,
-        );
+    /// The request for `cmds` (one command, or a run of reads) in `dialect`
+    /// ([`Client::dialect_for`] them).
+    fn encode(&self, cmds: &[Command<'_>], dialect: Dialect) -> Result<Job> {
+        let binary = self.config().protocol == Protocol::Binary;
         if let Some(key) = cmds[0]
             .key()
             .filter(|_| !matches!(cmds[0], Command::Flush { .. }))
@@ -180,12 +183,14 @@ impl Client {
         }
     }
 
-    /// The outcomes of `cmds` from the replies to their request.
-    fn decode(&self, cmds: &[Command<'_>], r: Vec<Reply>) -> Result<Vec<Outcome>> {
-        let (dialect, binary) = (
-            self.dialect_for(cmds),
-            self.config().protocol == Protocol::Binary,
-        );
+    /// The outcomes of `cmds` from the replies to their request, sent in `dialect`.
+    fn decode(
+        &self,
+        cmds: &[Command<'_>],
+        dialect: Dialect,
+        r: Vec<Reply>,
+    ) -> Result<Vec<Outcome>> {
+        let binary = self.config().protocol == Protocol::Binary;
         let one = |o: Outcome| Ok(vec![o]);
         match &cmds[0] {
             Command::Get { .. } => {

@@ -28,6 +28,8 @@ use crate::router::{Job, Tally};
 const MAX_OPS: usize = 1024;
 /// Key and value bytes one job carries at most.
 const MAX_BYTES: usize = 1 << 20;
+/// The arena's first chunk in a job: a key and a small value.
+const FIRST_CHUNK: usize = 512;
 
 /// A connection's routed requests across their two runs.
 #[derive(Debug, Default)]
@@ -95,6 +97,11 @@ impl Pending {
         }
         if let Some(n) = self.counts.last_mut() {
             *n += 1;
+        }
+        if self.job.ops.is_empty() && self.arena.capacity() == 0 {
+            // A job's first chunk is small: most carry one request, and glibc sorts its
+            // free chunks before handing out one of 4 KiB (`ARENA_CHUNK`).
+            self.arena = bytes::BytesMut::with_capacity(FIRST_CHUNK);
         }
         let op = crate::router::Op::of(cmd, &mut self.arena);
         self.job.bytes += op.key.len() + op.data.len();

@@ -139,6 +139,13 @@ impl Pool {
         self.placement.server_for(key).unwrap_or(0)
     }
 
+    /// [`Pool::server_for`] of each key, the keys hashed together (a multi-get's).
+    pub fn servers_of(&self, keys: &[&[u8]]) -> Vec<usize> {
+        let mut out = Vec::with_capacity(keys.len());
+        self.placement.servers_of(keys, &mut out);
+        out.into_iter().map(|s| s.unwrap_or(0)).collect()
+    }
+
     /// Up to `n` distinct servers for `key`, its own first.
     pub fn servers_for(&self, key: &[u8], n: usize) -> Vec<usize> {
         self.placement.servers_for(key, n)

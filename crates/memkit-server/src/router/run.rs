@@ -173,8 +173,13 @@ fn failed_at(out: &Outcomes, also: impl Fn(usize) -> bool) -> Vec<usize> {
 
 /// Sends each command to its key's server in `pool`: one pipeline a server, all at once.
 pub async fn hash(pool: &Arc<Pool>, ops: &[Op]) -> Outcomes {
-    let servers: Vec<usize> = ops.iter().map(|o| pool.server_for(&o.key)).collect();
+    let servers = pool.servers_of(&keys_of(ops));
     by_server(pool, ops, &servers).await
+}
+
+/// The ops' keys.
+fn keys_of(ops: &[Op]) -> Vec<&[u8]> {
+    ops.iter().map(|o| &o.key[..]).collect()
 }
 
 /// Sends `ops[i]` to server `servers[i]` of `pool`, each server's commands in order.
@@ -300,7 +305,7 @@ async fn write_all(pool: &Arc<Pool>, wait: Wait, ops: &[Op]) -> Outcomes {
         });
     }
     drop(tx);
-    let homes: Vec<usize> = ops.iter().map(|o| pool.server_for(&o.key)).collect();
+    let homes = pool.servers_of(&keys_of(ops));
     let need = match wait {
         Wait::Sync => n,
         Wait::Majority => n / 2 + 1,
