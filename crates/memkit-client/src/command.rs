@@ -179,29 +179,18 @@ pub fn get_replies(
             let mut next = 0;
             for r in replies {
                 let r = text(r)?;
-                match r.response() {
-                    Response::Value {
-                        key,
-                        flags,
-                        cas,
-                        data,
-                    } => {
-                        let item = Item {
-                            value: r.part(data),
-                            flags,
-                            cas: cas.unwrap_or(0),
-                            ..Default::default()
-                        };
-                        let found = (next..keys.len())
-                            .chain(0..next)
-                            .find(|&i| keys[i] == key && out[i].is_none());
-                        if let Some(i) = found {
-                            out[i] = Some(item);
-                            next = i + 1;
-                        }
+                let Some(key) = r.value_key() else {
+                    match r.response() {
+                        Response::End => continue,
+                        _ => return Err(unexpected(vec![Reply::Text(r)])),
                     }
-                    Response::End => {}
-                    _ => return Err(unexpected(vec![Reply::Text(r)])),
+                };
+                let found = (next..keys.len())
+                    .chain(0..next)
+                    .find(|&i| keys[i] == key && out[i].is_none());
+                if let (Some(i), Ok(item)) = (found, r.into_item()) {
+                    out[i] = Some(item);
+                    next = i + 1;
                 }
             }
             Ok(out)

@@ -133,6 +133,35 @@ impl TextReply {
         }
     }
 
+    /// A `VALUE` reply's key, without decoding it again.
+    pub fn value_key(&self) -> Option<&[u8]> {
+        match self.shape {
+            Shape::Value { key, .. } => Some(&self.bytes[key.0..key.1]),
+            _ => None,
+        }
+    }
+
+    /// A `VALUE` reply as the item it carries, its value the reply's own bytes cut down
+    /// (a multi-get's replies are many: no other reference is taken and dropped); a reply
+    /// of another kind is given back.
+    pub fn into_item(self) -> std::result::Result<memkit_types::Item, TextReply> {
+        let Shape::Value {
+            flags, cas, data, ..
+        } = self.shape
+        else {
+            return Err(self);
+        };
+        let mut value = self.bytes;
+        value.truncate(data.1);
+        bytes::Buf::advance(&mut value, data.0);
+        Ok(memkit_types::Item {
+            value,
+            flags,
+            cas: cas.unwrap_or(0),
+            ..Default::default()
+        })
+    }
+
     /// `part` of [`TextReply::response`] (a value, a key) as `Bytes` sharing the reply's.
     pub fn part(&self, part: &[u8]) -> Bytes {
         self.bytes.slice_ref(part)

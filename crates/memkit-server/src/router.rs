@@ -169,8 +169,8 @@ pub struct Job {
 /// The router's counters beyond the pools' (`stats router`).
 #[derive(Debug, Default)]
 pub struct Counters {
-    pub jobs: AtomicU64,
-    pub ops: AtomicU64,
+    pub jobs: crate::state::Striped,
+    pub ops: crate::state::Striped,
     /// Requests no route takes.
     pub unrouted: AtomicU64,
     /// Requests a failover route sent to a later pool.
@@ -189,8 +189,77 @@ pub struct Counters {
 /// the routed commands came to, counted as the engine counts its own (`gat` as a touch).
 /// What a router cannot know (an item expired or flushed at the backend, a backend out of
 /// memory) it does not count; `stats` leaves those lines out.
-#[derive(Debug, Default)]
+///
+/// Kept a copy a worker thread (one more for any other thread), summed when read: a
+/// routed multi-get counts each of its keys, and two workers adding to one cache line
+/// would pass it between their cores at every key.
+#[derive(Debug)]
 pub struct Tally {
+    shards: Box<[Counts]>,
+}
+
+impl Tally {
+    /// Counters for a server of `workers` worker threads.
+    pub fn new(workers: usize) -> Tally {
+        Tally {
+            shards: (0..=workers).map(|_| Counts::default()).collect(),
+        }
+    }
+
+    /// This thread's copy.
+    fn mine(&self) -> &Counts {
+        let last = self.shards.len() - 1;
+        &self.shards[pool::worker().map_or(last, |w| w.min(last))]
+    }
+
+    /// Counts a store the codec refused as too large (it never becomes a command).
+    pub fn too_large(&self) {
+        self.mine().store_too_large.fetch_add(1, Relaxed);
+    }
+
+    /// Counts `cmd`'s outcome `r`.
+    pub fn count(&self, cmd: &Command<'_>, r: &Result<Outcome>) {
+        self.mine().count(cmd, r);
+    }
+
+    /// The counts, in the engine's shape (what the router does not count stays 0).
+    pub fn counters(&self) -> memkit_engine::Counters {
+        let g = |c: fn(&Counts) -> &AtomicU64| -> u64 {
+            self.shards.iter().map(|s| c(s).load(Relaxed)).sum()
+        };
+        memkit_engine::Counters {
+            cmd_get: g(|s| &s.cmd_get),
+            get_hits: g(|s| &s.get_hits),
+            get_misses: g(|s| &s.get_misses),
+            cmd_touch: g(|s| &s.cmd_touch),
+            touch_hits: g(|s| &s.touch_hits),
+            touch_misses: g(|s| &s.touch_misses),
+            cmd_set: g(|s| &s.cmd_set),
+            cas_hits: g(|s| &s.cas_hits),
+            cas_misses: g(|s| &s.cas_misses),
+            cas_badval: g(|s| &s.cas_badval),
+            delete_hits: g(|s| &s.delete_hits),
+            delete_misses: g(|s| &s.delete_misses),
+            incr_hits: g(|s| &s.incr_hits),
+            incr_misses: g(|s| &s.incr_misses),
+            decr_hits: g(|s| &s.decr_hits),
+            decr_misses: g(|s| &s.decr_misses),
+            cmd_flush: g(|s| &s.cmd_flush),
+            store_too_large: g(|s| &s.store_too_large),
+            ..Default::default()
+        }
+    }
+
+    /// `stats reset`.
+    pub fn reset(&self) {
+        self.shards.iter().for_each(Counts::reset);
+    }
+}
+
+/// One thread's copy of the [`Tally`], on cache lines of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Counts {
     cmd_get: AtomicU64,
     get_hits: AtomicU64,
     get_misses: AtomicU64,
@@ -211,14 +280,8 @@ pub struct Tally {
     store_too_large: AtomicU64,
 }
 
-impl Tally {
-    /// Counts a store the codec refused as too large (it never becomes a command).
-    pub fn too_large(&self) {
-        self.store_too_large.fetch_add(1, Relaxed);
-    }
-
-    /// Counts `cmd`'s outcome `r`.
-    pub fn count(&self, cmd: &Command<'_>, r: &Result<Outcome>) {
+impl Counts {
+    fn count(&self, cmd: &Command<'_>, r: &Result<Outcome>) {
         use memkit_types::{ArithMode, ArithOutcome, DeleteOutcome, Error, StoreOutcome};
         let add = |c: &AtomicU64| {
             c.fetch_add(1, Relaxed);
@@ -273,34 +336,7 @@ impl Tally {
         }
     }
 
-    /// The counts, in the engine's shape (what the router does not count stays 0).
-    pub fn counters(&self) -> memkit_engine::Counters {
-        let g = |c: &AtomicU64| c.load(Relaxed);
-        memkit_engine::Counters {
-            cmd_get: g(&self.cmd_get),
-            get_hits: g(&self.get_hits),
-            get_misses: g(&self.get_misses),
-            cmd_touch: g(&self.cmd_touch),
-            touch_hits: g(&self.touch_hits),
-            touch_misses: g(&self.touch_misses),
-            cmd_set: g(&self.cmd_set),
-            cas_hits: g(&self.cas_hits),
-            cas_misses: g(&self.cas_misses),
-            cas_badval: g(&self.cas_badval),
-            delete_hits: g(&self.delete_hits),
-            delete_misses: g(&self.delete_misses),
-            incr_hits: g(&self.incr_hits),
-            incr_misses: g(&self.incr_misses),
-            decr_hits: g(&self.decr_hits),
-            decr_misses: g(&self.decr_misses),
-            cmd_flush: g(&self.cmd_flush),
-            store_too_large: g(&self.store_too_large),
-            ..Default::default()
-        }
-    }
-
-    /// `stats reset`.
-    pub fn reset(&self) {
+    fn reset(&self) {
         for c in [
             &self.cmd_get,
             &self.get_hits,
@@ -462,7 +498,7 @@ impl Router {
             workers,
             table: RwLock::new(Arc::new(table)),
             counters: Arc::default(),
-            tally: Tally::default(),
+            tally: Tally::new(workers),
             handle: runtime.handle().clone(),
             runtime: Mutex::new(Some(runtime)),
         })
@@ -523,8 +559,8 @@ impl Router {
         let slot = job.done.clone();
         let table = self.table();
         let counters = self.counters.clone();
-        counters.jobs.fetch_add(1, Relaxed);
-        counters.ops.fetch_add(ops.len() as u64, Relaxed);
+        counters.jobs.add(1);
+        counters.ops.add(ops.len() as u64);
         Box::pin(async move {
             let out = run::run(&table, &counters, ops).await;
             *slot.lock() = out;

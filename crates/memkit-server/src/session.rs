@@ -566,7 +566,7 @@ impl Session {
         if let Some(Remote::Group(r)) = self.remote.as_deref_mut() {
             r.arrived();
         }
-        self.reg.sh.counters.bytes_read.fetch_add(n as u64, Relaxed);
+        self.reg.sh.counters.bytes_read.add(n as u64);
         self.live.set(ConnState::ParseCmd);
     }
 
@@ -654,7 +654,7 @@ impl Session {
     /// emptied, keeping a modest buffer and giving back what one huge reply needed.
     pub fn wrote(&mut self, n: usize) {
         let sh = &self.reg.sh;
-        sh.counters.bytes_written.fetch_add(n as u64, Relaxed);
+        sh.counters.bytes_written.add(n as u64);
         self.sent += n;
         if self.sent < self.out.len() {
             return;
@@ -680,9 +680,7 @@ impl Session {
     /// serves the next output (or goes to the worker's spares).
     pub fn output_back(&mut self, mut buf: Vec<u8>, spare: &mut Spare) {
         let sh = &self.reg.sh;
-        sh.counters
-            .bytes_written
-            .fetch_add(buf.len() as u64, Relaxed);
+        sh.counters.bytes_written.add(buf.len() as u64);
         buf.clear();
         if self.out.capacity() == 0 && buf.capacity() <= 4 * FLUSH_AT {
             self.out = buf;

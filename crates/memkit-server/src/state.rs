@@ -23,14 +23,52 @@ pub mod gate;
 pub mod live;
 pub use live::{ConnAddrs, ConnLive, ConnState, Moved, Registered};
 
+/// A counter every request adds to, kept a stripe a thread and summed when read: worker
+/// threads adding to one cache line would pass it between their cores at each request.
+#[derive(Debug, Default)]
+pub struct Striped([Stripe; STRIPES]);
+
+/// Stripes of a [`Striped`]: threads past this many share them.
+const STRIPES: usize = 8;
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Stripe(AtomicU64);
+
+thread_local! {
+    /// This thread's stripe, dealt in turn to threads as they first count.
+    static STRIPE: usize = {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES
+    };
+}
+
+impl Striped {
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        let i = STRIPE.with(|i| *i);
+        self.0[i].0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The sum of every stripe.
+    pub fn load(&self) -> u64 {
+        self.0.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Back to zero (`stats reset`).
+    pub fn reset(&self) {
+        self.0.iter().for_each(|s| s.0.store(0, Ordering::Relaxed));
+    }
+}
+
 /// Server-level counters (the engine keeps the item counters).
 #[derive(Debug, Default)]
 pub struct Counters {
     pub curr_connections: AtomicU64,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
-    pub bytes_read: AtomicU64,
-    pub bytes_written: AtomicU64,
+    pub bytes_read: Striped,
+    pub bytes_written: Striped,
     pub cmd_meta: AtomicU64,
     /// SASL attempts and failures (`auth_cmds` / `auth_errors` add the `-Y` ones).
     pub sasl_cmds: AtomicU64,
@@ -54,11 +92,11 @@ pub struct Counters {
 impl Counters {
     /// `stats reset`: counters to zero, gauges kept.
     pub fn reset(&self) {
+        self.bytes_read.reset();
+        self.bytes_written.reset();
         for c in [
             &self.total_connections,
             &self.rejected_connections,
-            &self.bytes_read,
-            &self.bytes_written,
             &self.cmd_meta,
             &self.sasl_cmds,
             &self.sasl_errors,

@@ -128,8 +128,8 @@ fn general(sh: &Shared, out: &mut Vec<u8>) {
     }
     let w = sh.watchers.stats();
     rows.extend([
-        ("bytes_read", n(sh.counters.bytes_read.load(Relaxed))),
-        ("bytes_written", n(sh.counters.bytes_written.load(Relaxed))),
+        ("bytes_read", n(sh.counters.bytes_read.load())),
+        ("bytes_written", n(sh.counters.bytes_written.load())),
         ("limit_maxbytes", n(e.limit_maxbytes)),
         // Past -c memkitd accepts and refuses (maxconns_fast); it pauses only when accept
         // fails (out of descriptors), as memcached disables its listener.

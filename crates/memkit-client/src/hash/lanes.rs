@@ -5,7 +5,7 @@
 //! latency; eight independent keys fill the same steps' slots. A router hashes every key of
 //! a multi-get, and there MD5 was the largest cost of all (`docs/BENCHMARKS.md`, router). Only
 //! keys of one block (55 bytes or fewer, the usual) go in lanes; longer ones, a short
-//! remainder and CPUs without AVX2 take [`super::md5_hash`]. The results are the scalar ones,
+//! remainder of one or two keys and CPUs without AVX2 take [`super::md5_hash`]. The results are the scalar ones,
 //! bit for bit (the tests compare them over every key length).
 
 /// Keys that fit in one MD5 block with its padding.
@@ -15,13 +15,13 @@ const ONE_BLOCK: usize = 55;
 pub fn md5_hashes(keys: &[&[u8]], out: &mut Vec<u32>) {
     out.clear();
     out.resize(keys.len(), 0);
-    let mut rest = 0..keys.len();
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
-        rest = x86::by_eights(keys, out);
+        x86::hash_all(keys, out);
+        return;
     }
-    for i in rest {
-        out[i] = super::md5_hash(keys[i]);
+    for (o, k) in out.iter_mut().zip(keys) {
+        *o = super::md5_hash(k);
     }
 }
 
@@ -60,41 +60,47 @@ mod x86 {
 
     use super::{INIT, K, ONE_BLOCK, block};
 
-    /// Hashes the one-block keys eight at a time into `out`; what is left for the scalar
-    /// hash: every index from the first of the last incomplete run on, except those done.
-    pub fn by_eights(keys: &[&[u8]], out: &mut [u32]) -> std::ops::Range<usize> {
+    /// Hashes every key into `out`: the one-block keys eight at a time (the last run's
+    /// empty lanes repeat a key unless the run is too short to be worth it), the longer
+    /// ones alone.
+    pub fn hash_all(keys: &[&[u8]], out: &mut [u32]) {
         let mut lanes = [0usize; 8];
         let mut n = 0;
-        let mut done_to = 0;
+        let run = |lanes: &[usize; 8], out: &mut [u32], n: usize| {
+            let mut words = [[0u32; 8]; 16];
+            for (l, &k) in lanes.iter().enumerate() {
+                for (w, v) in block(keys[k]).into_iter().enumerate() {
+                    words[w][l] = v;
+                }
+            }
+            // SAFETY: the caller saw AVX2 on this CPU.
+            let h = unsafe { md5x8(&words) };
+            for (l, &i) in lanes[..n].iter().enumerate() {
+                out[i] = h[l];
+            }
+        };
         for (i, k) in keys.iter().enumerate() {
             if k.len() > ONE_BLOCK {
+                out[i] = super::super::md5_hash(k);
                 continue;
             }
             lanes[n] = i;
             n += 1;
             if n == 8 {
-                let mut words = [[0u32; 8]; 16];
-                for (l, &k) in lanes.iter().enumerate() {
-                    for (w, v) in block(keys[k]).into_iter().enumerate() {
-                        words[w][l] = v;
-                    }
-                }
-                // SAFETY: the caller saw AVX2 on this CPU.
-                let h = unsafe { md5x8(&words) };
-                for (l, &i) in lanes.iter().enumerate() {
-                    out[i] = h[l];
-                }
+                run(&lanes, out, 8);
                 n = 0;
-                done_to = i + 1;
             }
         }
-        // The long keys before `done_to` and the lanes of the last, incomplete run.
-        for (i, k) in keys[..done_to].iter().enumerate() {
-            if k.len() > ONE_BLOCK {
-                out[i] = super::super::md5_hash(k);
+        // Eight lanes cost about as much as three keys hashed alone.
+        if n >= 3 {
+            let fill = lanes[0];
+            lanes[n..].fill(fill);
+            run(&lanes, out, n);
+        } else {
+            for &i in &lanes[..n] {
+                out[i] = super::super::md5_hash(keys[i]);
             }
         }
-        done_to..keys.len()
     }
 
     /// One MD5 step on eight lanes: `b + ((a + f + m + k) <<< s)`; `$r` is `32 - $s`.
@@ -196,7 +202,7 @@ mod tests {
             .collect();
         let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         let mut out = Vec::new();
-        for n in [0, 1, 7, 8, 9, 16, 17, refs.len()] {
+        for n in [0, 1, 2, 3, 7, 8, 9, 10, 11, 16, 17, refs.len()] {
             md5_hashes(&refs[..n], &mut out);
             let want: Vec<u32> = refs[..n].iter().map(|k| md5_hash(k)).collect();
             assert_eq!(out, want, "{n} keys");

@@ -36,35 +36,75 @@ use super::config::PoolSpec;
 const BUCKETS: usize = 28;
 
 /// One backend server's state and counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Server {
     failures: AtomicU32,
     down: AtomicBool,
-    /// Commands sent, and those that failed (unreachable, timed out, marked down).
-    pub requests: AtomicU64,
-    pub errors: AtomicU64,
     /// Times it was marked down.
     pub tko_events: AtomicU64,
+    /// A copy a worker (and one for any other thread), summed when read: two workers
+    /// counting every batch in one place would pass its line, and the health flags beside
+    /// it, between their cores.
+    counts: Box<[Counts]>,
+}
+
+/// One thread's counters of a [`Server`].
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Counts {
+    /// Commands sent, and those that failed (unreachable, timed out, marked down).
+    requests: AtomicU64,
+    errors: AtomicU64,
     /// Batches by round-trip time.
     latency: [AtomicU64; BUCKETS],
 }
 
 impl Server {
+    /// A server's state, for `workers` worker threads.
+    pub fn new(workers: usize) -> Server {
+        Server {
+            failures: AtomicU32::new(0),
+            down: AtomicBool::new(false),
+            tko_events: AtomicU64::new(0),
+            counts: (0..=workers).map(|_| Counts::default()).collect(),
+        }
+    }
+
     /// Whether it is marked down now.
     pub fn is_down(&self) -> bool {
         self.down.load(Relaxed)
     }
 
+    /// This thread's counters.
+    fn mine(&self) -> &Counts {
+        let last = self.counts.len() - 1;
+        &self.counts[worker().map_or(last, |w| w.min(last))]
+    }
+
+    fn sum(&self, c: impl Fn(&Counts) -> &AtomicU64) -> u64 {
+        self.counts.iter().map(|s| c(s).load(Relaxed)).sum()
+    }
+
+    /// Commands sent to it.
+    pub fn requests(&self) -> u64 {
+        self.sum(|c| &c.requests)
+    }
+
+    /// Commands that failed (unreachable, timed out, marked down).
+    pub fn errors(&self) -> u64 {
+        self.sum(|c| &c.errors)
+    }
+
     fn record(&self, took: Duration) {
         let us = took.as_micros().max(1) as u64;
         let b = (64 - us.leading_zeros() as usize).min(BUCKETS - 1);
-        self.latency[b].fetch_add(1, Relaxed);
+        self.mine().latency[b].fetch_add(1, Relaxed);
     }
 
     /// The upper bound (µs) of the bucket holding quantile `q` of batch round trips, or 0
     /// before any.
     pub fn latency_quantile_us(&self, q: f64) -> u64 {
-        let counts: Vec<u64> = self.latency.iter().map(|c| c.load(Relaxed)).collect();
+        let counts: Vec<u64> = (0..BUCKETS).map(|b| self.sum(|c| &c.latency[b])).collect();
         let total: u64 = counts.iter().sum();
         if total == 0 {
             return 0;
@@ -89,6 +129,11 @@ thread_local! {
 /// Marks this thread as worker `i`: its jobs use the pools' `i`th clients.
 pub fn set_worker(i: usize) {
     WORKER.with(|w| w.set(Some(i)));
+}
+
+/// The worker this thread is, if it is one ([`set_worker`]).
+pub fn worker() -> Option<usize> {
+    WORKER.with(Cell::get)
 }
 
 /// A pool: see the module docs.
@@ -120,7 +165,7 @@ impl Pool {
             .collect();
         Ok(Pool {
             placement: Placement::build(spec.placement, &spec.servers, &[]),
-            servers: spec.servers.iter().map(|_| Server::default()).collect(),
+            servers: spec.servers.iter().map(|_| Server::new(workers)).collect(),
             clients,
             spec,
         })
@@ -129,7 +174,7 @@ impl Pool {
     /// This thread's clients: its worker's, or the shared set.
     fn clients(&self) -> &[Client] {
         let shared = self.clients.len() - 1;
-        let i = WORKER.with(Cell::get).map_or(shared, |w| w.min(shared));
+        let i = worker().map_or(shared, |w| w.min(shared));
         &self.clients[i]
     }
 
@@ -159,9 +204,10 @@ impl Pool {
         cmds: &[Command<'_>],
     ) -> Vec<Result<Outcome>> {
         let server = &self.servers[i];
-        server.requests.fetch_add(cmds.len() as u64, Relaxed);
+        let counts = server.mine();
+        counts.requests.fetch_add(cmds.len() as u64, Relaxed);
         if server.is_down() {
-            server.errors.fetch_add(cmds.len() as u64, Relaxed);
+            counts.errors.fetch_add(cmds.len() as u64, Relaxed);
             let e = Error::Io(format!("{} is marked down", self.spec.servers[i]));
             return vec![Err(e); cmds.len()];
         }
@@ -179,9 +225,14 @@ impl Pool {
             .iter()
             .filter(|r| r.as_ref().is_err_and(Error::is_unavailable))
             .count();
-        server.errors.fetch_add(failed as u64, Relaxed);
+        if failed > 0 {
+            server.mine().errors.fetch_add(failed as u64, Relaxed);
+        }
+        // Read before written: a line both workers only read stays in both caches.
         if failed == 0 {
-            server.failures.store(0, Relaxed);
+            if server.failures.load(Relaxed) != 0 {
+                server.failures.store(0, Relaxed);
+            }
         } else if failed == out.len() {
             let n = server.failures.fetch_add(1, Relaxed) + 1;
             if n >= self.spec.tko_after && !server.down.swap(true, Relaxed) {
@@ -241,7 +292,7 @@ mod tests {
 
     #[test]
     fn latency_quantiles_come_from_the_buckets() {
-        let s = Server::default();
+        let s = Server::new(2);
         assert_eq!(s.latency_quantile_us(0.5), 0);
         for _ in 0..9 {
             s.record(Duration::from_micros(100)); // below 128

@@ -99,7 +99,7 @@ fn a_partial_write_moves_a_cursor() {
     assert_eq!((s.out.as_ptr(), s.out.len()), (at, 25), "nothing moved");
     s.wrote(19);
     assert!(s.unsent().is_empty() && s.out.is_empty());
-    let written = s.sh().counters.bytes_written.load(Relaxed);
+    let written = s.sh().counters.bytes_written.load();
     assert_eq!(written, 25);
 }
 

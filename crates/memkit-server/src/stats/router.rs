@@ -18,17 +18,17 @@ pub(super) fn lines(sh: &Shared, out: &mut Vec<u8>) -> bool {
     };
     let c = &router.counters;
     for (name, v) in [
-        ("jobs", &c.jobs),
-        ("requests", &c.ops),
-        ("unrouted", &c.unrouted),
-        ("failovers", &c.failovers),
-        ("gutter", &c.gutter),
-        ("shadowed", &c.shadowed),
-        ("warmed", &c.warmed),
-        ("reloads", &c.reloads),
-        ("reload_failures", &c.reload_failures),
+        ("jobs", c.jobs.load()),
+        ("requests", c.ops.load()),
+        ("unrouted", c.unrouted.load(Relaxed)),
+        ("failovers", c.failovers.load(Relaxed)),
+        ("gutter", c.gutter.load(Relaxed)),
+        ("shadowed", c.shadowed.load(Relaxed)),
+        ("warmed", c.warmed.load(Relaxed)),
+        ("reloads", c.reloads.load(Relaxed)),
+        ("reload_failures", c.reload_failures.load(Relaxed)),
     ] {
-        write_stat_u64(out, name, v.load(Relaxed));
+        write_stat_u64(out, name, v);
     }
     let table = router.table();
     write_stat_u64(out, "routes", table.routes.len() as u64);
@@ -41,8 +41,8 @@ pub(super) fn lines(sh: &Shared, out: &mut Vec<u8>) -> bool {
             let q = |what: &str| format!("pool:{name}:{i}:{what}");
             write_stat(out, &q("addr"), spec.addr().as_bytes());
             write_stat_u64(out, &q("down"), u64::from(s.is_down()));
-            write_stat_u64(out, &q("requests"), s.requests.load(Relaxed));
-            write_stat_u64(out, &q("errors"), s.errors.load(Relaxed));
+            write_stat_u64(out, &q("requests"), s.requests());
+            write_stat_u64(out, &q("errors"), s.errors());
             write_stat_u64(out, &q("tko_events"), s.tko_events.load(Relaxed));
             write_stat_u64(out, &q("latency_p50_us"), s.latency_quantile_us(0.5));
             write_stat_u64(out, &q("latency_p99_us"), s.latency_quantile_us(0.99));
