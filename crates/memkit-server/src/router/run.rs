@@ -173,6 +173,12 @@ fn failed_at(out: &Outcomes, also: impl Fn(usize) -> bool) -> Vec<usize> {
 
 /// Sends each command to its key's server in `pool`: one pipeline a server, all at once.
 pub async fn hash(pool: &Arc<Pool>, ops: &[Op]) -> Outcomes {
+    if let [op] = ops {
+        // One command (a connection at depth 1): no lists to place it.
+        return pool
+            .pipeline(pool.server_for(&op.key), &[op.command()])
+            .await;
+    }
     let servers = pool.servers_of(&keys_of(ops));
     by_server(pool, ops, &servers).await
 }
