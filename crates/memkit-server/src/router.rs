@@ -196,6 +196,8 @@ pub struct Counters {
 #[derive(Debug)]
 pub struct Tally {
     shards: Box<[Counts]>,
+    /// The sums at the last `stats reset`.
+    base: Counts,
 }
 
 impl Tally {
@@ -203,56 +205,105 @@ impl Tally {
     pub fn new(workers: usize) -> Tally {
         Tally {
             shards: (0..=workers).map(|_| Counts::default()).collect(),
+            base: Counts::default(),
         }
     }
 
-    /// This thread's copy.
-    fn mine(&self) -> &Counts {
+    /// This thread's copy, and whether this thread is the only one that writes it (a
+    /// worker's): then a count is a load and a store, not a locked add.
+    fn mine(&self) -> (&Counts, bool) {
         let last = self.shards.len() - 1;
-        &self.shards[pool::worker().map_or(last, |w| w.min(last))]
+        match pool::worker() {
+            Some(w) if w < last => (&self.shards[w], true),
+            _ => (&self.shards[last], false),
+        }
     }
 
     /// Counts a store the codec refused as too large (it never becomes a command).
     pub fn too_large(&self) {
-        self.mine().store_too_large.fetch_add(1, Relaxed);
+        let (c, solo) = self.mine();
+        bump(&c.store_too_large, solo);
     }
 
     /// Counts `cmd`'s outcome `r`.
     pub fn count(&self, cmd: &Command<'_>, r: &Result<Outcome>) {
-        self.mine().count(cmd, r);
+        let (c, solo) = self.mine();
+        c.count(cmd, r, solo);
     }
 
     /// The counts, in the engine's shape (what the router does not count stays 0).
     pub fn counters(&self) -> memkit_engine::Counters {
-        let g = |c: fn(&Counts) -> &AtomicU64| -> u64 {
-            self.shards.iter().map(|s| c(s).load(Relaxed)).sum()
-        };
+        let [
+            cmd_get,
+            get_hits,
+            get_misses,
+            cmd_touch,
+            touch_hits,
+            touch_misses,
+            cmd_set,
+            cas_hits,
+            cas_misses,
+            cas_badval,
+            delete_hits,
+            delete_misses,
+            incr_hits,
+            incr_misses,
+            decr_hits,
+            decr_misses,
+            cmd_flush,
+            store_too_large,
+        ] = std::array::from_fn(|i| {
+            self.sum(i)
+                .saturating_sub(self.base.fields()[i].load(Relaxed))
+        });
         memkit_engine::Counters {
-            cmd_get: g(|s| &s.cmd_get),
-            get_hits: g(|s| &s.get_hits),
-            get_misses: g(|s| &s.get_misses),
-            cmd_touch: g(|s| &s.cmd_touch),
-            touch_hits: g(|s| &s.touch_hits),
-            touch_misses: g(|s| &s.touch_misses),
-            cmd_set: g(|s| &s.cmd_set),
-            cas_hits: g(|s| &s.cas_hits),
-            cas_misses: g(|s| &s.cas_misses),
-            cas_badval: g(|s| &s.cas_badval),
-            delete_hits: g(|s| &s.delete_hits),
-            delete_misses: g(|s| &s.delete_misses),
-            incr_hits: g(|s| &s.incr_hits),
-            incr_misses: g(|s| &s.incr_misses),
-            decr_hits: g(|s| &s.decr_hits),
-            decr_misses: g(|s| &s.decr_misses),
-            cmd_flush: g(|s| &s.cmd_flush),
-            store_too_large: g(|s| &s.store_too_large),
+            cmd_get,
+            get_hits,
+            get_misses,
+            cmd_touch,
+            touch_hits,
+            touch_misses,
+            cmd_set,
+            cas_hits,
+            cas_misses,
+            cas_badval,
+            delete_hits,
+            delete_misses,
+            incr_hits,
+            incr_misses,
+            decr_hits,
+            decr_misses,
+            cmd_flush,
+            store_too_large,
             ..Default::default()
         }
     }
 
-    /// `stats reset`.
+    /// Field `i` summed over the copies.
+    fn sum(&self, i: usize) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.fields()[i].load(Relaxed))
+            .sum()
+    }
+
+    /// `stats reset`: what was counted so far becomes the base the counts are read from
+    /// (a worker's copy is written by that worker alone, so it is never set back).
     pub fn reset(&self) {
-        self.shards.iter().for_each(Counts::reset);
+        for (i, b) in self.base.fields().into_iter().enumerate() {
+            b.store(self.sum(i), Relaxed);
+        }
+    }
+}
+
+/// Adds one to `c`; `solo`: only this thread writes it, so no locked add is needed (a
+/// reader still sees whole values).
+fn bump(c: &AtomicU64, solo: bool) {
+    match solo {
+        true => c.store(c.load(Relaxed) + 1, Relaxed),
+        false => {
+            c.fetch_add(1, Relaxed);
+        }
     }
 }
 
@@ -281,11 +332,9 @@ struct Counts {
 }
 
 impl Counts {
-    fn count(&self, cmd: &Command<'_>, r: &Result<Outcome>) {
+    fn count(&self, cmd: &Command<'_>, r: &Result<Outcome>, solo: bool) {
         use memkit_types::{ArithMode, ArithOutcome, DeleteOutcome, Error, StoreOutcome};
-        let add = |c: &AtomicU64| {
-            c.fetch_add(1, Relaxed);
-        };
+        let add = |c: &AtomicU64| bump(c, solo);
         match (cmd, r) {
             (Command::Get { opts, .. }, r) => {
                 let hit = matches!(r, Ok(Outcome::Item(Some(_))));
@@ -336,8 +385,9 @@ impl Counts {
         }
     }
 
-    fn reset(&self) {
-        for c in [
+    /// Every counter, in [`Tally::counters`]' order.
+    fn fields(&self) -> [&AtomicU64; 18] {
+        [
             &self.cmd_get,
             &self.get_hits,
             &self.get_misses,
@@ -356,9 +406,7 @@ impl Counts {
             &self.decr_misses,
             &self.cmd_flush,
             &self.store_too_large,
-        ] {
-            c.store(0, Relaxed);
-        }
+        ]
     }
 }
 
