@@ -233,50 +233,10 @@ impl Tally {
 
     /// The counts, in the engine's shape (what the router does not count stays 0).
     pub fn counters(&self) -> memkit_engine::Counters {
-        let [
-            cmd_get,
-            get_hits,
-            get_misses,
-            cmd_touch,
-            touch_hits,
-            touch_misses,
-            cmd_set,
-            cas_hits,
-            cas_misses,
-            cas_badval,
-            delete_hits,
-            delete_misses,
-            incr_hits,
-            incr_misses,
-            decr_hits,
-            decr_misses,
-            cmd_flush,
-            store_too_large,
-        ] = std::array::from_fn(|i| {
-            self.sum(i)
-                .saturating_sub(self.base.fields()[i].load(Relaxed))
-        });
-        memkit_engine::Counters {
-            cmd_get,
-            get_hits,
-            get_misses,
-            cmd_touch,
-            touch_hits,
-            touch_misses,
-            cmd_set,
-            cas_hits,
-            cas_misses,
-            cas_badval,
-            delete_hits,
-            delete_misses,
-            incr_hits,
-            incr_misses,
-            decr_hits,
-            decr_misses,
-            cmd_flush,
-            store_too_large,
-            ..Default::default()
-        }
+        let base = self.base.fields();
+        engine_counters(std::array::from_fn(|i| {
+            self.sum(i).saturating_sub(base[i].load(Relaxed))
+        }))
     }
 
     /// Field `i` summed over the copies.
@@ -307,29 +267,43 @@ fn bump(c: &AtomicU64, solo: bool) {
     }
 }
 
-/// One thread's copy of the [`Tally`], on cache lines of its own.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct Counts {
-    cmd_get: AtomicU64,
-    get_hits: AtomicU64,
-    get_misses: AtomicU64,
-    cmd_touch: AtomicU64,
-    touch_hits: AtomicU64,
-    touch_misses: AtomicU64,
-    cmd_set: AtomicU64,
-    cas_hits: AtomicU64,
-    cas_misses: AtomicU64,
-    cas_badval: AtomicU64,
-    delete_hits: AtomicU64,
-    delete_misses: AtomicU64,
-    incr_hits: AtomicU64,
-    incr_misses: AtomicU64,
-    decr_hits: AtomicU64,
-    decr_misses: AtomicU64,
-    cmd_flush: AtomicU64,
-    store_too_large: AtomicU64,
+/// Declares [`Counts`], its fields in one list ([`Counts::fields`]) and the engine's
+/// [`memkit_engine::Counters`] made of their values, from the counter names (the engine's).
+macro_rules! counts {
+    ($($f:ident)*) => {
+        /// One thread's copy of the [`Tally`], on cache lines of its own.
+        #[derive(Debug, Default)]
+        #[repr(align(128))]
+        struct Counts {
+            $($f: AtomicU64,)*
+        }
+
+        impl Counts {
+            /// Every counter, in the order of the list.
+            fn fields(&self) -> [&AtomicU64; FIELDS] {
+                [$(&self.$f),*]
+            }
+        }
+
+        /// The engine's counters with the values of the list's (the rest 0).
+        fn engine_counters(v: [u64; FIELDS]) -> memkit_engine::Counters {
+            let [$($f),*] = v;
+            memkit_engine::Counters {
+                $($f,)*
+                ..Default::default()
+            }
+        }
+    };
 }
+
+/// How many counters the tally keeps.
+const FIELDS: usize = 18;
+
+counts!(
+    cmd_get get_hits get_misses cmd_touch touch_hits touch_misses cmd_set cas_hits cas_misses
+    cas_badval delete_hits delete_misses incr_hits incr_misses decr_hits decr_misses cmd_flush
+    store_too_large
+);
 
 impl Counts {
     fn count(&self, cmd: &Command<'_>, r: &Result<Outcome>, solo: bool) {
@@ -383,30 +357,6 @@ impl Counts {
             (Command::Flush { .. }, _) => add(&self.cmd_flush),
             _ => {}
         }
-    }
-
-    /// Every counter, in [`Tally::counters`]' order.
-    fn fields(&self) -> [&AtomicU64; 18] {
-        [
-            &self.cmd_get,
-            &self.get_hits,
-            &self.get_misses,
-            &self.cmd_touch,
-            &self.touch_hits,
-            &self.touch_misses,
-            &self.cmd_set,
-            &self.cas_hits,
-            &self.cas_misses,
-            &self.cas_badval,
-            &self.delete_hits,
-            &self.delete_misses,
-            &self.incr_hits,
-            &self.incr_misses,
-            &self.decr_hits,
-            &self.decr_misses,
-            &self.cmd_flush,
-            &self.store_too_large,
-        ]
     }
 }
 
