@@ -17,7 +17,8 @@ pub fn md5_hashes(keys: &[&[u8]], out: &mut Vec<u32>) {
     out.resize(keys.len(), 0);
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
-        x86::hash_all(keys, out);
+        // SAFETY: this CPU has AVX2.
+        unsafe { x86::hash_all(keys, out) };
         return;
     }
     for (o, k) in out.iter_mut().zip(keys) {
@@ -63,6 +64,7 @@ mod x86 {
     /// Hashes every key into `out`: the one-block keys eight at a time (the last run's
     /// empty lanes repeat a key unless the run is too short to be worth it), the longer
     /// ones alone.
+    #[target_feature(enable = "avx2")]
     pub fn hash_all(keys: &[&[u8]], out: &mut [u32]) {
         let mut lanes = [0usize; 8];
         let mut n = 0;
@@ -73,8 +75,7 @@ mod x86 {
                     words[w][l] = v;
                 }
             }
-            // SAFETY: the caller saw AVX2 on this CPU.
-            let h = unsafe { md5x8(&words) };
+            let h = md5x8(&words);
             for (l, &i) in lanes[..n].iter().enumerate() {
                 out[i] = h[l];
             }
