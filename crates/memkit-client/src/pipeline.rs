@@ -46,6 +46,7 @@ pub enum Outcome {
 struct Sent {
     at: usize,
     n: usize,
+    dialect: Dialect,
 }
 
 impl Client {
@@ -61,10 +62,11 @@ impl Client {
         let mut at = 0;
         while at < cmds.len() {
             let n = self.run_of_reads(&cmds[at..]);
-            match self.encode(&cmds[at..at + n], self.dialect_for(&cmds[at..at + n])) {
+            let dialect = self.dialect_for(&cmds[at..at + n]);
+            match self.encode(&cmds[at..at + n], dialect) {
                 Ok(job) => {
                     jobs.push(job);
-                    sent.push(Sent { at, n });
+                    sent.push(Sent { at, n, dialect });
                 }
                 Err(e) => out[at..at + n].fill(Some(Err(e))),
             }
@@ -76,7 +78,7 @@ impl Client {
         };
         for (s, r) in sent.into_iter().zip(replies) {
             let cmds = &cmds[s.at..s.at + s.n];
-            let decoded = r.and_then(|r| self.decode(cmds, self.dialect_for(cmds), r));
+            let decoded = r.and_then(|r| self.decode(cmds, s.dialect, r));
             match decoded {
                 Ok(outcomes) => {
                     for (slot, o) in out[s.at..].iter_mut().zip(outcomes) {

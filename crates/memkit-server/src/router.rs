@@ -195,7 +195,7 @@ pub struct Counters {
 /// would pass it between their cores at every key.
 #[derive(Debug)]
 pub struct Tally {
-    shards: Box<[Counts]>,
+    copies: pool::PerWorker<Counts>,
     /// The sums at the last `stats reset`.
     base: Counts,
 }
@@ -204,30 +204,20 @@ impl Tally {
     /// Counters for a server of `workers` worker threads.
     pub fn new(workers: usize) -> Tally {
         Tally {
-            shards: (0..=workers).map(|_| Counts::default()).collect(),
+            copies: pool::PerWorker::new(workers, Counts::default),
             base: Counts::default(),
-        }
-    }
-
-    /// This thread's copy, and whether this thread is the only one that writes it (a
-    /// worker's): then a count is a load and a store, not a locked add.
-    fn mine(&self) -> (&Counts, bool) {
-        let last = self.shards.len() - 1;
-        match pool::worker() {
-            Some(w) if w < last => (&self.shards[w], true),
-            _ => (&self.shards[last], false),
         }
     }
 
     /// Counts a store the codec refused as too large (it never becomes a command).
     pub fn too_large(&self) {
-        let (c, solo) = self.mine();
+        let (c, solo) = self.copies.mine();
         bump(&c.store_too_large, solo);
     }
 
     /// Counts `cmd`'s outcome `r`.
     pub fn count(&self, cmd: &Command<'_>, r: &Result<Outcome>) {
-        let (c, solo) = self.mine();
+        let (c, solo) = self.copies.mine();
         c.count(cmd, r, solo);
     }
 
@@ -241,7 +231,8 @@ impl Tally {
 
     /// Field `i` summed over the copies.
     fn sum(&self, i: usize) -> u64 {
-        self.shards
+        self.copies
+            .all()
             .iter()
             .map(|s| s.fields()[i].load(Relaxed))
             .sum()

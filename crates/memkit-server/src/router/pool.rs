@@ -19,7 +19,8 @@
 //! it, and a worker's jobs then send, receive and finish on the worker's thread, with no
 //! wake-up of another. A probe runs on the worker that marked its server down, with that
 //! worker's clients. Threads that are not workers (the router's own runtime, an embedder's
-//! server) share one more set. Health and counters are the server's, shared.
+//! server) share one more set ([`PerWorker`]). Health is the server's, shared; its counters
+//! are kept a copy a worker.
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -42,10 +43,8 @@ pub struct Server {
     down: AtomicBool,
     /// Times it was marked down.
     pub tko_events: AtomicU64,
-    /// A copy a worker (and one for any other thread), summed when read: two workers
-    /// counting every batch in one place would pass its line, and the health flags beside
-    /// it, between their cores.
-    counts: Box<[Counts]>,
+    /// Summed when read.
+    counts: PerWorker<Counts>,
 }
 
 /// One thread's counters of a [`Server`].
@@ -66,7 +65,7 @@ impl Server {
             failures: AtomicU32::new(0),
             down: AtomicBool::new(false),
             tko_events: AtomicU64::new(0),
-            counts: (0..=workers).map(|_| Counts::default()).collect(),
+            counts: PerWorker::new(workers, Counts::default),
         }
     }
 
@@ -77,12 +76,12 @@ impl Server {
 
     /// This thread's counters.
     fn mine(&self) -> &Counts {
-        let last = self.counts.len() - 1;
-        &self.counts[worker().map_or(last, |w| w.min(last))]
+        self.counts.mine().0
     }
 
+    /// A counter summed over the threads' copies.
     fn sum(&self, c: impl Fn(&Counts) -> &AtomicU64) -> u64 {
-        self.counts.iter().map(|s| c(s).load(Relaxed)).sum()
+        self.counts.all().iter().map(|s| c(s).load(Relaxed)).sum()
     }
 
     /// Commands sent to it.
@@ -131,16 +130,39 @@ pub fn set_worker(i: usize) {
     WORKER.with(|w| w.set(Some(i)));
 }
 
-/// The worker this thread is, if it is one ([`set_worker`]).
-pub fn worker() -> Option<usize> {
-    WORKER.with(Cell::get)
+/// A value kept a copy a worker thread, and one more that every other thread shares (the
+/// router's runtime, an embedder's server): a pool's clients, and the counters each request
+/// adds to, which two workers would otherwise pass between their cores at every request.
+#[derive(Debug)]
+pub struct PerWorker<T>(Box<[T]>);
+
+impl<T> PerWorker<T> {
+    /// Copies for `workers` worker threads and the rest, each made by `make`.
+    pub fn new(workers: usize, mut make: impl FnMut() -> T) -> PerWorker<T> {
+        PerWorker((0..=workers).map(|_| make()).collect())
+    }
+
+    /// This thread's copy ([`set_worker`]), and whether this thread alone uses it (a
+    /// worker's does; the shared one does not).
+    pub fn mine(&self) -> (&T, bool) {
+        let shared = self.0.len() - 1;
+        match WORKER.with(Cell::get) {
+            Some(w) if w < shared => (&self.0[w], true),
+            _ => (&self.0[shared], false),
+        }
+    }
+
+    /// Every copy.
+    pub fn all(&self) -> &[T] {
+        &self.0
+    }
 }
 
 /// A pool: see the module docs.
 pub struct Pool {
     pub spec: PoolSpec,
-    /// A set of clients (one a server) for each worker, then one for every other thread.
-    clients: Vec<Vec<Client>>,
+    /// A set of clients (one a server) for each worker, and one for every other thread.
+    clients: PerWorker<Vec<Client>>,
     pub placement: Placement,
     pub servers: Vec<Server>,
 }
@@ -155,14 +177,12 @@ impl Pool {
     /// The pool of `spec`, with clients for `workers` worker threads and the rest.
     pub fn new(spec: PoolSpec, workers: usize) -> std::result::Result<Pool, String> {
         let config = spec.client_config()?;
-        let clients = (0..=workers)
-            .map(|_| {
-                spec.servers
-                    .iter()
-                    .map(|s| Client::new(s.clone(), config.clone()))
-                    .collect()
-            })
-            .collect();
+        let clients = PerWorker::new(workers, || {
+            spec.servers
+                .iter()
+                .map(|s| Client::new(s.clone(), config.clone()))
+                .collect()
+        });
         Ok(Pool {
             placement: Placement::build(spec.placement, &spec.servers, &[]),
             servers: spec.servers.iter().map(|_| Server::new(workers)).collect(),
@@ -173,9 +193,7 @@ impl Pool {
 
     /// This thread's clients: its worker's, or the shared set.
     fn clients(&self) -> &[Client] {
-        let shared = self.clients.len() - 1;
-        let i = worker().map_or(shared, |w| w.min(shared));
-        &self.clients[i]
+        self.clients.mine().0
     }
 
     /// The server `key` belongs on (the placement never leaves a server out: a marked-down
